@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs every system and Python dependency tqc needs. Idempotent: packages
+# already present are left alone, so a second run is quick.
+set -euo pipefail
+
+APT_PACKAGES=(
+  cmake ninja-build g++ python3 python3-pip
+  llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools lld-22 clang-22
+  libgtest-dev
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+    || missing+=("$p")
+done
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "bootstrap: installing ${missing[*]}"
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q "${missing[@]}"
+else
+  echo "bootstrap: system packages present"
+fi
+
+# Python: lit ships with llvm-22-tools; the Python side of tqc uses only the
+# standard library and numpy.
+if ! python3 -c "import numpy" 2>/dev/null; then
+  echo "bootstrap: installing numpy"
+  python3 -m pip install -q numpy
+fi

@@ -26,9 +26,10 @@ else
   echo "bootstrap: system packages present"
 fi
 
-# Python: lit ships with llvm-22-tools; the Python side of tqc uses only the
-# standard library and numpy.
-if ! python3 -c "import numpy" 2>/dev/null; then
-  echo "bootstrap: installing numpy"
-  python3 -m pip install -q numpy
+# Python packages (lit itself ships with llvm-22-tools). pip skips what is
+# already installed at a satisfying version.
+root="$(cd "$(dirname "$0")/.." && pwd)"
+req="$root/python/requirements.txt"
+if grep -qv '^\s*\(#.*\)\?$' "$req" 2>/dev/null; then
+  python3 -m pip install -q -r "$req"
 fi

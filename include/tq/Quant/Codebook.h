@@ -57,7 +57,7 @@ struct LloydMaxDesign {
 };
 
 /// Designs the Lloyd-Max quantiser with 2^bits levels for one coordinate of
-/// a d-dimensional unit vector. bits in [1, 8], dim >= 2 (Sphere needs
+/// a d-dimensional unit vector. bits in [1, 8], dim >= 1 (Sphere needs
 /// dim >= 3 for a bounded density).
 Result<LloydMaxDesign> designLloydMax(CodebookDistribution dist, unsigned dim,
                                       unsigned bits);

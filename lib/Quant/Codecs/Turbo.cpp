@@ -118,7 +118,12 @@ void encodeTurbo(const FormatSpec &spec, std::span<float> row,
       reconSq += cb.centroids[idx] * cb.centroids[idx];
     }
     const float recon = std::sqrt(reconSq);
-    const float stored = recon > 1e-10f ? norms[g] / recon : norms[g];
+    // Divided in double (identical to the f32 quotient, since double
+    // rounding of an f32 division is innocuous) so a huge norm over a small
+    // recon saturates instead of overflowing to inf.
+    const double quotient =
+        recon > 1e-10f ? double(norms[g]) / double(recon) : norms[g];
+    const float stored = float(std::fmin(quotient, 3.0e38));
     bool saturated = false;
     storeHalf(blk + spec.scaleOffset, floatToHalfSaturating(stored, &saturated));
     stats.saturatedBlocks += saturated;

@@ -17,7 +17,7 @@ config.substitutions.append(("%golden", config.tqc_golden_dir))
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
-    ["tq-quant"], [config.tqc_tools_dir])
+    ["tq-opt", "tq-quant"], [config.tqc_tools_dir])
 
 # Tests that need the golden vectors from ../shared/golden declare
 # REQUIRES: golden and are reported unsupported when the folder is missing.

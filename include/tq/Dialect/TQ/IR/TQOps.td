@@ -1,0 +1,280 @@
+//===- TQOps.td - Operations of the tq dialect -------------*- tablegen -*-===//
+
+#ifndef TQ_DIALECT_TQ_IR_TQOPS_TD
+#define TQ_DIALECT_TQ_IR_TQOPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "tq/Dialect/TQ/IR/TQAttrs.td"
+include "tq/Dialect/TQ/IR/TQEnums.td"
+include "tq/Dialect/TQ/IR/TQTypes.td"
+
+def TQ_F32Tensor3D : 3DTensorOf<[F32]>;
+def TQ_F32Tensor2D : 2DTensorOf<[F32]>;
+def TQ_I8Tensor3D : 3DTensorOf<[I8]>;
+
+//===----------------------------------------------------------------------===//
+// Cache views
+//===----------------------------------------------------------------------===//
+
+def TQ_FromBytesOp : TQ_Op<"from_bytes", [Pure]> {
+  let summary = "Views packed bytes as a typed cache";
+  let description = [{
+    Gives the bytes of a cache their format. The byte tensor is
+    `tokens x kv_heads x row_bytes` with `row_bytes` the format's row size
+    at the cache's head dim.
+
+    ```mlir
+    %k = tq.from_bytes %bytes : tensor<?x8x50xi8> -> !tq.cache<?x8x128, #tq.format<"turbo3_0">>
+    ```
+  }];
+  let arguments = (ins TQ_I8Tensor3D:$bytes);
+  let results = (outs TQ_CacheType:$cache);
+  let assemblyFormat = "$bytes attr-dict `:` type($bytes) `->` qualified(type($cache))";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def TQ_ToBytesOp : TQ_Op<"to_bytes", [Pure]> {
+  let summary = "The packed bytes of a typed cache";
+  let description = [{
+    The inverse of `tq.from_bytes`.
+
+    ```mlir
+    %bytes = tq.to_bytes %k : !tq.cache<?x8x128, #tq.format<"turbo3_0">> -> tensor<?x8x50xi8>
+    ```
+  }];
+  let arguments = (ins TQ_CacheType:$cache);
+  let results = (outs TQ_I8Tensor3D:$bytes);
+  let assemblyFormat = "$cache attr-dict `:` qualified(type($cache)) `->` type($bytes)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Encoding and decoding
+//===----------------------------------------------------------------------===//
+
+def TQ_QuantizeOp : TQ_Op<"quantize", [Pure]> {
+  let summary = "Encodes rows into a packed cache";
+  let description = [{
+    Encodes each of the `tokens x kv_heads` rows of `head_dim` values with
+    the result's format (zero-padding, rotation, scale, codebook indices and
+    QJL residual as the format prescribes).
+
+    ```mlir
+    %c = tq.quantize %rows : tensor<16x8x128xf32> -> !tq.cache<16x8x128, #tq.format<"polar3">>
+    ```
+  }];
+  let arguments = (ins TQ_F32Tensor3D:$input);
+  let results = (outs TQ_CacheType:$cache);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` qualified(type($cache))";
+  let hasVerifier = 1;
+}
+
+def TQ_GatherOp : TQ_Op<"gather", [Pure]> {
+  let summary = "Scaled centroids of every row, in the rotated domain";
+  let description = [{
+    Decodes each row to `scale * C[idx]` (plus the QJL reconstruction for
+    formats with a residual) over the padded head dim, without the inverse
+    rotation: `tokens x kv_heads x padded_dim`. The original-domain row is
+    the inverse rotation of this, sliced to `head_dim`.
+
+    ```mlir
+    %g = tq.gather %k : !tq.cache<?x8x96, #tq.format<"turbo3_0">> -> tensor<?x8x128xf32>
+    ```
+  }];
+  let arguments = (ins TQ_CacheType:$cache);
+  let results = (outs TQ_F32Tensor3D:$result);
+  let assemblyFormat = "$cache attr-dict `:` qualified(type($cache)) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def TQ_RotateOp : TQ_Op<"rotate", [Pure, SameOperandsAndResultType]> {
+  let summary = "Applies an orthogonal rotation (or its inverse) to the last dim";
+  let description = [{
+    `result[..., :] = R input[..., :]`, or `R^T input[..., :]` with
+    `inverse`. The last dimension must equal the rotation's `dim`.
+
+    ```mlir
+    %r = tq.rotate %q {rotation = #tq.rotation<kind = hadamard, dim = 4, block = 4, signs1 = [1, -1, 1, 1]>} : tensor<1x2x4xf32>
+    %x = tq.rotate %r {rotation = #tq.rotation<kind = haar, dim = 4, seed = 3>, inverse} : tensor<1x2x4xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, TQ_RotationAttr:$rotation,
+                       UnitAttr:$inverse);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+  let hasCanonicalizer = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Step-by-step attention
+//===----------------------------------------------------------------------===//
+
+def TQ_QKOp : TQ_Op<"qk", [Pure]> {
+  let summary = "Dot products of queries with dense keys (GQA by shape)";
+  let description = [{
+    `result[i, h, t] = sum_d q[i, h, d] * k[t, h / g, d]` with
+    `g = q_heads / kv_heads`.
+
+    ```mlir
+    %s = tq.qk %q, %k : tensor<1x8x64xf32>, tensor<?x2x64xf32> -> tensor<1x8x?xf32>
+    ```
+  }];
+  let arguments = (ins TQ_F32Tensor3D:$query, TQ_F32Tensor3D:$keys);
+  let results = (outs TQ_F32Tensor3D:$result);
+  let assemblyFormat = [{
+    $query `,` $keys attr-dict `:` type($query) `,` qualified(type($keys)) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def TQ_SoftmaxOp : TQ_Op<"softmax", [Pure]> {
+  let summary = "Masked, scaled, soft-capped softmax over the key dimension";
+  let description = [{
+    For logits `s[i, h, t]` of query `i` at position `tokens - queries + i`:
+    `x = scale * s`, then `softcap * tanh(x / softcap)` if `softcap > 0`,
+    then `+ mask[i, t]` if a mask is given; keys after the query's position
+    are dropped when `causal`, and keys at distance `>= window` when
+    `window > 0`. The result is the softmax over `t`; a query that sees no
+    key gets zeros.
+
+    ```mlir
+    %p = tq.softmax %s {scale = 0.125 : f32, causal} : tensor<4x8x?xf32> -> tensor<4x8x?xf32>
+    ```
+  }];
+  let arguments = (ins TQ_F32Tensor3D:$logits,
+                       Optional<TQ_F32Tensor2D>:$mask,
+                       F32Attr:$scale,
+                       UnitAttr:$causal,
+                       DefaultValuedAttr<I64Attr, "0">:$window,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$softcap);
+  let results = (outs TQ_F32Tensor3D:$result);
+  let assemblyFormat = [{
+    $logits (`mask` `(` $mask^ `:` type($mask) `)`)? attr-dict `:`
+    type($logits) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def TQ_PVOp : TQ_Op<"pv", [Pure]> {
+  let summary = "Probability-weighted sum of dense values (GQA by shape)";
+  let description = [{
+    `result[i, h, d] = sum_t p[i, h, t] * v[t, h / g, d]`.
+
+    ```mlir
+    %o = tq.pv %p, %v : tensor<1x8x?xf32>, tensor<?x2x64xf32> -> tensor<1x8x64xf32>
+    ```
+  }];
+  let arguments = (ins TQ_F32Tensor3D:$probs, TQ_F32Tensor3D:$values);
+  let results = (outs TQ_F32Tensor3D:$result);
+  let assemblyFormat = [{
+    $probs `,` $values attr-dict `:` type($probs) `,` qualified(type($values)) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Fused ops over the packed cache
+//===----------------------------------------------------------------------===//
+
+def TQ_ScoreOp : TQ_Op<"score", [Pure]> {
+  let summary = "Scores rotated queries against packed keys by codebook lookup";
+  let description = [{
+    `result[i, h, t] = <query[i, h, :], gather(keys)[t, h / g, :]>` without
+    materialising the gathered keys: the query must already be rotated by
+    the key format's rotation and padded to its padded dim. For formats
+    with a QJL residual the score includes the residual's correction
+    `||r|| sqrt(pi/2) / m <S q, sign(S r)>`. `lookup` selects how centroids
+    are read: `select` keeps the codebook in registers, `lut` builds a
+    per-query table `q[d] * C[c]`.
+
+    ```mlir
+    %s = tq.score %qr, %k {lookup = #tq.lookup<lut>} : tensor<1x8x128xf32>, !tq.cache<?x2x128, #tq.format<"turbo3_0">> -> tensor<1x8x?xf32>
+    ```
+  }];
+  let arguments = (ins TQ_F32Tensor3D:$query, TQ_CacheType:$keys,
+                       DefaultValuedAttr<TQ_LookupStrategyAttr,
+                         "LookupStrategy::select">:$lookup);
+  let results = (outs TQ_F32Tensor3D:$result);
+  let assemblyFormat = [{
+    $query `,` $keys attr-dict `:` type($query) `,` qualified(type($keys)) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def TQ_AccumulateOp : TQ_Op<"accumulate", [Pure]> {
+  let summary = "Probability-weighted sum of packed values, in the rotated domain";
+  let description = [{
+    `result[i, h, :] = sum_t p[i, h, t] * gather(values)[t, h / g, :]` over
+    the padded head dim, without materialising the gathered values. The
+    original-domain output is the inverse rotation of the result, sliced
+    to `head_dim`.
+
+    ```mlir
+    %a = tq.accumulate %p, %v : tensor<1x8x?xf32>, !tq.cache<?x2x128, #tq.format<"polar4">> -> tensor<1x8x128xf32>
+    ```
+  }];
+  let arguments = (ins TQ_F32Tensor3D:$probs, TQ_CacheType:$values,
+                       DefaultValuedAttr<TQ_LookupStrategyAttr,
+                         "LookupStrategy::select">:$lookup);
+  let results = (outs TQ_F32Tensor3D:$result);
+  let assemblyFormat = [{
+    $probs `,` $values attr-dict `:` type($probs) `,` qualified(type($values)) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// The whole computation
+//===----------------------------------------------------------------------===//
+
+def TQ_AttentionOp : TQ_Op<"attention", [Pure]> {
+  let summary = "Attention of dense queries over compressed K and V caches";
+  let description = [{
+    `queries x q_heads x head_dim` queries attend over `tokens` keys and
+    values in their own formats (K and V may differ). Query head `h` reads
+    KV head `h / (q_heads / kv_heads)` (grouped-query attention; the group
+    is fixed by the types). Query `i` sits at position
+    `tokens - queries + i`. Logits are `scale * <q, k>` (`scale` defaults
+    to `1/sqrt(head_dim)`), soft-capped when `softcap > 0`, plus the
+    optional additive `mask` (`queries x tokens`), restricted to keys at or
+    before the query's position when `causal` and to the last `window`
+    positions when `window > 0`.
+
+    ```mlir
+    %o = tq.attention %q, %k, %v {causal} : tensor<1x32x128xf32>,
+        !tq.cache<?x8x128, #tq.format<"turbo3_0">>,
+        !tq.cache<?x8x128, #tq.format<"turbo2_0">> -> tensor<1x32x128xf32>
+    ```
+  }];
+  let arguments = (ins TQ_F32Tensor3D:$query,
+                       TQ_CacheType:$keys,
+                       TQ_CacheType:$values,
+                       Optional<TQ_F32Tensor2D>:$mask,
+                       OptionalAttr<F32Attr>:$scale,
+                       UnitAttr:$causal,
+                       DefaultValuedAttr<I64Attr, "0">:$window,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$softcap);
+  let results = (outs TQ_F32Tensor3D:$result);
+  let assemblyFormat = [{
+    $query `,` $keys `,` $values (`mask` `(` $mask^ `:` type($mask) `)`)?
+    attr-dict `:` type($query) `,` qualified(type($keys)) `,` qualified(type($values)) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The logit scale: the attribute, or 1/sqrt(head_dim).
+    float getScaleOrDefault();
+  }];
+}
+
+#endif // TQ_DIALECT_TQ_IR_TQOPS_TD

@@ -1,0 +1,42 @@
+//===- Passes.h - Transformations of the tq dialect -------------*- C++ -*-===//
+//
+// Pass declarations (from Passes.td) and the pattern sets they drive, so
+// other passes and pipelines can reuse the rewrites.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TQ_DIALECT_TQ_TRANSFORMS_PASSES_H
+#define TQ_DIALECT_TQ_TRANSFORMS_PASSES_H
+
+#include "tq/Dialect/TQ/IR/TQDialect.h"
+
+#include "mlir/Pass/Pass.h"
+
+namespace mlir {
+class RewritePatternSet;
+namespace tq {
+
+#define GEN_PASS_DECL
+#include "tq/Dialect/TQ/Transforms/Passes.h.inc"
+
+/// tq.attention -> gather, inverse rotate, slice, qk, softmax, pv.
+void populateDecomposeAttentionPatterns(RewritePatternSet &patterns);
+
+/// Key-side rotations onto queries, value-side rotations onto outputs.
+void populateHoistRotationPatterns(RewritePatternSet &patterns);
+
+/// Why the rotation feeding `denseOperand` of a tq.qk / tq.pv cannot be
+/// hoisted, or success when it can (or when no rotation feeds it).
+LogicalResult checkRotationHoistable(Value denseOperand, std::string &reason);
+
+/// qk/pv over tq.gather -> tq.score / tq.accumulate.
+void populateFuseCodebookPatterns(RewritePatternSet &patterns,
+                                  LookupStrategy lookup);
+
+#define GEN_PASS_REGISTRATION
+#include "tq/Dialect/TQ/Transforms/Passes.h.inc"
+
+} // namespace tq
+} // namespace mlir
+
+#endif // TQ_DIALECT_TQ_TRANSFORMS_PASSES_H

@@ -1,0 +1,90 @@
+//===- Passes.td - Transformations of the tq dialect -------*- tablegen -*-===//
+
+#ifndef TQ_DIALECT_TQ_TRANSFORMS_PASSES_TD
+#define TQ_DIALECT_TQ_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def TQDecomposeAttention : Pass<"tq-decompose-attention"> {
+  let summary = "Spell tq.attention out step by step, dequantising naively";
+  let description = [{
+    Rewrites each `tq.attention` into the naive computation over dequantised
+    keys and values:
+
+    ```mlir
+    %o = tq.attention %q, %k, %v : ...
+    ```
+    becomes
+    ```mlir
+    %kg = tq.gather %k            // scale * C[idx], rotated domain
+    %kr = tq.rotate %kg {rotation = R_k, inverse}
+    %kd = tensor.extract_slice %kr[0, 0, 0] [N, KH, D] [1, 1, 1]  // if padded
+    %s  = tq.qk %q, %kd
+    %p  = tq.softmax %s {scale, causal, window, softcap}
+    ... the same for %v ...
+    %o  = tq.pv %p, %vd
+    ```
+
+    Every key and value is un-rotated: `tokens x kv_heads` rotations per
+    cache. `tq-hoist-rotation` then moves them to the query and output.
+  }];
+  let dependentDialects = ["::mlir::tensor::TensorDialect"];
+}
+
+def TQHoistRotation : Pass<"tq-hoist-rotation"> {
+  let summary = "Move rotations off the K/V side onto the query and output";
+  let description = [{
+    For any orthogonal R and a cache gathered in the rotated domain G:
+
+    - `<q, slice(R^T G)> = <R pad(q), G>`: a key-side rotation (and the
+      slice of a zero-padded head) becomes one rotation of each zero-padded
+      query row;
+    - `sum_t p_t slice(R^T G_t) = slice(R^T sum_t p_t G_t)`: a value-side
+      rotation becomes one rotation of each output row.
+
+    ```mlir
+    %kr = tq.rotate %kg {rotation = R, inverse} : tensor<?x2x128xf32>
+    %kd = tensor.extract_slice %kr[0, 0, 0] [%n, 2, 96] [1, 1, 1]
+    %s  = tq.qk %q, %kd
+    ```
+    becomes
+    ```mlir
+    %qp = tensor.pad %q low[0, 0, 0] high[0, 0, 32] { 0.0 }
+    %qr = tq.rotate %qp {rotation = R} : tensor<1x8x128xf32>
+    %s  = tq.qk %qr, %kg
+    ```
+
+    The identity needs the slice to keep the leading `head_dim` entries of
+    every row (what zero padding produces). Where a rotation feeds a
+    `tq.qk` or `tq.pv` through anything else, the pass leaves it and emits
+    a remark saying why.
+  }];
+  let dependentDialects = ["::mlir::tensor::TensorDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
+def TQFuseCodebook : Pass<"tq-fuse-codebook"> {
+  let summary = "Score and accumulate by codebook lookup on the packed cache";
+  let description = [{
+    Replaces dense products with gathered caches by the fused ops that read
+    packed indices directly:
+
+    - `tq.qk %qr, (tq.gather %k)` becomes `tq.score %qr, %k`;
+    - `tq.pv %p, (tq.gather %v)` becomes `tq.accumulate %p, %v`.
+
+    The `lookup` option picks how the fused ops read centroids: `select`
+    (codebook in registers) or `lut` (a per-query table).
+  }];
+  let options = [
+    Option<"lookup", "lookup", "::mlir::tq::LookupStrategy",
+           "::mlir::tq::LookupStrategy::select",
+           "How centroids are read: select or lut",
+           [{::llvm::cl::values(
+               clEnumValN(::mlir::tq::LookupStrategy::select, "select",
+                          "keep the codebook in registers and select"),
+               clEnumValN(::mlir::tq::LookupStrategy::lut, "lut",
+                          "build a per-query lookup table"))}]>
+  ];
+}
+
+#endif // TQ_DIALECT_TQ_TRANSFORMS_PASSES_TD

@@ -1,13 +1,18 @@
 // RUN: tq-opt %s | tq-opt | FileCheck %s
 // RUN: tq-opt %s --mlir-print-op-generic | tq-opt | FileCheck %s
 
+// Rotations with sign vectors and codebooks print as aliases.
+// CHECK-DAG: #[[CB:codebook[0-9]*]] = #tq.codebook<bits = 1, centroids = [-5.000000e-01, 5.000000e-01], thresholds = [0.000000e+00]>
+// CHECK-DAG: #[[HAD:rotation[0-9]*]] = #tq.rotation<kind = hadamard, dim = 4, block = 4, signs1 = [1, -1, 1, 1]>
+// CHECK-DAG: #[[TWO:rotation[0-9]*]] = #tq.rotation<kind = block_hadamard, dim = 8, block = 4, signs1 = [1, -1, 1, 1], signs2 = [-1, 1, 1, 1]>
+
 // CHECK-LABEL: func @attributes
-// CHECK-SAME: cb = #tq.codebook<bits = 1, centroids = [-5.000000e-01, 5.000000e-01], thresholds = [0.000000e+00]>
+// CHECK-SAME: cb = #[[CB]]
 // CHECK-SAME: fmt = #tq.format<"turbo3_0">
 // CHECK-SAME: haar = #tq.rotation<kind = haar, dim = 80, seed = 7>
-// CHECK-SAME: had = #tq.rotation<kind = hadamard, dim = 4, block = 4, signs1 = [1, -1, 1, 1]>
+// CHECK-SAME: had = #[[HAD]]
 // CHECK-SAME: id = #tq.rotation<kind = identity, dim = 64>
-// CHECK-SAME: two = #tq.rotation<kind = block_hadamard, dim = 8, block = 4, signs1 = [1, -1, 1, 1], signs2 = [-1, 1, 1, 1]>
+// CHECK-SAME: two = #[[TWO]]
 func.func @attributes() attributes {
   fmt = #tq.format<"turbo3_0">,
   cb = #tq.codebook<bits = 1, centroids = [-0.5, 0.5], thresholds = [0.0]>,

@@ -1,0 +1,47 @@
+// RUN: tq-opt %s -split-input-file --tq-decompose-attention | FileCheck %s
+
+// A padded head (96 -> 128) with a rotating K format and a plain V format:
+// keys are gathered, un-rotated and sliced; values are only gathered.
+// CHECK-LABEL: func @padded_asymmetric
+// CHECK-SAME: (%[[Q:.*]]: tensor<1x4x96xf32>, %[[K:.*]]: !tq.cache<?x2x96, #tq.format<"polar3">>, %[[V:.*]]: !tq.cache<?x2x96, #tq.format<"q8_0">>)
+// CHECK: %[[KG:.*]] = tq.gather %[[K]] : !tq.cache<?x2x96, #tq.format<"polar3">> -> tensor<?x2x128xf32>
+// CHECK: %[[KR:.*]] = tq.rotate %[[KG]] {inverse, rotation = #rotation} : tensor<?x2x128xf32>
+// CHECK: %[[KS:.*]] = tensor.extract_slice %[[KR]][0, 0, 0] [%{{.*}}, 2, 96] [1, 1, 1] : tensor<?x2x128xf32> to tensor<?x2x96xf32>
+// CHECK: %[[S:.*]] = tq.qk %[[Q]], %[[KS]] : tensor<1x4x96xf32>, tensor<?x2x96xf32> -> tensor<1x4x?xf32>
+// CHECK: %[[P:.*]] = tq.softmax %[[S]] {causal, scale = 0.102062076 : f32} : tensor<1x4x?xf32> -> tensor<1x4x?xf32>
+// CHECK: %[[VG:.*]] = tq.gather %[[V]] : !tq.cache<?x2x96, #tq.format<"q8_0">> -> tensor<?x2x96xf32>
+// CHECK-NOT: tq.rotate
+// CHECK: %[[O:.*]] = tq.pv %[[P]], %[[VG]] : tensor<1x4x?xf32>, tensor<?x2x96xf32> -> tensor<1x4x96xf32>
+// CHECK: return %[[O]]
+func.func @padded_asymmetric(%q: tensor<1x4x96xf32>, %k: !tq.cache<?x2x96, #tq.format<"polar3">>, %v: !tq.cache<?x2x96, #tq.format<"q8_0">>) -> tensor<1x4x96xf32> {
+  %o = tq.attention %q, %k, %v {causal} : tensor<1x4x96xf32>, !tq.cache<?x2x96, #tq.format<"polar3">>, !tq.cache<?x2x96, #tq.format<"q8_0">> -> tensor<1x4x96xf32>
+  return %o : tensor<1x4x96xf32>
+}
+
+// -----
+
+// Unpadded block-WHT formats need no slice; every option reaches the softmax.
+// CHECK-LABEL: func @options
+// CHECK: tq.gather %{{.*}} : !tq.cache<16x1x64, #tq.format<"tq3_0">> -> tensor<16x1x64xf32>
+// CHECK-NEXT: tq.rotate %{{.*}} {inverse, rotation = #rotation} : tensor<16x1x64xf32>
+// CHECK-NOT: tensor.extract_slice
+// CHECK: tq.softmax %{{.*}} mask(%{{.*}} : tensor<3x16xf32>) {scale = 2.500000e-01 : f32, softcap = 3.000000e+01 : f32, window = 8 : i64}
+// CHECK: tq.gather %{{.*}} : !tq.cache<16x1x64, #tq.format<"turbo4_0">> -> tensor<16x1x128xf32>
+// CHECK: tq.rotate %{{.*}} {inverse, rotation = #rotation1} : tensor<16x1x128xf32>
+// CHECK: tensor.extract_slice %{{.*}}[0, 0, 0] [16, 1, 64] [1, 1, 1]
+// CHECK: tq.pv
+func.func @options(%q: tensor<3x7x64xf32>, %k: !tq.cache<16x1x64, #tq.format<"tq3_0">>, %v: !tq.cache<16x1x64, #tq.format<"turbo4_0">>, %m: tensor<3x16xf32>) -> tensor<3x7x64xf32> {
+  %o = tq.attention %q, %k, %v mask(%m : tensor<3x16xf32>) {scale = 0.25 : f32, window = 8, softcap = 30.0 : f32} : tensor<3x7x64xf32>, !tq.cache<16x1x64, #tq.format<"tq3_0">>, !tq.cache<16x1x64, #tq.format<"turbo4_0">> -> tensor<3x7x64xf32>
+  return %o : tensor<3x7x64xf32>
+}
+
+// -----
+
+// Nothing else is touched.
+// CHECK-LABEL: func @no_attention
+// CHECK-NEXT: tq.qk
+// CHECK-NEXT: return
+func.func @no_attention(%q: tensor<1x2x8xf32>, %k: tensor<4x2x8xf32>) -> tensor<1x2x4xf32> {
+  %s = tq.qk %q, %k : tensor<1x2x8xf32>, tensor<4x2x8xf32> -> tensor<1x2x4xf32>
+  return %s : tensor<1x2x4xf32>
+}

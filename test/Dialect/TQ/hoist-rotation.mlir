@@ -1,0 +1,88 @@
+// RUN: tq-opt %s -split-input-file --tq-hoist-rotation -verify-diagnostics | FileCheck %s
+
+#r = #tq.rotation<kind = hadamard, dim = 4, block = 4, signs1 = [1, -1, 1, 1], signs2 = [1, 1, -1, 1]>
+
+// Keys: <q, slice(R^T g)> becomes <R pad(q), g>; values: sum p slice(R^T g)
+// becomes slice(R^T sum p g). The rotations now act on 1x2 query and output
+// rows instead of 5x1 cache rows.
+// CHECK-LABEL: func @padded
+// CHECK-SAME: (%[[Q:.*]]: tensor<1x2x3xf32>, %[[K:.*]]: tensor<5x1x4xf32>, %[[V:.*]]: tensor<5x1x4xf32>)
+// CHECK: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+// CHECK: %[[QP:.*]] = tensor.pad %[[Q]] low[0, 0, 0] high[0, 0, 1]
+// CHECK: tensor.yield %[[ZERO]]
+// CHECK: %[[QR:.*]] = tq.rotate %[[QP]] {rotation = #rotation} : tensor<1x2x4xf32>
+// CHECK: %[[S:.*]] = tq.qk %[[QR]], %[[K]] : tensor<1x2x4xf32>, tensor<5x1x4xf32> -> tensor<1x2x5xf32>
+// CHECK: %[[P:.*]] = tq.softmax %[[S]]
+// CHECK: %[[A:.*]] = tq.pv %[[P]], %[[V]] : tensor<1x2x5xf32>, tensor<5x1x4xf32> -> tensor<1x2x4xf32>
+// CHECK: %[[AR:.*]] = tq.rotate %[[A]] {inverse, rotation = #rotation} : tensor<1x2x4xf32>
+// CHECK: %[[O:.*]] = tensor.extract_slice %[[AR]][0, 0, 0] [1, 2, 3] [1, 1, 1] : tensor<1x2x4xf32> to tensor<1x2x3xf32>
+// CHECK: return %[[O]]
+func.func @padded(%q: tensor<1x2x3xf32>, %kg: tensor<5x1x4xf32>, %vg: tensor<5x1x4xf32>) -> tensor<1x2x3xf32> {
+  %kr = tq.rotate %kg {rotation = #r, inverse} : tensor<5x1x4xf32>
+  %k = tensor.extract_slice %kr[0, 0, 0] [5, 1, 3] [1, 1, 1] : tensor<5x1x4xf32> to tensor<5x1x3xf32>
+  %s = tq.qk %q, %k : tensor<1x2x3xf32>, tensor<5x1x3xf32> -> tensor<1x2x5xf32>
+  %p = tq.softmax %s {scale = 1.0 : f32} : tensor<1x2x5xf32> -> tensor<1x2x5xf32>
+  %vr = tq.rotate %vg {rotation = #r, inverse} : tensor<5x1x4xf32>
+  %v = tensor.extract_slice %vr[0, 0, 0] [5, 1, 3] [1, 1, 1] : tensor<5x1x4xf32> to tensor<5x1x3xf32>
+  %o = tq.pv %p, %v : tensor<1x2x5xf32>, tensor<5x1x3xf32> -> tensor<1x2x3xf32>
+  return %o : tensor<1x2x3xf32>
+}
+
+// -----
+
+// A forward rotation on the key side becomes an inverse one on the query;
+// dynamic token counts and dense Haar rotations hoist the same way.
+// CHECK-LABEL: func @forward_haar_dynamic
+// CHECK: %[[QR:.*]] = tq.rotate %arg0 {inverse, rotation = #tq.rotation<kind = haar, dim = 8, seed = 5>} : tensor<2x4x8xf32>
+// CHECK: tq.qk %[[QR]], %arg1 : tensor<2x4x8xf32>, tensor<?x2x8xf32> -> tensor<2x4x?xf32>
+func.func @forward_haar_dynamic(%q: tensor<2x4x8xf32>, %kg: tensor<?x2x8xf32>) -> tensor<2x4x?xf32> {
+  %kr = tq.rotate %kg {rotation = #tq.rotation<kind = haar, dim = 8, seed = 5>} : tensor<?x2x8xf32>
+  %s = tq.qk %q, %kr : tensor<2x4x8xf32>, tensor<?x2x8xf32> -> tensor<2x4x?xf32>
+  return %s : tensor<2x4x?xf32>
+}
+
+// -----
+
+#r = #tq.rotation<kind = hadamard, dim = 4, block = 4, signs1 = [1, -1, 1, 1]>
+
+// Negative: the slice keeps entries 1..3 of each rotated row, not the
+// leading ones, so the dropped entry is not zero padding and
+// <q, slice(x)> != <pad(q), x>. The rotation must stay.
+// CHECK-LABEL: func @offset_slice
+// CHECK: tq.rotate %arg1 {inverse, rotation = #rotation} : tensor<5x1x4xf32>
+// CHECK: tq.qk %arg0, %{{.*}} : tensor<1x2x3xf32>, tensor<5x1x3xf32>
+func.func @offset_slice(%q: tensor<1x2x3xf32>, %kg: tensor<5x1x4xf32>) -> tensor<1x2x5xf32> {
+  %kr = tq.rotate %kg {rotation = #r, inverse} : tensor<5x1x4xf32>
+  %k = tensor.extract_slice %kr[0, 0, 1] [5, 1, 3] [1, 1, 1] : tensor<5x1x4xf32> to tensor<5x1x3xf32>
+  // expected-remark @+1 {{rotation not hoisted: the slice of the rotated rows does not start at 0 in dimension 2, so the dropped entries are not the zero padding}}
+  %s = tq.qk %q, %k : tensor<1x2x3xf32>, tensor<5x1x3xf32> -> tensor<1x2x5xf32>
+  return %s : tensor<1x2x5xf32>
+}
+
+// -----
+
+#r = #tq.rotation<kind = hadamard, dim = 4, block = 4, signs1 = [1, -1, 1, 1]>
+
+// Negative: the slice drops tokens as well as padding. The pattern only
+// peels the slice of a zero-padded head; anything else stays as written.
+// CHECK-LABEL: func @token_slice
+// CHECK: tq.rotate %arg1 {inverse, rotation = #rotation} : tensor<5x1x4xf32>
+// CHECK: tq.pv %arg0, %{{.*}} : tensor<1x2x4xf32>, tensor<4x1x3xf32>
+func.func @token_slice(%p: tensor<1x2x4xf32>, %vg: tensor<5x1x4xf32>) -> tensor<1x2x3xf32> {
+  %vr = tq.rotate %vg {rotation = #r, inverse} : tensor<5x1x4xf32>
+  %v = tensor.extract_slice %vr[0, 0, 0] [4, 1, 3] [1, 1, 1] : tensor<5x1x4xf32> to tensor<4x1x3xf32>
+  // expected-remark @+1 {{rotation not hoisted: the slice drops tokens, not only padding}}
+  %o = tq.pv %p, %v : tensor<1x2x4xf32>, tensor<4x1x3xf32> -> tensor<1x2x3xf32>
+  return %o : tensor<1x2x3xf32>
+}
+
+// -----
+
+// Negative: no rotation feeds the keys; nothing to do and nothing to say.
+// CHECK-LABEL: func @plain
+// CHECK-NOT: tq.rotate
+// CHECK: tq.qk %arg0, %arg1
+func.func @plain(%q: tensor<1x2x4xf32>, %k: tensor<5x1x4xf32>) -> tensor<1x2x5xf32> {
+  %s = tq.qk %q, %k : tensor<1x2x4xf32>, tensor<5x1x4xf32> -> tensor<1x2x5xf32>
+  return %s : tensor<1x2x5xf32>
+}

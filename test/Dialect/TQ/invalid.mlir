@@ -1,0 +1,344 @@
+// RUN: tq-opt %s -split-input-file -verify-diagnostics
+
+// expected-error @+1 {{unknown format 'turbo5_0' (known: tq3_0,}}
+func.func @f() attributes {a = #tq.format<"turbo5_0">} { return }
+
+// -----
+
+// expected-error @+1 {{codebook bits must be in [1, 8], got 9}}
+func.func @f() attributes {a = #tq.codebook<bits = 9, centroids = [0.0], thresholds = []>} { return }
+
+// -----
+
+// expected-error @+1 {{a 2-bit codebook has 4 centroids, got 2}}
+func.func @f() attributes {a = #tq.codebook<bits = 2, centroids = [-1.0, 1.0], thresholds = [0.0]>} { return }
+
+// -----
+
+// expected-error @+1 {{codebook with 2 centroids needs 1 thresholds, got 2}}
+func.func @f() attributes {a = #tq.codebook<bits = 1, centroids = [-1.0, 1.0], thresholds = [0.0, 0.5]>} { return }
+
+// -----
+
+// expected-error @+1 {{invalid codebook: codebook: centroids must be strictly increasing (centroid 1 is not above centroid 0)}}
+func.func @f() attributes {a = #tq.codebook<bits = 1, centroids = [1.0, -1.0], thresholds = [0.0]>} { return }
+
+// -----
+
+// expected-error @+1 {{identity rotation takes only a dim}}
+func.func @f() attributes {a = #tq.rotation<kind = identity, dim = 4, signs1 = [1, 1, 1, 1]>} { return }
+
+// -----
+
+// expected-error @+1 {{hadamard rotation needs signs1}}
+func.func @f() attributes {a = #tq.rotation<kind = hadamard, dim = 4, block = 4>} { return }
+
+// -----
+
+// expected-error @+1 {{hadamard rotation has block == dim (8), got block 4}}
+func.func @f() attributes {a = #tq.rotation<kind = hadamard, dim = 8, block = 4, signs1 = [1, 1, 1, 1]>} { return }
+
+// -----
+
+// expected-error @+1 {{signs1 has 2 entries, expected dim 4}}
+func.func @f() attributes {a = #tq.rotation<kind = hadamard, dim = 4, block = 4, signs1 = [1, 1]>} { return }
+
+// -----
+
+// expected-error @+1 {{hadamard rotation takes literal signs, not a seed}}
+func.func @f() attributes {a = #tq.rotation<kind = hadamard, dim = 2, block = 2, signs1 = [1, 1], seed = 3>} { return }
+
+// -----
+
+// expected-error @+1 {{signs1[1] is 0; sign vectors hold +1 or -1}}
+func.func @f() attributes {a = #tq.rotation<kind = hadamard, dim = 2, block = 2, signs1 = [1, 0]>} { return }
+
+// -----
+
+// expected-error @+1 {{second sign vector has 2 entries, expected 4}}
+func.func @f() attributes {a = #tq.rotation<kind = hadamard, dim = 4, block = 4, signs1 = [1, 1, 1, 1], signs2 = [1, 1]>} { return }
+
+// -----
+
+// expected-error @+1 {{signs1 has 4 entries, expected block 2}}
+func.func @f() attributes {a = #tq.rotation<kind = block_hadamard, dim = 8, block = 2, signs1 = [1, 1, 1, 1]>} { return }
+
+// -----
+
+// expected-error @+1 {{rotation dim 6 is not a positive multiple of the hadamard block 4}}
+func.func @f() attributes {a = #tq.rotation<kind = block_hadamard, dim = 6, block = 4, signs1 = [1, 1, 1, 1]>} { return }
+
+// -----
+
+// expected-error @+1 {{hadamard block size 3 is not a power of two}}
+func.func @f() attributes {a = #tq.rotation<kind = block_hadamard, dim = 6, block = 3, signs1 = [1, 1, 1]>} { return }
+
+// -----
+
+// expected-error @+1 {{haar rotation takes a dim and a seed only}}
+func.func @f() attributes {a = #tq.rotation<kind = haar, dim = 2, signs1 = [1, 1]>} { return }
+
+// -----
+
+// expected-error @+1 {{haar rotation dim 5000 is outside [1, 4096]}}
+func.func @f() attributes {a = #tq.rotation<kind = haar, dim = 5000>} { return }
+
+// -----
+
+// expected-error @+1 {{cache shape is tokens x kv_heads x head_dim, got 2 dimensions}}
+func.func @f(%c: !tq.cache<8x128, #tq.format<"turbo3_0">>) { return }
+
+// -----
+
+// expected-error @+1 {{cache kv_heads must be a static positive size}}
+func.func @f(%c: !tq.cache<8x?x128, #tq.format<"turbo3_0">>) { return }
+
+// -----
+
+// expected-error @+1 {{cache head_dim must be a static positive size}}
+func.func @f(%c: !tq.cache<8x2x?, #tq.format<"turbo3_0">>) { return }
+
+// -----
+
+// expected-error @+1 {{haar4 needs a head dim of at least 3, got 2}}
+func.func @f(%c: !tq.cache<8x2x2, #tq.format<"haar4">>) { return }
+
+// -----
+
+func.func @f(%b: tensor<?x8x49xi8>) {
+  // expected-error @+1 {{'tq.from_bytes' op bytes row bytes is 49, expected 50}}
+  %c = tq.from_bytes %b : tensor<?x8x49xi8> -> !tq.cache<?x8x128, #tq.format<"turbo3_0">>
+  return
+}
+
+// -----
+
+func.func @f(%c: !tq.cache<?x8x128, #tq.format<"turbo3_0">>) {
+  // expected-error @+1 {{'tq.to_bytes' op bytes kv heads is 4, expected 8}}
+  %b = tq.to_bytes %c : !tq.cache<?x8x128, #tq.format<"turbo3_0">> -> tensor<?x4x50xi8>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<16x2x64xf32>) {
+  // expected-error @+1 {{'tq.quantize' op input head dim is 64, expected 80}}
+  %c = tq.quantize %x : tensor<16x2x64xf32> -> !tq.cache<16x2x80, #tq.format<"polar3">>
+  return
+}
+
+// -----
+
+func.func @f(%c: !tq.cache<16x2x80, #tq.format<"polar3">>) {
+  // expected-error @+1 {{'tq.gather' op result padded head dim is 80, expected 128}}
+  %g = tq.gather %c : !tq.cache<16x2x80, #tq.format<"polar3">> -> tensor<16x2x80xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{'tq.rotate' op last dimension is 8, the rotation acts on 4}}
+  %r = tq.rotate %x {rotation = #tq.rotation<kind = identity, dim = 4>} : tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<f32>) {
+  // expected-error @+1 {{'tq.rotate' op rotates the last dimension; operand is rank 0}}
+  %r = tq.rotate %x {rotation = #tq.rotation<kind = identity, dim = 4>} : tensor<f32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x8x64xf32>, %k: tensor<?x2x32xf32>) {
+  // expected-error @+1 {{'tq.qk' op key head dim is 32, expected 64}}
+  %s = tq.qk %q, %k : tensor<1x8x64xf32>, tensor<?x2x32xf32> -> tensor<1x8x?xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x7x64xf32>, %k: tensor<?x2x64xf32>) {
+  // expected-error @+1 {{'tq.qk' op query heads (7) must be a multiple of kv heads (2)}}
+  %s = tq.qk %q, %k : tensor<1x7x64xf32>, tensor<?x2x64xf32> -> tensor<1x7x?xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x8x64xf32>, %k: tensor<10x2x64xf32>) {
+  // expected-error @+1 {{'tq.qk' op result tokens is 9, expected 10}}
+  %s = tq.qk %q, %k : tensor<1x8x64xf32>, tensor<10x2x64xf32> -> tensor<1x8x9xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<1x8x10xf32>) {
+  // expected-error @+1 {{'tq.softmax' op result type 'tensor<1x8x?xf32>' differs from the logits type 'tensor<1x8x10xf32>'}}
+  %p = tq.softmax %s {scale = 1.0 : f32} : tensor<1x8x10xf32> -> tensor<1x8x?xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<1x8x10xf32>) {
+  // expected-error @+1 {{'tq.softmax' op scale must be finite and positive, got 0}}
+  %p = tq.softmax %s {scale = 0.0 : f32} : tensor<1x8x10xf32> -> tensor<1x8x10xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<1x8x10xf32>) {
+  // expected-error @+1 {{'tq.softmax' op window must be non-negative, got -1}}
+  %p = tq.softmax %s {scale = 1.0 : f32, window = -1} : tensor<1x8x10xf32> -> tensor<1x8x10xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<1x8x10xf32>) {
+  // expected-error @+1 {{'tq.softmax' op softcap must be finite and non-negative, got -2}}
+  %p = tq.softmax %s {scale = 1.0 : f32, softcap = -2.0 : f32} : tensor<1x8x10xf32> -> tensor<1x8x10xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<11x8x10xf32>) {
+  // expected-error @+1 {{'tq.softmax' op causal attention needs queries (11) <= tokens (10)}}
+  %p = tq.softmax %s {scale = 1.0 : f32, causal} : tensor<11x8x10xf32> -> tensor<11x8x10xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<2x8x10xf32>, %m: tensor<2x9xf32>) {
+  // expected-error @+1 {{'tq.softmax' op mask tokens is 9, expected 10}}
+  %p = tq.softmax %s mask(%m : tensor<2x9xf32>) {scale = 1.0 : f32} : tensor<2x8x10xf32> -> tensor<2x8x10xf32>
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<1x8x10xf32>, %v: tensor<12x2x64xf32>) {
+  // expected-error @+1 {{'tq.pv' op value tokens is 12, expected 10}}
+  %o = tq.pv %p, %v : tensor<1x8x10xf32>, tensor<12x2x64xf32> -> tensor<1x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<1x8x10xf32>, %v: tensor<10x2x64xf32>) {
+  // expected-error @+1 {{'tq.pv' op result head dim is 32, expected 64}}
+  %o = tq.pv %p, %v : tensor<1x8x10xf32>, tensor<10x2x64xf32> -> tensor<1x8x32xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x8x96xf32>, %k: !tq.cache<?x2x96, #tq.format<"turbo3_0">>) {
+  // expected-error @+1 {{'tq.score' op query dim (the key format's padded head dim) is 96, expected 128}}
+  %s = tq.score %q, %k : tensor<1x8x96xf32>, !tq.cache<?x2x96, #tq.format<"turbo3_0">> -> tensor<1x8x?xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x3x128xf32>, %k: !tq.cache<?x2x128, #tq.format<"turbo3_0">>) {
+  // expected-error @+1 {{'tq.score' op query heads (3) must be a multiple of kv heads (2)}}
+  %s = tq.score %q, %k : tensor<1x3x128xf32>, !tq.cache<?x2x128, #tq.format<"turbo3_0">> -> tensor<1x3x?xf32>
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<1x8x?xf32>, %v: !tq.cache<?x2x80, #tq.format<"polar2">>) {
+  // expected-error @+1 {{'tq.accumulate' op result padded head dim is 80, expected 128}}
+  %a = tq.accumulate %p, %v : tensor<1x8x?xf32>, !tq.cache<?x2x80, #tq.format<"polar2">> -> tensor<1x8x80xf32>
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<1x8x9xf32>, %v: !tq.cache<10x2x128, #tq.format<"polar2">>) {
+  // expected-error @+1 {{'tq.accumulate' op value tokens is 10, expected 9}}
+  %a = tq.accumulate %p, %v : tensor<1x8x9xf32>, !tq.cache<10x2x128, #tq.format<"polar2">> -> tensor<1x8x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x8x128xf32>, %k: !tq.cache<?x2x128, #tq.format<"turbo3_0">>, %v: !tq.cache<?x2x64, #tq.format<"turbo3_0">>) {
+  // expected-error @+1 {{'tq.attention' op key head dim 128 differs from value head dim 64}}
+  %o = tq.attention %q, %k, %v : tensor<1x8x128xf32>, !tq.cache<?x2x128, #tq.format<"turbo3_0">>, !tq.cache<?x2x64, #tq.format<"turbo3_0">> -> tensor<1x8x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x8x64xf32>, %k: !tq.cache<?x2x128, #tq.format<"turbo3_0">>, %v: !tq.cache<?x2x128, #tq.format<"turbo3_0">>) {
+  // expected-error @+1 {{'tq.attention' op query head dim is 64, expected 128}}
+  %o = tq.attention %q, %k, %v : tensor<1x8x64xf32>, !tq.cache<?x2x128, #tq.format<"turbo3_0">>, !tq.cache<?x2x128, #tq.format<"turbo3_0">> -> tensor<1x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x8x128xf32>, %k: !tq.cache<?x2x128, #tq.format<"turbo3_0">>, %v: !tq.cache<?x4x128, #tq.format<"turbo3_0">>) {
+  // expected-error @+1 {{'tq.attention' op key cache has 2 kv heads, value cache 4}}
+  %o = tq.attention %q, %k, %v : tensor<1x8x128xf32>, !tq.cache<?x2x128, #tq.format<"turbo3_0">>, !tq.cache<?x4x128, #tq.format<"turbo3_0">> -> tensor<1x8x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x8x128xf32>, %k: !tq.cache<10x2x128, #tq.format<"turbo3_0">>, %v: !tq.cache<11x2x128, #tq.format<"turbo3_0">>) {
+  // expected-error @+1 {{'tq.attention' op value tokens is 11, expected 10}}
+  %o = tq.attention %q, %k, %v : tensor<1x8x128xf32>, !tq.cache<10x2x128, #tq.format<"turbo3_0">>, !tq.cache<11x2x128, #tq.format<"turbo3_0">> -> tensor<1x8x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x6x128xf32>, %k: !tq.cache<?x4x128, #tq.format<"turbo3_0">>, %v: !tq.cache<?x4x128, #tq.format<"turbo3_0">>) {
+  // expected-error @+1 {{'tq.attention' op query heads (6) must be a multiple of kv heads (4)}}
+  %o = tq.attention %q, %k, %v : tensor<1x6x128xf32>, !tq.cache<?x4x128, #tq.format<"turbo3_0">>, !tq.cache<?x4x128, #tq.format<"turbo3_0">> -> tensor<1x6x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x8x128xf32>, %k: !tq.cache<?x2x128, #tq.format<"turbo3_0">>, %v: !tq.cache<?x2x128, #tq.format<"turbo3_0">>) {
+  // expected-error @+1 {{'tq.attention' op result heads is 4, expected 8}}
+  %o = tq.attention %q, %k, %v : tensor<1x8x128xf32>, !tq.cache<?x2x128, #tq.format<"turbo3_0">>, !tq.cache<?x2x128, #tq.format<"turbo3_0">> -> tensor<1x4x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x8x128xf32>, %k: !tq.cache<?x2x128, #tq.format<"turbo3_0">>, %v: !tq.cache<?x2x128, #tq.format<"turbo3_0">>) {
+  // expected-error @+1 {{'tq.attention' op scale must be finite and positive, got -1}}
+  %o = tq.attention %q, %k, %v {scale = -1.0 : f32} : tensor<1x8x128xf32>, !tq.cache<?x2x128, #tq.format<"turbo3_0">>, !tq.cache<?x2x128, #tq.format<"turbo3_0">> -> tensor<1x8x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<3x8x128xf32>, %k: !tq.cache<?x2x128, #tq.format<"turbo3_0">>, %v: !tq.cache<?x2x128, #tq.format<"turbo3_0">>, %m: tensor<2x?xf32>) {
+  // expected-error @+1 {{'tq.attention' op mask queries is 2, expected 3}}
+  %o = tq.attention %q, %k, %v mask(%m : tensor<2x?xf32>) : tensor<3x8x128xf32>, !tq.cache<?x2x128, #tq.format<"turbo3_0">>, !tq.cache<?x2x128, #tq.format<"turbo3_0">> -> tensor<3x8x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<9x8x128xf32>, %k: !tq.cache<8x2x128, #tq.format<"turbo3_0">>, %v: !tq.cache<8x2x128, #tq.format<"turbo3_0">>) {
+  // expected-error @+1 {{'tq.attention' op causal attention needs queries (9) <= tokens (8)}}
+  %o = tq.attention %q, %k, %v {causal} : tensor<9x8x128xf32>, !tq.cache<8x2x128, #tq.format<"turbo3_0">>, !tq.cache<8x2x128, #tq.format<"turbo3_0">> -> tensor<9x8x128xf32>
+  return
+}

@@ -5,8 +5,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tq/Conversion/Passes.h"
 #include "tq/Dialect/TQ/IR/TQDialect.h"
 #include "tq/Dialect/TQ/Transforms/Passes.h"
+#include "tq/Pipelines/Pipelines.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
@@ -21,6 +23,8 @@ int main(int argc, char **argv) {
   registry.insert<mlir::tq::TQDialect>();
   mlir::registerAllPasses();
   mlir::tq::registerTQPasses();
+  mlir::tq::registerTQConversionPasses();
+  mlir::tq::registerTQPipelines();
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "tq-opt: passes over the tq dialect\n", registry));
 }

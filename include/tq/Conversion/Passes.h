@@ -1,0 +1,23 @@
+//===- Passes.h - Conversions out of the tq dialect -------------*- C++ -*-===//
+
+#ifndef TQ_CONVERSION_PASSES_H
+#define TQ_CONVERSION_PASSES_H
+
+#include "tq/Conversion/TQToLoops/TQToLoops.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::tq {
+
+#define GEN_PASS_DECL
+#include "tq/Conversion/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "tq/Conversion/Passes.h.inc"
+
+} // namespace mlir::tq
+
+#endif // TQ_CONVERSION_PASSES_H

@@ -1,0 +1,39 @@
+//===- Passes.td - Conversions out of the tq dialect -------*- tablegen -*-===//
+
+#ifndef TQ_CONVERSION_PASSES_TD
+#define TQ_CONVERSION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def TQLowerToLoops : Pass<"tq-lower-to-loops", "::mlir::ModuleOp"> {
+  let summary = "Lower tq ops to linalg loop nests with explicit bit unpacking";
+  let description = [{
+    Converts every tq op (after `tq-decompose-attention`; `tq.attention`
+    and `tq.quantize` themselves are rejected with an error) into
+    `linalg.generic` loop nests over tensors, with the packed cache as a
+    `tensor<tokens x kv_heads x row_bytes x i8>`:
+
+    - each element is decoded in the loop body: the block's scale (fp16 or
+      f32 bytes), the index assembled from its bit planes with shifts and
+      masks, and the centroid read from a constant codebook table;
+    - `tq.score` / `tq.accumulate` decode on the fly, with `lookup = lut`
+      building a per-query table `q[d] * C[c]` first; formats with a QJL
+      residual add `||r|| sqrt(pi/2)/m <S q, sign(S r)>` through a
+      precomputed `S q`;
+    - rotations become dense products with the rotation's constant matrix;
+    - `tq.softmax` becomes masked max / exp / sum / divide.
+
+    Every constant (codebooks, rotation matrices, QJL projections, block
+    layouts) is folded in from the format library at compile time; the
+    generated code calls nothing but libm. The result bufferizes with
+    `one-shot-bufferize` and lowers to LLVM with upstream passes.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect",
+    "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
+#endif // TQ_CONVERSION_PASSES_TD

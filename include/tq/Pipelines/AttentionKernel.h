@@ -1,0 +1,55 @@
+//===- AttentionKernel.h - Kernel entry points over buffers -----*- C++ -*-===//
+//
+// A kernel is a function over caller-owned buffers (destination passing):
+//
+//   func.func @name(%q: memref<Q x H x D x f32>,
+//                   %k: memref<N x KH x RowBytesK x i8>,
+//                   %v: memref<N x KH x RowBytesV x i8>,
+//                  [%mask: memref<Q x N x f32>,]
+//                   %out: memref<Q x H x D x f32>)
+//       attributes {llvm.emit_c_interface}
+//
+// whose body views the buffers as tensors and caches and states one
+// tq.attention; the pipelines derive the rest.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TQ_PIPELINES_ATTENTIONKERNEL_H
+#define TQ_PIPELINES_ATTENTIONKERNEL_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+#include <optional>
+#include <string>
+
+namespace mlir::tq {
+
+struct AttentionKernelSpec {
+  std::string name = "attention";
+  std::string keyFormat;
+  std::string valueFormat;
+  unsigned headDim = 0;
+  unsigned queryHeads = 0;
+  unsigned kvHeads = 0;
+  int64_t numQueries = 1;
+  /// ShapedType::kDynamic for a kernel that takes any context length.
+  int64_t numKeys = 0;
+  bool causal = false;
+  int64_t window = 0;
+  float softcap = 0.0f;
+  std::optional<float> scale;
+  bool mask = false;
+};
+
+/// Builds the kernel at the builder's insertion point (inside a module).
+/// Fails, emitting through emitError, when the spec names an unknown format
+/// or shapes the formats cannot take.
+FailureOr<func::FuncOp>
+buildAttentionKernel(OpBuilder &builder, Location loc,
+                     const AttentionKernelSpec &spec,
+                     function_ref<InFlightDiagnostic()> emitError);
+
+} // namespace mlir::tq
+
+#endif // TQ_PIPELINES_ATTENTIONKERNEL_H

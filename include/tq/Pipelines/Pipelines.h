@@ -1,0 +1,50 @@
+//===- Pipelines.h - Named pass pipelines of tqc ----------------*- C++ -*-===//
+//
+// The pipelines are library functions taking an options struct, shared by
+// tq-opt (as registered pipelines), tq-aot and the tests.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TQ_PIPELINES_PIPELINES_H
+#define TQ_PIPELINES_PIPELINES_H
+
+#include "tq/Dialect/TQ/IR/TQDialect.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+namespace mlir::tq {
+
+/// Options of the tq pipelines.
+struct TQPipelineOptions : public PassPipelineOptions<TQPipelineOptions> {
+  PassOptions::Option<bool> hoistRotations{
+      *this, "hoist-rotations",
+      llvm::cl::desc("Move K/V rotations onto queries and outputs (off: the "
+                     "naive pipeline that un-rotates every cached row)"),
+      llvm::cl::init(true)};
+  PassOptions::Option<bool> fuseCodebook{
+      *this, "fuse-codebook",
+      llvm::cl::desc("Score and accumulate straight from packed indices"),
+      llvm::cl::init(true)};
+  PassOptions::Option<LookupStrategy> lookup{
+      *this, "lookup", llvm::cl::desc("Centroid lookup: select or lut"),
+      llvm::cl::init(LookupStrategy::select),
+      llvm::cl::values(clEnumValN(LookupStrategy::select, "select",
+                                  "codebook in registers"),
+                       clEnumValN(LookupStrategy::lut, "lut",
+                                  "per-query lookup table"))};
+};
+
+/// tq.attention -> the fused tq form (decompose, hoist, fuse, canonicalize).
+void buildTQFusionPipeline(OpPassManager &pm, const TQPipelineOptions &options);
+
+/// The fusion pipeline, then tq-lower-to-loops, bufferization and the
+/// upstream conversions down to the LLVM dialect (CPU).
+void buildTQToLLVMPipeline(OpPassManager &pm, const TQPipelineOptions &options);
+
+/// Registers "tq-fusion" and "tq-to-llvm" with the pass registry.
+void registerTQPipelines();
+
+} // namespace mlir::tq
+
+#endif // TQ_PIPELINES_PIPELINES_H

@@ -1,0 +1,51 @@
+//===- LoopBuilders.cpp - Small helpers for linalg loop nests -------------===//
+
+#include "LoopBuilders.h"
+
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+using namespace mlir;
+using namespace mlir::tq;
+
+Value mlir::tq::createFilledTensor(OpBuilder &b, Location loc,
+                                   ArrayRef<OpFoldResult> sizes,
+                                   Type elementType, TypedAttr value) {
+  Value empty = tensor::EmptyOp::create(b, loc, sizes, elementType);
+  Value fill = arith::ConstantOp::create(b, loc, value);
+  return linalg::FillOp::create(b, loc, fill, empty).getResult(0);
+}
+
+Value mlir::tq::createLoopNest(OpBuilder &b, Location loc, Value init,
+                               ValueRange inputs, ArrayRef<AffineMap> inputMaps,
+                               AffineMap outputMap, unsigned numLoops,
+                               unsigned numReductions, LoopBody body) {
+  SmallVector<AffineMap> maps(inputMaps);
+  maps.push_back(outputMap);
+  SmallVector<utils::IteratorType> iterators(numLoops,
+                                             utils::IteratorType::parallel);
+  for (unsigned i = numLoops - numReductions; i < numLoops; ++i)
+    iterators[i] = utils::IteratorType::reduction;
+  auto generic = linalg::GenericOp::create(
+      b, loc, TypeRange{init.getType()}, inputs, ValueRange{init}, maps,
+      iterators, [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        SmallVector<Value> indices;
+        for (unsigned i = 0; i < numLoops; ++i)
+          indices.push_back(linalg::IndexOp::create(nb, nloc, i));
+        Value result = body(nb, nloc, indices, args.drop_back(), args.back());
+        linalg::YieldOp::create(nb, nloc, result);
+      });
+  return generic.getResult(0);
+}
+
+AffineMap mlir::tq::projection(MLIRContext *context, unsigned numLoops,
+                               ArrayRef<unsigned> dims) {
+  SmallVector<AffineExpr> exprs;
+  for (unsigned d : dims)
+    exprs.push_back(getAffineDimExpr(d, context));
+  return AffineMap::get(numLoops, 0, exprs, context);
+}
+
+OpFoldResult mlir::tq::sizeOf(OpBuilder &b, Location loc, Value value,
+                              unsigned i) {
+  return tensor::getMixedSize(b, loc, value, i);
+}

@@ -1,0 +1,45 @@
+//===- LoopBuilders.h - Small helpers for linalg loop nests -----*- C++ -*-===//
+//
+// Every tq lowering is a handful of linalg.generic ops whose bodies read
+// their loop indices; these helpers keep the boilerplate out of the
+// patterns.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TQ_LIB_CONVERSION_TQTOLOOPS_LOOPBUILDERS_H
+#define TQ_LIB_CONVERSION_TQTOLOOPS_LOOPBUILDERS_H
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/Builders.h"
+
+namespace mlir::tq {
+
+/// Body of a generic: loop indices (linalg.index of every loop), the
+/// scalar arguments of the inputs, and the current output value; returns
+/// the value to yield.
+using LoopBody = function_ref<Value(OpBuilder &b, Location loc,
+                                    ValueRange indices, ValueRange inputs,
+                                    Value output)>;
+
+/// A tensor of the given sizes filled with `value`.
+Value createFilledTensor(OpBuilder &b, Location loc,
+                         ArrayRef<OpFoldResult> sizes, Type elementType,
+                         TypedAttr value);
+
+/// linalg.generic over `numLoops` loops (the leading ones parallel, the
+/// trailing `numReductions` reductions) writing `init` through `outputMap`.
+Value createLoopNest(OpBuilder &b, Location loc, Value init,
+                     ValueRange inputs, ArrayRef<AffineMap> inputMaps,
+                     AffineMap outputMap, unsigned numLoops,
+                     unsigned numReductions, LoopBody body);
+
+/// (d0, ..., dn-1) -> (d[dims[0]], d[dims[1]], ...).
+AffineMap projection(MLIRContext *context, unsigned numLoops,
+                     ArrayRef<unsigned> dims);
+
+/// The size of dim `i` of `value` as an OpFoldResult.
+OpFoldResult sizeOf(OpBuilder &b, Location loc, Value value, unsigned i);
+
+} // namespace mlir::tq
+
+#endif // TQ_LIB_CONVERSION_TQTOLOOPS_LOOPBUILDERS_H

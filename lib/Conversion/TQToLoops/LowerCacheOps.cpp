@@ -1,0 +1,422 @@
+//===- LowerCacheOps.cpp - tq ops that read the packed cache --------------===//
+//
+// tq.gather, tq.score and tq.accumulate become loop nests that decode each
+// element in place (RowDecoder). Format-specific terms:
+//   haar4   the row's 1/||C[idx]|| renormalisation, one reduction per row;
+//   tqprod  the QJL residual: gather adds scale * ||r|| c (S^T sign)_j,
+//           score adds scale * ||r|| c <S q, sign>, accumulate adds
+//           c S^T (sum_t p_t scale_t ||r_t|| sign_t), with c = sqrt(pi/2)/m.
+//
+//===----------------------------------------------------------------------===//
+
+#include "LoopBuilders.h"
+#include "LoweringPatterns.h"
+#include "RowDecoding.h"
+
+#include "tq/Dialect/TQ/IR/TQDialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::tq;
+namespace quant = ::tq::quant;
+
+namespace {
+
+Value f32Const(OpBuilder &b, Location loc, float v) {
+  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+}
+
+Value zeroIndex(OpBuilder &b, Location loc) {
+  return arith::ConstantIndexOp::create(b, loc, 0);
+}
+
+/// acc + x * y.
+Value multiplyAdd(OpBuilder &b, Location loc, Value acc, Value x, Value y) {
+  return arith::AddFOp::create(b, loc, acc,
+                               arith::MulFOp::create(b, loc, x, y));
+}
+
+/// sqrt(pi/2) / m, the QJL estimator's constant.
+float qjlConstant(const quant::FormatSpec &spec) {
+  return float(std::sqrt(M_PI / 2.0) / spec.qjl->rows());
+}
+
+/// The QJL projection S (rows x dim) as a constant.
+Value qjlMatrix(OpBuilder &b, Location loc, const quant::FormatSpec &spec) {
+  return createF32Matrix(b, loc, spec.qjl->matrix(), spec.qjl->rows(),
+                         spec.qjl->dim());
+}
+
+/// haar4: scale / ||C[idx]|| of every row, tensor<tokens x kv_heads>.
+Value haarRowFactors(OpBuilder &b, Location loc, const RowDecoder &dec,
+                     Value bytes) {
+  MLIRContext *ctx = b.getContext();
+  SmallVector<OpFoldResult> sizes = {sizeOf(b, loc, bytes, 0),
+                                     sizeOf(b, loc, bytes, 1)};
+  Value zeros = createFilledTensor(b, loc, sizes, b.getF32Type(),
+                                   b.getF32FloatAttr(0.0f));
+  // Loops (t, kvh, j): sum of squared centroids. The j loop's extent comes
+  // from an (unread) row-sized operand.
+  Value row = tensor::EmptyOp::create(
+      b, loc, ArrayRef<int64_t>{int64_t(dec.spec().paddedDim)},
+      b.getF32Type());
+  Value normSq = createLoopNest(
+      b, loc, zeros, {row}, {projection(ctx, 3, {2})},
+      projection(ctx, 3, {0, 1}), 3, 1,
+      [&](OpBuilder &nb, Location nloc, ValueRange idx, ValueRange,
+          Value acc) {
+        Value c = dec.centroid(nb, nloc, dec.index(nb, nloc, idx[0], idx[1],
+                                                    idx[2]));
+        return multiplyAdd(nb, nloc, acc, c, c);
+      });
+  return createLoopNest(
+      b, loc, zeros, {normSq}, {projection(ctx, 2, {0, 1})},
+      projection(ctx, 2, {0, 1}), 2, 0,
+      [&](OpBuilder &nb, Location nloc, ValueRange idx, ValueRange in,
+          Value) -> Value {
+        Value scale =
+            dec.scale(nb, nloc, idx[0], idx[1], zeroIndex(nb, nloc));
+        Value norm = math::SqrtOp::create(nb, nloc, in[0]);
+        Value positive =
+            arith::CmpFOp::create(nb, nloc, arith::CmpFPredicate::OGT, norm,
+                                  f32Const(nb, nloc, 0.0f));
+        Value factor = arith::DivFOp::create(nb, nloc, scale, norm);
+        return arith::SelectOp::create(nb, nloc, positive, factor,
+                                       f32Const(nb, nloc, 0.0f));
+      });
+}
+
+/// Loops over (d0, ..., dn) with the listed dims sized like `bytes` dims
+/// 0, 1 and a constant `inner`.
+struct CacheShape {
+  OpFoldResult tokens, kvHeads;
+};
+
+CacheShape cacheShape(OpBuilder &b, Location loc, Value bytes) {
+  return {sizeOf(b, loc, bytes, 0), sizeOf(b, loc, bytes, 1)};
+}
+
+//===----------------------------------------------------------------------===//
+// Views
+//===----------------------------------------------------------------------===//
+
+struct LowerFromBytes : public OpConversionPattern<FromBytesOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(FromBytesOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOp(op, adaptor.getBytes());
+    return success();
+  }
+};
+
+struct LowerToBytes : public OpConversionPattern<ToBytesOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(ToBytesOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOp(op, adaptor.getCache());
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// tq.gather
+//===----------------------------------------------------------------------===//
+
+struct LowerGather : public OpConversionPattern<GatherOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(GatherOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = rewriter.getContext();
+    CacheType cacheType = op.getCache().getType();
+    Value bytes = adaptor.getCache();
+    RowDecoder dec(rewriter, loc, cacheType.getQuantFormat(), bytes);
+    const quant::FormatSpec &spec = dec.spec();
+    const int64_t width = cacheType.getPaddedDim();
+    CacheShape shape = cacheShape(rewriter, loc, bytes);
+    SmallVector<OpFoldResult> sizes = {shape.tokens, shape.kvHeads,
+                                       rewriter.getIndexAttr(width)};
+    auto id3 = AffineMap::getMultiDimIdentityMap(3, ctx);
+
+    SmallVector<Value> inputs;
+    SmallVector<AffineMap> maps;
+    if (spec.family == quant::FormatFamily::Haar) {
+      inputs.push_back(haarRowFactors(rewriter, loc, dec, bytes));
+      maps.push_back(projection(ctx, 3, {0, 1}));
+    }
+    if (spec.qjl) {
+      // corr[t, kvh, j] = sum_i S[i, j] sign_i(t, kvh): loops (t, kvh, j, i).
+      Value zeros = createFilledTensor(rewriter, loc, sizes,
+                                       rewriter.getF32Type(),
+                                       rewriter.getF32FloatAttr(0.0f));
+      Value corr = createLoopNest(
+          rewriter, loc, zeros, {qjlMatrix(rewriter, loc, spec)},
+          {projection(ctx, 4, {3, 2})}, projection(ctx, 4, {0, 1, 2}), 4, 1,
+          [&](OpBuilder &b, Location loc, ValueRange idx, ValueRange in,
+              Value acc) {
+            Value sign = dec.qjlSign(b, loc, idx[0], idx[1], idx[3]);
+            return multiplyAdd(b, loc, acc, in[0], sign);
+          });
+      inputs.push_back(corr);
+      maps.push_back(id3);
+    }
+    Value init =
+        tensor::EmptyOp::create(rewriter, loc, sizes, rewriter.getF32Type());
+    Value result = createLoopNest(
+        rewriter, loc, init, inputs, maps, id3, 3, 0,
+        [&](OpBuilder &b, Location loc, ValueRange idx, ValueRange in,
+            Value) -> Value {
+          Value value = dec.element(b, loc, idx[0], idx[1], idx[2]);
+          if (spec.family == quant::FormatFamily::Haar)
+            return arith::MulFOp::create(b, loc, value, in[0]);
+          if (spec.qjl) {
+            Value scale = dec.scale(b, loc, idx[0], idx[1], idx[2]);
+            Value rnorm = dec.residualNorm(b, loc, idx[0], idx[1]);
+            Value k = arith::MulFOp::create(
+                b, loc, arith::MulFOp::create(b, loc, scale, rnorm),
+                f32Const(b, loc, qjlConstant(spec)));
+            return multiplyAdd(b, loc, value, k, in[0]);
+          }
+          return value;
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// tq.score
+//===----------------------------------------------------------------------===//
+
+struct LowerScore : public OpConversionPattern<ScoreOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(ScoreOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = rewriter.getContext();
+    CacheType cacheType = op.getKeys().getType();
+    int64_t qHeads = op.getQuery().getType().getDimSize(1);
+    if (ShapedType::isDynamic(qHeads))
+      return rewriter.notifyMatchFailure(op, "dynamic query heads");
+    const int64_t group = qHeads / cacheType.getNumKvHeads();
+    Value q = adaptor.getQuery();
+    Value bytes = adaptor.getKeys();
+    RowDecoder dec(rewriter, loc, cacheType.getQuantFormat(), bytes);
+    const quant::FormatSpec &spec = dec.spec();
+    const int64_t width = cacheType.getPaddedDim();
+    const bool useLut = op.getLookup() == LookupStrategy::lut &&
+                        dec.codebook() && spec.codebook;
+    Value groupConst = arith::ConstantIndexOp::create(rewriter, loc, group);
+    SmallVector<OpFoldResult> outSizes = {sizeOf(rewriter, loc, q, 0),
+                                          sizeOf(rewriter, loc, q, 1),
+                                          sizeOf(rewriter, loc, bytes, 0)};
+    AffineExpr i, h, t, d;
+    bindDims(ctx, i, h, t, d);
+    auto outMap = AffineMap::get(4, 0, {i, h, t}, ctx);
+
+    // Per-query table lut[i, h, d, c] = q[i, h, d] * C[c].
+    Value lut;
+    if (useLut) {
+      int64_t levels = int64_t(spec.codebook->centroids.size());
+      SmallVector<OpFoldResult> lutSizes = {outSizes[0], outSizes[1],
+                                            rewriter.getIndexAttr(width),
+                                            rewriter.getIndexAttr(levels)};
+      Value init = tensor::EmptyOp::create(rewriter, loc, lutSizes,
+                                           rewriter.getF32Type());
+      lut = createLoopNest(
+          rewriter, loc, init, {q, dec.codebook()},
+          {projection(ctx, 4, {0, 1, 2}), projection(ctx, 4, {3})},
+          AffineMap::getMultiDimIdentityMap(4, ctx), 4, 0,
+          [](OpBuilder &b, Location loc, ValueRange, ValueRange in, Value) {
+            return arith::MulFOp::create(b, loc, in[0], in[1]).getResult();
+          });
+    }
+
+    // base[i, h, t] = sum_d q[i, h, d] * element(t, h / g, d).
+    Value zeros = createFilledTensor(rewriter, loc, outSizes,
+                                     rewriter.getF32Type(),
+                                     rewriter.getF32FloatAttr(0.0f));
+    Value base = createLoopNest(
+        rewriter, loc, zeros, {q}, {AffineMap::get(4, 0, {i, h, d}, ctx)},
+        outMap, 4, 1,
+        [&](OpBuilder &b, Location loc, ValueRange idx, ValueRange in,
+            Value acc) -> Value {
+          Value kvh = arith::DivUIOp::create(b, loc, idx[1], groupConst);
+          if (!useLut)
+            return multiplyAdd(b, loc, acc, in[0],
+                               dec.element(b, loc, idx[2], kvh, idx[3]));
+          Value index = dec.index(b, loc, idx[2], kvh, idx[3]);
+          Value c = arith::IndexCastUIOp::create(b, loc, b.getIndexType(),
+                                                 index);
+          Value entry = tensor::ExtractOp::create(
+              b, loc, lut, ValueRange{idx[0], idx[1], idx[3], c});
+          if (spec.family == quant::FormatFamily::Haar)
+            return arith::AddFOp::create(b, loc, acc, entry);
+          return multiplyAdd(b, loc, acc, entry,
+                             dec.scale(b, loc, idx[2], kvh, idx[3]));
+        });
+
+    Value result = base;
+    if (spec.family == quant::FormatFamily::Haar) {
+      Value factors = haarRowFactors(rewriter, loc, dec, bytes);
+      result = createLoopNest(
+          rewriter, loc, zeros, {base, factors},
+          {projection(ctx, 3, {0, 1, 2}),
+           AffineMap::get(3, 0,
+                          {getAffineDimExpr(2, ctx),
+                           getAffineDimExpr(1, ctx).floorDiv(group)},
+                          ctx)},
+          projection(ctx, 3, {0, 1, 2}), 3, 0,
+          [](OpBuilder &b, Location loc, ValueRange, ValueRange in, Value) {
+            return arith::MulFOp::create(b, loc, in[0], in[1]).getResult();
+          });
+    }
+    if (spec.qjl) {
+      const unsigned m = spec.qjl->rows();
+      // sq[i, h, r] = sum_d S[r, d] q[i, h, d]: loops (i, h, r, d).
+      SmallVector<OpFoldResult> sqSizes = {outSizes[0], outSizes[1],
+                                           rewriter.getIndexAttr(m)};
+      Value sqZeros = createFilledTensor(rewriter, loc, sqSizes,
+                                         rewriter.getF32Type(),
+                                         rewriter.getF32FloatAttr(0.0f));
+      Value sq = createLoopNest(
+          rewriter, loc, sqZeros, {q, qjlMatrix(rewriter, loc, spec)},
+          {projection(ctx, 4, {0, 1, 3}), projection(ctx, 4, {2, 3})},
+          projection(ctx, 4, {0, 1, 2}), 4, 1,
+          [](OpBuilder &b, Location loc, ValueRange, ValueRange in,
+             Value acc) { return multiplyAdd(b, loc, acc, in[0], in[1]); });
+      // corr[i, h, t] = sum_r sq[i, h, r] * sign_r(t, h / g): (i, h, t, r).
+      Value corr = createLoopNest(
+          rewriter, loc, zeros, {sq}, {projection(ctx, 4, {0, 1, 3})},
+          outMap, 4, 1,
+          [&](OpBuilder &b, Location loc, ValueRange idx, ValueRange in,
+              Value acc) {
+            Value kvh = arith::DivUIOp::create(b, loc, idx[1], groupConst);
+            return multiplyAdd(b, loc, acc, in[0],
+                               dec.qjlSign(b, loc, idx[2], kvh, idx[3]));
+          });
+      result = createLoopNest(
+          rewriter, loc, zeros, {result, corr},
+          {projection(ctx, 3, {0, 1, 2}), projection(ctx, 3, {0, 1, 2})},
+          projection(ctx, 3, {0, 1, 2}), 3, 0,
+          [&](OpBuilder &b, Location loc, ValueRange idx, ValueRange in,
+              Value) -> Value {
+            Value kvh = arith::DivUIOp::create(b, loc, idx[1], groupConst);
+            Value norm = dec.scale(b, loc, idx[2], kvh, zeroIndex(b, loc));
+            Value rnorm = dec.residualNorm(b, loc, idx[2], kvh);
+            Value k = arith::MulFOp::create(
+                b, loc, arith::MulFOp::create(b, loc, norm, rnorm),
+                f32Const(b, loc, qjlConstant(spec)));
+            return multiplyAdd(b, loc, in[0], k, in[1]);
+          });
+    }
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// tq.accumulate
+//===----------------------------------------------------------------------===//
+
+struct LowerAccumulate : public OpConversionPattern<AccumulateOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(AccumulateOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = rewriter.getContext();
+    CacheType cacheType = op.getValues().getType();
+    int64_t qHeads = op.getProbs().getType().getDimSize(1);
+    if (ShapedType::isDynamic(qHeads))
+      return rewriter.notifyMatchFailure(op, "dynamic query heads");
+    const int64_t group = qHeads / cacheType.getNumKvHeads();
+    Value p = adaptor.getProbs();
+    Value bytes = adaptor.getValues();
+    RowDecoder dec(rewriter, loc, cacheType.getQuantFormat(), bytes);
+    const quant::FormatSpec &spec = dec.spec();
+    const int64_t width = cacheType.getPaddedDim();
+    Value groupConst = arith::ConstantIndexOp::create(rewriter, loc, group);
+    SmallVector<OpFoldResult> outSizes = {sizeOf(rewriter, loc, p, 0),
+                                          sizeOf(rewriter, loc, p, 1),
+                                          rewriter.getIndexAttr(width)};
+    Value zeros = createFilledTensor(rewriter, loc, outSizes,
+                                     rewriter.getF32Type(),
+                                     rewriter.getF32FloatAttr(0.0f));
+    AffineExpr i, h, j, t;
+    bindDims(ctx, i, h, j, t);
+    auto outMap = AffineMap::get(4, 0, {i, h, j}, ctx);
+
+    // Centroids are selected per element either way: a per-query table of
+    // p * C would have to be rebuilt for every token.
+    SmallVector<Value> inputs = {p};
+    SmallVector<AffineMap> maps = {AffineMap::get(4, 0, {i, h, t}, ctx)};
+    if (spec.family == quant::FormatFamily::Haar) {
+      inputs.push_back(haarRowFactors(rewriter, loc, dec, bytes));
+      maps.push_back(AffineMap::get(4, 0, {t, h.floorDiv(group)}, ctx));
+    }
+    Value result = createLoopNest(
+        rewriter, loc, zeros, inputs, maps, outMap, 4, 1,
+        [&](OpBuilder &b, Location loc, ValueRange idx, ValueRange in,
+            Value acc) {
+          Value kvh = arith::DivUIOp::create(b, loc, idx[1], groupConst);
+          Value value = dec.element(b, loc, idx[3], kvh, idx[2]);
+          if (spec.family == quant::FormatFamily::Haar)
+            value = arith::MulFOp::create(b, loc, value, in[1]);
+          return multiplyAdd(b, loc, acc, in[0], value);
+        });
+
+    if (spec.qjl) {
+      const unsigned m = spec.qjl->rows();
+      // w[i, h, r] = sum_t p * scale * ||r|| * sign_r: loops (i, h, r, t).
+      SmallVector<OpFoldResult> wSizes = {outSizes[0], outSizes[1],
+                                          rewriter.getIndexAttr(m)};
+      Value wZeros = createFilledTensor(rewriter, loc, wSizes,
+                                        rewriter.getF32Type(),
+                                        rewriter.getF32FloatAttr(0.0f));
+      Value w = createLoopNest(
+          rewriter, loc, wZeros, {p}, {AffineMap::get(4, 0, {i, h, t}, ctx)},
+          outMap, 4, 1,
+          [&](OpBuilder &b, Location loc, ValueRange idx, ValueRange in,
+              Value acc) {
+            Value kvh = arith::DivUIOp::create(b, loc, idx[1], groupConst);
+            Value norm = dec.scale(b, loc, idx[3], kvh, zeroIndex(b, loc));
+            Value rnorm = dec.residualNorm(b, loc, idx[3], kvh);
+            Value weight = arith::MulFOp::create(
+                b, loc, in[0], arith::MulFOp::create(b, loc, norm, rnorm));
+            return multiplyAdd(b, loc, acc, weight,
+                               dec.qjlSign(b, loc, idx[3], kvh, idx[2]));
+          });
+      // out[i, h, j] += c * sum_r S[r, j] w[i, h, r]: loops (i, h, j, r).
+      float c = qjlConstant(spec);
+      result = createLoopNest(
+          rewriter, loc, result, {w, qjlMatrix(rewriter, loc, spec)},
+          {projection(ctx, 4, {0, 1, 3}), projection(ctx, 4, {3, 2})}, outMap,
+          4, 1,
+          [&](OpBuilder &b, Location loc, ValueRange, ValueRange in,
+              Value acc) {
+            Value term = arith::MulFOp::create(b, loc, in[0], in[1]);
+            return multiplyAdd(b, loc, acc, term, f32Const(b, loc, c));
+          });
+    }
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+} // namespace
+
+void mlir::tq::populateCacheLoweringPatterns(const TypeConverter &converter,
+                                             RewritePatternSet &patterns) {
+  patterns.add<LowerFromBytes, LowerToBytes, LowerGather, LowerScore,
+               LowerAccumulate>(converter, patterns.getContext());
+}

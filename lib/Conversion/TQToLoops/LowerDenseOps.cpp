@@ -1,0 +1,273 @@
+//===- LowerDenseOps.cpp - tq.rotate, tq.qk, tq.softmax, tq.pv ------------===//
+//
+// The dense steps of attention as linalg loop nests over f32 tensors.
+// Grouped-query attention is an affine map: query head h reads kv head
+// h floordiv (q_heads / kv_heads).
+//
+//===----------------------------------------------------------------------===//
+
+#include "LoopBuilders.h"
+#include "LoweringPatterns.h"
+#include "RowDecoding.h"
+
+#include "tq/Dialect/TQ/IR/TQDialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::tq;
+
+namespace {
+
+Value f32Const(OpBuilder &b, Location loc, float v) {
+  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+}
+
+/// acc + x * y.
+Value multiplyAdd(OpBuilder &b, Location loc, Value acc, Value x, Value y) {
+  return arith::AddFOp::create(b, loc, acc,
+                               arith::MulFOp::create(b, loc, x, y));
+}
+
+struct LowerRotate : public OpConversionPattern<RotateOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(RotateOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value input = adaptor.getInput();
+    if (op.getRotation().isIdentity()) {
+      rewriter.replaceOp(op, input);
+      return success();
+    }
+    auto type = cast<RankedTensorType>(input.getType());
+    unsigned rank = type.getRank();
+    unsigned n = op.getRotation().getDim();
+    // forward(x) = M x; the inverse is M^T.
+    std::vector<double> m = op.getRotation().materialize().matrix();
+    std::vector<float> matrix(size_t(n) * n);
+    for (unsigned i = 0; i < n; ++i)
+      for (unsigned j = 0; j < n; ++j)
+        matrix[size_t(i) * n + j] =
+            float(op.getInverse() ? m[size_t(j) * n + i] : m[size_t(i) * n + j]);
+    Value mat = createF32Matrix(rewriter, loc, matrix, n, n);
+
+    SmallVector<OpFoldResult> sizes;
+    for (unsigned i = 0; i < rank; ++i)
+      sizes.push_back(sizeOf(rewriter, loc, input, i));
+    Value init = createFilledTensor(rewriter, loc, sizes, rewriter.getF32Type(),
+                                    rewriter.getF32FloatAttr(0.0f));
+    // Loops (d0 .. d_{rank-1}, j): out[.., i] += M[i, j] * x[.., j].
+    unsigned loops = rank + 1;
+    SmallVector<unsigned> xDims, outDims;
+    for (unsigned i = 0; i + 1 < rank; ++i)
+      xDims.push_back(i);
+    xDims.push_back(rank);
+    for (unsigned i = 0; i < rank; ++i)
+      outDims.push_back(i);
+    MLIRContext *ctx = rewriter.getContext();
+    Value result = createLoopNest(
+        rewriter, loc, init, {input, mat},
+        {projection(ctx, loops, xDims), projection(ctx, loops, {rank - 1, rank})},
+        projection(ctx, loops, outDims), loops, 1,
+        [](OpBuilder &b, Location loc, ValueRange, ValueRange in, Value acc) {
+          return multiplyAdd(b, loc, acc, in[1], in[0]);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+/// Static query-heads / kv-heads, or failure.
+FailureOr<int64_t> groupSize(int64_t qHeads, int64_t kvHeads) {
+  if (ShapedType::isDynamic(qHeads) || ShapedType::isDynamic(kvHeads))
+    return failure();
+  return qHeads / kvHeads;
+}
+
+struct LowerQK : public OpConversionPattern<QKOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(QKOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value q = adaptor.getQuery(), k = adaptor.getKeys();
+    FailureOr<int64_t> g = groupSize(op.getQuery().getType().getDimSize(1),
+                                     op.getKeys().getType().getDimSize(1));
+    if (failed(g))
+      return rewriter.notifyMatchFailure(op, "dynamic head counts");
+    Value init = createFilledTensor(
+        rewriter, loc,
+        {sizeOf(rewriter, loc, q, 0), sizeOf(rewriter, loc, q, 1),
+         sizeOf(rewriter, loc, k, 0)},
+        rewriter.getF32Type(), rewriter.getF32FloatAttr(0.0f));
+    MLIRContext *ctx = rewriter.getContext();
+    // Loops (i, h, t, d).
+    AffineExpr i, h, t, d;
+    bindDims(ctx, i, h, t, d);
+    auto qMap = AffineMap::get(4, 0, {i, h, d}, ctx);
+    auto kMap = AffineMap::get(4, 0, {t, h.floorDiv(*g), d}, ctx);
+    Value result = createLoopNest(
+        rewriter, loc, init, {q, k}, {qMap, kMap},
+        AffineMap::get(4, 0, {i, h, t}, ctx), 4, 1,
+        [](OpBuilder &b, Location loc, ValueRange, ValueRange in, Value acc) {
+          return multiplyAdd(b, loc, acc, in[0], in[1]);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+struct LowerPV : public OpConversionPattern<PVOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(PVOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value p = adaptor.getProbs(), v = adaptor.getValues();
+    FailureOr<int64_t> g = groupSize(op.getProbs().getType().getDimSize(1),
+                                     op.getValues().getType().getDimSize(1));
+    if (failed(g))
+      return rewriter.notifyMatchFailure(op, "dynamic head counts");
+    Value init = createFilledTensor(
+        rewriter, loc,
+        {sizeOf(rewriter, loc, p, 0), sizeOf(rewriter, loc, p, 1),
+         sizeOf(rewriter, loc, v, 2)},
+        rewriter.getF32Type(), rewriter.getF32FloatAttr(0.0f));
+    MLIRContext *ctx = rewriter.getContext();
+    // Loops (i, h, d, t).
+    AffineExpr i, h, d, t;
+    bindDims(ctx, i, h, d, t);
+    Value result = createLoopNest(
+        rewriter, loc, init, {p, v},
+        {AffineMap::get(4, 0, {i, h, t}, ctx),
+         AffineMap::get(4, 0, {t, h.floorDiv(*g), d}, ctx)},
+        AffineMap::get(4, 0, {i, h, d}, ctx), 4, 1,
+        [](OpBuilder &b, Location loc, ValueRange, ValueRange in, Value acc) {
+          return multiplyAdd(b, loc, acc, in[0], in[1]);
+        });
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+};
+
+struct LowerSoftmax : public OpConversionPattern<SoftmaxOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(SoftmaxOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = rewriter.getContext();
+    Value logits = adaptor.getLogits();
+    Value mask = adaptor.getMask();
+    SmallVector<OpFoldResult> sizes3 = {sizeOf(rewriter, loc, logits, 0),
+                                        sizeOf(rewriter, loc, logits, 1),
+                                        sizeOf(rewriter, loc, logits, 2)};
+    SmallVector<OpFoldResult> sizes2 = {sizes3[0], sizes3[1]};
+    Value numQueries = tensor::DimOp::create(rewriter, loc, logits, 0);
+    Value numTokens = tensor::DimOp::create(rewriter, loc, logits, 2);
+    // Query i sits at position tokens - queries + i.
+    Value firstPosition =
+        arith::SubIOp::create(rewriter, loc, numTokens, numQueries);
+    const float scale = op.getScale().convertToFloat();
+    const float softcap = op.getSoftcap().convertToFloat();
+    const bool causal = op.getCausal();
+    const int64_t window = op.getWindow();
+    const float negInf = -std::numeric_limits<float>::infinity();
+
+    auto id3 = AffineMap::getMultiDimIdentityMap(3, ctx);
+    auto rows = projection(ctx, 3, {0, 1});
+
+    // 1. Scaled, capped, masked logits; hidden keys become -inf.
+    SmallVector<Value> inputs = {logits};
+    SmallVector<AffineMap> maps = {id3};
+    if (mask) {
+      inputs.push_back(mask);
+      maps.push_back(projection(ctx, 3, {0, 2}));
+    }
+    Value init3 = tensor::EmptyOp::create(rewriter, loc, sizes3,
+                                          rewriter.getF32Type());
+    Value masked = createLoopNest(
+        rewriter, loc, init3, inputs, maps, id3, 3, 0,
+        [&](OpBuilder &b, Location loc, ValueRange idx, ValueRange in,
+            Value) -> Value {
+          Value x = arith::MulFOp::create(b, loc, in[0], f32Const(b, loc, scale));
+          if (softcap > 0.0f) {
+            Value c = f32Const(b, loc, softcap);
+            x = arith::DivFOp::create(b, loc, x, c);
+            x = math::TanhOp::create(b, loc, x);
+            x = arith::MulFOp::create(b, loc, x, c);
+          }
+          if (mask)
+            x = arith::AddFOp::create(b, loc, x, in[1]);
+          Value position = arith::AddIOp::create(b, loc, firstPosition, idx[0]);
+          Value visible = arith::ConstantIntOp::create(b, loc, 1, 1);
+          if (causal)
+            visible = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle,
+                                            idx[2], position);
+          if (window > 0) {
+            Value distance = arith::SubIOp::create(b, loc, position, idx[2]);
+            Value inWindow = arith::CmpIOp::create(
+                b, loc, arith::CmpIPredicate::slt, distance,
+                arith::ConstantIndexOp::create(b, loc, window));
+            visible = arith::AndIOp::create(b, loc, visible, inWindow);
+          }
+          return arith::SelectOp::create(b, loc, visible, x,
+                                         f32Const(b, loc, negInf));
+        });
+    // 2. Row maxima.
+    Value maxInit = createFilledTensor(rewriter, loc, sizes2,
+                                       rewriter.getF32Type(),
+                                       rewriter.getF32FloatAttr(negInf));
+    Value maxima = createLoopNest(
+        rewriter, loc, maxInit, {masked}, {id3}, rows, 3, 1,
+        [](OpBuilder &b, Location loc, ValueRange, ValueRange in, Value acc) {
+          return arith::MaximumFOp::create(b, loc, acc, in[0]);
+        });
+    // 3. exp(x - max); rows that see no key (max = -inf) give zeros.
+    Value exps = createLoopNest(
+        rewriter, loc, init3, {masked, maxima}, {id3, rows}, id3, 3, 0,
+        [&](OpBuilder &b, Location loc, ValueRange, ValueRange in,
+            Value) -> Value {
+          Value empty = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ,
+                                              in[1], f32Const(b, loc, negInf));
+          Value e = math::ExpOp::create(
+              b, loc, arith::SubFOp::create(b, loc, in[0], in[1]));
+          return arith::SelectOp::create(b, loc, empty, f32Const(b, loc, 0.0f),
+                                         e);
+        });
+    // 4. Row sums and 5. normalisation.
+    Value sumInit = createFilledTensor(rewriter, loc, sizes2,
+                                       rewriter.getF32Type(),
+                                       rewriter.getF32FloatAttr(0.0f));
+    Value sums = createLoopNest(
+        rewriter, loc, sumInit, {exps}, {id3}, rows, 3, 1,
+        [](OpBuilder &b, Location loc, ValueRange, ValueRange in, Value acc) {
+          return arith::AddFOp::create(b, loc, acc, in[0]);
+        });
+    Value probs = createLoopNest(
+        rewriter, loc, init3, {exps, sums}, {id3, rows}, id3, 3, 0,
+        [&](OpBuilder &b, Location loc, ValueRange, ValueRange in,
+            Value) -> Value {
+          Value positive = arith::CmpFOp::create(
+              b, loc, arith::CmpFPredicate::OGT, in[1], f32Const(b, loc, 0.0f));
+          Value p = arith::DivFOp::create(b, loc, in[0], in[1]);
+          return arith::SelectOp::create(b, loc, positive, p,
+                                         f32Const(b, loc, 0.0f));
+        });
+    rewriter.replaceOp(op, probs);
+    return success();
+  }
+};
+
+} // namespace
+
+void mlir::tq::populateDenseLoweringPatterns(const TypeConverter &converter,
+                                             RewritePatternSet &patterns) {
+  patterns.add<LowerRotate, LowerQK, LowerPV, LowerSoftmax>(
+      converter, patterns.getContext());
+}

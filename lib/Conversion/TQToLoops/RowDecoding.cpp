@@ -1,0 +1,167 @@
+//===- RowDecoding.cpp - IR that reads one element of a packed row --------===//
+
+#include "RowDecoding.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+
+using namespace mlir;
+using namespace mlir::tq;
+namespace quant = ::tq::quant;
+
+namespace {
+Value indexConst(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+Value i32Const(OpBuilder &b, Location loc, int32_t v) {
+  return arith::ConstantIntOp::create(b, loc, b.getI32Type(), v);
+}
+} // namespace
+
+Value mlir::tq::createF32Matrix(OpBuilder &b, Location loc,
+                                ArrayRef<float> values, int64_t rows,
+                                int64_t cols) {
+  SmallVector<int64_t, 2> shape;
+  if (rows > 0)
+    shape.push_back(rows);
+  shape.push_back(cols);
+  auto type = RankedTensorType::get(shape, b.getF32Type());
+  return arith::ConstantOp::create(b, loc,
+                                   DenseElementsAttr::get(type, values));
+}
+
+RowDecoder::RowDecoder(OpBuilder &b, Location loc, quant::Format format,
+                       Value bytes)
+    : format_(std::move(format)), bytes_(bytes) {
+  if (spec().codebook) {
+    const std::vector<float> &c = spec().codebook->centroids;
+    codebook_ = createF32Matrix(b, loc, c, 0, int64_t(c.size()));
+  }
+}
+
+Value RowDecoder::byteAt(OpBuilder &b, Location loc, Value t, Value kvHead,
+                         Value offset) const {
+  Value byte =
+      tensor::ExtractOp::create(b, loc, bytes_, ValueRange{t, kvHead, offset});
+  return arith::ExtUIOp::create(b, loc, b.getI32Type(), byte);
+}
+
+Value RowDecoder::halfAt(OpBuilder &b, Location loc, Value t, Value kvHead,
+                         Value offset) const {
+  Value lo = byteAt(b, loc, t, kvHead, offset);
+  Value next = arith::AddIOp::create(b, loc, offset, indexConst(b, loc, 1));
+  Value hi = byteAt(b, loc, t, kvHead, next);
+  hi = arith::ShLIOp::create(b, loc, hi, i32Const(b, loc, 8));
+  Value bits = arith::OrIOp::create(b, loc, lo, hi);
+  bits = arith::TruncIOp::create(b, loc, b.getI16Type(), bits);
+  Value half = arith::BitcastOp::create(b, loc, b.getF16Type(), bits);
+  return arith::ExtFOp::create(b, loc, b.getF32Type(), half);
+}
+
+Value RowDecoder::f32At(OpBuilder &b, Location loc, Value t, Value kvHead,
+                        Value offset) const {
+  Value word = i32Const(b, loc, 0);
+  for (int k = 0; k < 4; ++k) {
+    Value at = arith::AddIOp::create(b, loc, offset, indexConst(b, loc, k));
+    Value byte = byteAt(b, loc, t, kvHead, at);
+    byte = arith::ShLIOp::create(b, loc, byte, i32Const(b, loc, 8 * k));
+    word = arith::OrIOp::create(b, loc, word, byte);
+  }
+  return arith::BitcastOp::create(b, loc, b.getF32Type(), word);
+}
+
+Value RowDecoder::bitsAt(OpBuilder &b, Location loc, Value t, Value kvHead,
+                         Value offset, Value bit, unsigned width) const {
+  // Plane widths divide 8, so a field never straddles a byte.
+  Value byteIndex = arith::DivUIOp::create(b, loc, bit, indexConst(b, loc, 8));
+  Value at = arith::AddIOp::create(b, loc, offset, byteIndex);
+  Value byte = byteAt(b, loc, t, kvHead, at);
+  Value shift = arith::RemUIOp::create(b, loc, bit, indexConst(b, loc, 8));
+  shift = arith::IndexCastUIOp::create(b, loc, b.getI32Type(), shift);
+  Value field = arith::ShRUIOp::create(b, loc, byte, shift);
+  return arith::AndIOp::create(b, loc, field,
+                               i32Const(b, loc, (1 << width) - 1));
+}
+
+Value RowDecoder::scale(OpBuilder &b, Location loc, Value t, Value kvHead,
+                        Value j) const {
+  const quant::FormatSpec &s = spec();
+  Value block =
+      arith::DivUIOp::create(b, loc, j, indexConst(b, loc, s.blockLen));
+  Value base = arith::MulIOp::create(b, loc, block,
+                                     indexConst(b, loc, s.bytesPerBlock));
+  Value at =
+      arith::AddIOp::create(b, loc, base, indexConst(b, loc, s.scaleOffset));
+  return s.scaleType == quant::ScalarType::F16 ? halfAt(b, loc, t, kvHead, at)
+                                               : f32At(b, loc, t, kvHead, at);
+}
+
+Value RowDecoder::index(OpBuilder &b, Location loc, Value t, Value kvHead,
+                        Value j) const {
+  const quant::FormatSpec &s = spec();
+  Value block =
+      arith::DivUIOp::create(b, loc, j, indexConst(b, loc, s.blockLen));
+  Value base = arith::MulIOp::create(b, loc, block,
+                                     indexConst(b, loc, s.bytesPerBlock));
+  Value inBlock =
+      arith::RemUIOp::create(b, loc, j, indexConst(b, loc, s.blockLen));
+  Value index = i32Const(b, loc, 0);
+  for (const quant::BitPlane &plane : s.indexPlanes) {
+    Value bit = arith::MulIOp::create(b, loc, inBlock,
+                                      indexConst(b, loc, plane.bits));
+    Value offset = arith::AddIOp::create(b, loc, base,
+                                         indexConst(b, loc, plane.byteOffset));
+    Value field = bitsAt(b, loc, t, kvHead, offset, bit, plane.bits);
+    field = arith::ShLIOp::create(b, loc, field,
+                                  i32Const(b, loc, int32_t(plane.shift)));
+    index = arith::OrIOp::create(b, loc, index, field);
+  }
+  return index;
+}
+
+Value RowDecoder::centroid(OpBuilder &b, Location loc, Value index) const {
+  Value i = arith::IndexCastUIOp::create(b, loc, b.getIndexType(), index);
+  return tensor::ExtractOp::create(b, loc, codebook_, ValueRange{i});
+}
+
+Value RowDecoder::element(OpBuilder &b, Location loc, Value t, Value kvHead,
+                          Value j) const {
+  const quant::FormatSpec &s = spec();
+  switch (s.family) {
+  case quant::FormatFamily::F16: {
+    Value at = arith::MulIOp::create(b, loc, j, indexConst(b, loc, 2));
+    return halfAt(b, loc, t, kvHead, at);
+  }
+  case quant::FormatFamily::Q8_0: {
+    // The "index" plane holds the two's-complement int8 value.
+    Value raw = index(b, loc, t, kvHead, j);
+    Value narrow = arith::TruncIOp::create(b, loc, b.getI8Type(), raw);
+    Value value = arith::SIToFPOp::create(b, loc, b.getF32Type(), narrow);
+    return arith::MulFOp::create(b, loc, scale(b, loc, t, kvHead, j), value);
+  }
+  case quant::FormatFamily::Haar:
+    return centroid(b, loc, index(b, loc, t, kvHead, j));
+  default:
+    return arith::MulFOp::create(b, loc, scale(b, loc, t, kvHead, j),
+                                 centroid(b, loc, index(b, loc, t, kvHead, j)));
+  }
+}
+
+Value RowDecoder::residualNorm(OpBuilder &b, Location loc, Value t,
+                               Value kvHead) const {
+  return halfAt(b, loc, t, kvHead,
+                indexConst(b, loc, *spec().residualNormOffset));
+}
+
+Value RowDecoder::qjlSign(OpBuilder &b, Location loc, Value t, Value kvHead,
+                          Value i) const {
+  Value offset = indexConst(b, loc, spec().qjlPlane->byteOffset);
+  Value bit = bitsAt(b, loc, t, kvHead, offset, i, 1);
+  Value isSet = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, bit,
+                                      i32Const(b, loc, 0));
+  Value plus = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(1.0f));
+  Value minus = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(-1.0f));
+  return arith::SelectOp::create(b, loc, isSet, plus, minus);
+}

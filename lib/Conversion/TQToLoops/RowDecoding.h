@@ -1,0 +1,73 @@
+//===- RowDecoding.h - IR that reads one element of a packed row -*- C++ -*-===//
+//
+// Emits, inside a loop body, the scalar arithmetic that decodes element j of
+// the packed row (t, kv_head) of a cache: the block's scale from its fp16 or
+// f32 bytes, the codebook index assembled from the format's bit planes, and
+// the centroid from a constant table. All layout facts come from the
+// format's FormatSpec at compile time.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TQ_LIB_CONVERSION_TQTOLOOPS_ROWDECODING_H
+#define TQ_LIB_CONVERSION_TQTOLOOPS_ROWDECODING_H
+
+#include "tq/Quant/Format.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Value.h"
+
+namespace mlir::tq {
+
+/// Element decoder for one cache. Constants are created once, where the
+/// decoder is built (outside the loop nests that use it).
+class RowDecoder {
+public:
+  RowDecoder(OpBuilder &b, Location loc, ::tq::quant::Format format,
+             Value bytes);
+
+  const ::tq::quant::FormatSpec &spec() const { return format_.spec(); }
+  /// tensor<2^bits x f32> of centroids (null for q8_0 / f16).
+  Value codebook() const { return codebook_; }
+
+  /// Rotated-domain value of element j, without the QJL correction and,
+  /// for haar4, without the 1/||C[idx]|| renormalisation:
+  ///   scale * C[idx]  (codebook formats), d * int8 (q8_0), half (f16).
+  /// t, kvHead and j are index values.
+  Value element(OpBuilder &b, Location loc, Value t, Value kvHead,
+                Value j) const;
+  /// The codebook index of element j as i32, and its centroid.
+  Value index(OpBuilder &b, Location loc, Value t, Value kvHead,
+              Value j) const;
+  Value centroid(OpBuilder &b, Location loc, Value index) const;
+  /// The scale of the block holding element j (f32).
+  Value scale(OpBuilder &b, Location loc, Value t, Value kvHead,
+              Value j) const;
+  /// tqprod: fp16 residual norm of the row (f32).
+  Value residualNorm(OpBuilder &b, Location loc, Value t, Value kvHead) const;
+  /// tqprod: QJL sign i of the row as +1.0 / -1.0 (f32).
+  Value qjlSign(OpBuilder &b, Location loc, Value t, Value kvHead,
+                Value i) const;
+
+private:
+  Value byteAt(OpBuilder &b, Location loc, Value t, Value kvHead,
+               Value offset) const;
+  Value halfAt(OpBuilder &b, Location loc, Value t, Value kvHead,
+               Value offset) const;
+  Value f32At(OpBuilder &b, Location loc, Value t, Value kvHead,
+              Value offset) const;
+  /// Bits [bit % 8, bit % 8 + width) of byte offset + bit / 8, as i32.
+  Value bitsAt(OpBuilder &b, Location loc, Value t, Value kvHead,
+               Value offset, Value bit, unsigned width) const;
+
+  ::tq::quant::Format format_;
+  Value bytes_;
+  Value codebook_;
+};
+
+/// A constant tensor<rows x cols x f32> (row-major values).
+Value createF32Matrix(OpBuilder &b, Location loc, ArrayRef<float> values,
+                      int64_t rows, int64_t cols);
+
+} // namespace mlir::tq
+
+#endif // TQ_LIB_CONVERSION_TQTOLOOPS_ROWDECODING_H

@@ -1,0 +1,80 @@
+//===- TQToLoopsPass.cpp - The tq-lower-to-loops pass ---------------------===//
+
+#include "LoweringPatterns.h"
+
+#include "tq/Conversion/Passes.h"
+#include "tq/Dialect/TQ/IR/TQDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Func/Transforms/FuncConversions.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+namespace mlir::tq {
+#define GEN_PASS_DEF_TQLOWERTOLOOPS
+#include "tq/Conversion/Passes.h.inc"
+} // namespace mlir::tq
+
+using namespace mlir;
+using namespace mlir::tq;
+
+CacheToBytesTypeConverter::CacheToBytesTypeConverter() {
+  addConversion([](Type type) { return type; });
+  addConversion(
+      [](CacheType type) -> Type { return type.getBytesType(); });
+}
+
+void mlir::tq::populateTQToLoopsPatterns(const TypeConverter &converter,
+                                         RewritePatternSet &patterns) {
+  populateDenseLoweringPatterns(converter, patterns);
+  populateCacheLoweringPatterns(converter, patterns);
+  populatePaddingLoweringPatterns(converter, patterns);
+}
+
+namespace {
+struct TQLowerToLoopsPass
+    : public mlir::tq::impl::TQLowerToLoopsBase<TQLowerToLoopsPass> {
+  void runOnOperation() override {
+    MLIRContext *context = &getContext();
+    // Ops the loop lowering does not take: report them by name.
+    bool unsupported = false;
+    getOperation()->walk([&](Operation *op) {
+      if (isa<AttentionOp>(op)) {
+        op->emitError() << "tq.attention must be decomposed first (run "
+                           "tq-decompose-attention before tq-lower-to-loops)";
+        unsupported = true;
+      } else if (isa<QuantizeOp>(op)) {
+        op->emitError() << "tq.quantize has no loop lowering yet";
+        unsupported = true;
+      }
+    });
+    if (unsupported)
+      return signalPassFailure();
+
+    CacheToBytesTypeConverter converter;
+    ConversionTarget target(*context);
+    target.addIllegalDialect<TQDialect>();
+    target.addLegalDialect<arith::ArithDialect, linalg::LinalgDialect,
+                           math::MathDialect, tensor::TensorDialect>();
+    target.addDynamicallyLegalOp<tensor::PadOp, tensor::ExtractSliceOp>(
+        [](Operation *op) { return !isLoweredPadding(op); });
+    target.addDynamicallyLegalOp<func::FuncOp>([&](func::FuncOp op) {
+      return converter.isSignatureLegal(op.getFunctionType()) &&
+             converter.isLegal(&op.getBody());
+    });
+    target.addDynamicallyLegalOp<func::ReturnOp, func::CallOp>(
+        [&](Operation *op) { return converter.isLegal(op); });
+
+    RewritePatternSet patterns(context);
+    populateTQToLoopsPatterns(converter, patterns);
+    populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns,
+                                                                   converter);
+    populateReturnOpTypeConversionPattern(patterns, converter);
+    populateCallOpTypeConversionPattern(patterns, converter);
+    if (failed(applyPartialConversion(getOperation(), target,
+                                      std::move(patterns))))
+      signalPassFailure();
+  }
+};
+} // namespace

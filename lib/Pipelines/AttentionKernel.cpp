@@ -1,0 +1,81 @@
+//===- AttentionKernel.cpp - Kernel entry points over buffers -------------===//
+
+#include "tq/Pipelines/AttentionKernel.h"
+
+#include "tq/Dialect/TQ/IR/TQDialect.h"
+
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/IR/BuiltinOps.h"
+
+using namespace mlir;
+using namespace mlir::tq;
+
+FailureOr<func::FuncOp>
+mlir::tq::buildAttentionKernel(OpBuilder &b, Location loc,
+                               const AttentionKernelSpec &spec,
+                               function_ref<InFlightDiagnostic()> emitError) {
+  MLIRContext *ctx = b.getContext();
+  auto keyFormat = FormatAttr::getChecked(emitError, ctx, StringRef(spec.keyFormat));
+  auto valueFormat = FormatAttr::getChecked(emitError, ctx, StringRef(spec.valueFormat));
+  if (!keyFormat || !valueFormat)
+    return failure();
+  if (spec.kvHeads == 0 || spec.queryHeads % spec.kvHeads != 0)
+    return emitError() << "query heads (" << spec.queryHeads
+                       << ") must be a positive multiple of kv heads ("
+                       << spec.kvHeads << ")",
+           failure();
+  const int64_t n = spec.numKeys, kvh = spec.kvHeads, d = spec.headDim;
+  auto keyType = CacheType::getChecked(emitError, ctx, ArrayRef<int64_t>{n, kvh, d}, keyFormat);
+  auto valueType =
+      CacheType::getChecked(emitError, ctx, ArrayRef<int64_t>{n, kvh, d}, valueFormat);
+  if (!keyType || !valueType)
+    return failure();
+
+  Type f32 = b.getF32Type();
+  SmallVector<int64_t> qShape = {spec.numQueries, int64_t(spec.queryHeads), d};
+  auto qTensor = RankedTensorType::get(qShape, f32);
+  auto qMemref = MemRefType::get(qShape, f32);
+  auto kMemref = MemRefType::get(keyType.getBytesType().getShape(),
+                                 b.getIntegerType(8));
+  auto vMemref = MemRefType::get(valueType.getBytesType().getShape(),
+                                 b.getIntegerType(8));
+  auto maskShape = SmallVector<int64_t>{spec.numQueries, n};
+  SmallVector<Type> args = {qMemref, kMemref, vMemref};
+  if (spec.mask)
+    args.push_back(MemRefType::get(maskShape, f32));
+  args.push_back(qMemref);
+
+  auto func = func::FuncOp::create(b, loc, spec.name,
+                                   b.getFunctionType(args, {}));
+  func->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  Block *entry = func.addEntryBlock();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(entry);
+
+  auto toTensor = [&](Value memref) -> Value {
+    auto type = cast<MemRefType>(memref.getType());
+    auto tensorType =
+        RankedTensorType::get(type.getShape(), type.getElementType());
+    return bufferization::ToTensorOp::create(b, loc, tensorType, memref,
+                                             /*restrict=*/true,
+                                             /*writable=*/false);
+  };
+  Value q = toTensor(entry->getArgument(0));
+  Value k = FromBytesOp::create(b, loc, keyType,
+                                toTensor(entry->getArgument(1)));
+  Value v = FromBytesOp::create(b, loc, valueType,
+                                toTensor(entry->getArgument(2)));
+  Value mask = spec.mask ? toTensor(entry->getArgument(3)) : Value();
+  FloatAttr scale = spec.scale ? b.getF32FloatAttr(*spec.scale) : FloatAttr();
+  Value out = AttentionOp::create(
+      b, loc, qTensor, q, k, v, mask, scale,
+      spec.causal ? b.getUnitAttr() : UnitAttr(),
+      b.getI64IntegerAttr(spec.window), b.getF32FloatAttr(spec.softcap));
+  bufferization::MaterializeInDestinationOp::create(
+      b, loc, TypeRange{}, out, entry->getArguments().back(),
+      /*restrict=*/true, /*writable=*/true);
+  func::ReturnOp::create(b, loc);
+  if (failed(func.verify()))
+    return failure();
+  return func;
+}

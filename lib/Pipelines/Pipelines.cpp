@@ -1,0 +1,70 @@
+//===- Pipelines.cpp - Named pass pipelines of tqc ------------------------===//
+
+#include "tq/Pipelines/Pipelines.h"
+
+#include "tq/Conversion/Passes.h"
+#include "tq/Dialect/TQ/Transforms/Passes.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Bufferization/Pipelines/Passes.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+using namespace mlir::tq;
+
+void mlir::tq::buildTQFusionPipeline(OpPassManager &pm,
+                                     const TQPipelineOptions &options) {
+  pm.addPass(createTQDecomposeAttention());
+  if (options.hoistRotations)
+    pm.addPass(createTQHoistRotation());
+  if (options.fuseCodebook) {
+    TQFuseCodebookOptions fuse;
+    fuse.lookup = options.lookup;
+    pm.addPass(createTQFuseCodebook(fuse));
+  }
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
+
+void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
+                                     const TQPipelineOptions &options) {
+  buildTQFusionPipeline(pm, options);
+  pm.addPass(createTQLowerToLoops());
+  pm.addPass(createCanonicalizerPass());
+
+  bufferization::OneShotBufferizePassOptions bufferize;
+  bufferize.bufferizeFunctionBoundaries = true;
+  bufferize.functionBoundaryTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  bufferization::BufferDeallocationPipelineOptions dealloc;
+  bufferization::buildBufferDeallocationPipeline(pm, dealloc);
+
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createConvertMathToLibmPass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+}
+
+void mlir::tq::registerTQPipelines() {
+  PassPipelineRegistration<TQPipelineOptions>(
+      "tq-fusion",
+      "Derive fused attention: decompose, hoist rotations, fuse codebook",
+      buildTQFusionPipeline);
+  PassPipelineRegistration<TQPipelineOptions>(
+      "tq-to-llvm", "tq.attention down to the LLVM dialect (CPU)",
+      buildTQToLLVMPipeline);
+}

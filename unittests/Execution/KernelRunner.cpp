@@ -1,0 +1,153 @@
+//===- KernelRunner.cpp - JIT-compile and run attention kernels -----------===//
+
+#include "KernelRunner.h"
+
+#include "tq/Dialect/TQ/IR/TQDialect.h"
+
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/ExecutionEngine/CRunnerUtils.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+
+namespace tq::test {
+
+namespace {
+template <typename T>
+StridedMemRefType<T, 3> view3(std::vector<T> &data, int64_t a, int64_t b,
+                              int64_t c) {
+  StridedMemRefType<T, 3> m;
+  m.basePtr = m.data = data.data();
+  m.offset = 0;
+  m.sizes[0] = a;
+  m.sizes[1] = b;
+  m.sizes[2] = c;
+  m.strides[0] = b * c;
+  m.strides[1] = c;
+  m.strides[2] = 1;
+  return m;
+}
+} // namespace
+
+void CompiledKernel::run(std::vector<float> &q, std::vector<uint8_t> &k,
+                         std::vector<uint8_t> &v, std::vector<float> &mask,
+                         std::vector<float> &out) const {
+  const int64_t nq = spec_.numQueries, h = spec_.queryHeads,
+                d = spec_.headDim, n = spec_.numKeys, kvh = spec_.kvHeads;
+  auto qm = view3(q, nq, h, d);
+  auto om = view3(out, nq, h, d);
+  auto km = view3(k, n, kvh, keyRowBytes_);
+  auto vm = view3(v, n, kvh, valueRowBytes_);
+  using I8 = StridedMemRefType<uint8_t, 3>;
+  using F3 = StridedMemRefType<float, 3>;
+  if (spec_.mask) {
+    StridedMemRefType<float, 2> mm;
+    mm.basePtr = mm.data = mask.data();
+    mm.offset = 0;
+    mm.sizes[0] = nq;
+    mm.sizes[1] = n;
+    mm.strides[0] = n;
+    mm.strides[1] = 1;
+    reinterpret_cast<void (*)(F3 *, I8 *, I8 *, StridedMemRefType<float, 2> *,
+                              F3 *)>(entry_)(&qm, &km, &vm, &mm, &om);
+  } else {
+    reinterpret_cast<void (*)(F3 *, I8 *, I8 *, F3 *)>(entry_)(&qm, &km, &vm,
+                                                             &om);
+  }
+}
+
+KernelRunner::KernelRunner() {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  registry.insert<mlir::tq::TQDialect>();
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  context_ = std::make_unique<MLIRContext>(registry);
+  context_->loadAllAvailableDialects();
+}
+
+KernelRunner::~KernelRunner() = default;
+
+std::unique_ptr<CompiledKernel>
+KernelRunner::compile(const mlir::tq::AttentionKernelSpec &spec,
+                      const mlir::tq::TQPipelineOptions &options,
+                      std::string &error) {
+  MLIRContext *ctx = context_.get();
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler(ctx, [&](Diagnostic &diag) {
+    llvm::raw_string_ostream os(diagnostics);
+    os << diag << "\n";
+    return success();
+  });
+  Location loc = UnknownLoc::get(ctx);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  OpBuilder builder(module->getBodyRegion());
+  if (failed(mlir::tq::buildAttentionKernel(builder, loc, spec, [&] {
+        return emitError(loc);
+      }))) {
+    error = "kernel construction failed: " + diagnostics;
+    return nullptr;
+  }
+  auto kernel = std::make_unique<CompiledKernel>();
+  kernel->spec_ = spec;
+  {
+    // Count the rotations the fused form performs.
+    PassManager fusion(ctx);
+    mlir::tq::buildTQFusionPipeline(fusion, options);
+    OwningOpRef<ModuleOp> copy = cast<ModuleOp>((*module)->clone());
+    if (failed(fusion.run(*copy))) {
+      error = "fusion pipeline failed: " + diagnostics;
+      return nullptr;
+    }
+    copy->walk([&](mlir::tq::RotateOp op) {
+      ++kernel->rotations;
+      auto type = cast<RankedTensorType>(op.getType());
+      int64_t rows = 1;
+      for (int64_t s : type.getShape().drop_back())
+        rows *= s;
+      kernel->rotatedRows += rows;
+    });
+  }
+  PassManager pm(ctx);
+  mlir::tq::buildTQToLLVMPipeline(pm, options);
+  if (failed(pm.run(*module))) {
+    error = "pipeline failed: " + diagnostics;
+    return nullptr;
+  }
+  ExecutionEngineOptions engineOptions;
+  engineOptions.transformer = makeOptimizingTransformer(2, 0, nullptr);
+  auto engine = ExecutionEngine::create(*module, engineOptions);
+  if (!engine) {
+    error = "JIT failed: " + llvm::toString(engine.takeError());
+    return nullptr;
+  }
+  kernel->engine_ = std::move(*engine);
+  auto entry = kernel->engine_->lookup("_mlir_ciface_" + spec.name);
+  if (!entry) {
+    error = "entry point missing: " + llvm::toString(entry.takeError());
+    return nullptr;
+  }
+  kernel->entry_ = *entry;
+  auto keyType = mlir::tq::CacheType::get(
+      ctx, {spec.numKeys, int64_t(spec.kvHeads), int64_t(spec.headDim)},
+      mlir::tq::FormatAttr::get(ctx, spec.keyFormat));
+  auto valueType = mlir::tq::CacheType::get(
+      ctx, {spec.numKeys, int64_t(spec.kvHeads), int64_t(spec.headDim)},
+      mlir::tq::FormatAttr::get(ctx, spec.valueFormat));
+  kernel->keyRowBytes_ = keyType.getRowBytes();
+  kernel->valueRowBytes_ = valueType.getRowBytes();
+  return kernel;
+}
+
+} // namespace tq::test

@@ -1,0 +1,67 @@
+//===- KernelRunner.h - JIT-compile and run attention kernels ---*- C++ -*-===//
+//
+// Test support: builds an attention kernel from a spec, runs a pipeline
+// down to LLVM, JIT-compiles it with MLIR's ExecutionEngine and calls it on
+// host buffers. Nothing here computes attention: results come from the
+// compiled IR alone.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TQ_UNITTESTS_EXECUTION_KERNELRUNNER_H
+#define TQ_UNITTESTS_EXECUTION_KERNELRUNNER_H
+
+#include "tq/Pipelines/AttentionKernel.h"
+#include "tq/Pipelines/Pipelines.h"
+
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tq::test {
+
+/// A compiled kernel: call run() with the buffers of its spec.
+class CompiledKernel {
+public:
+  /// q [Q][H][D], k/v packed rows [N][KH][rowBytes], mask [Q][N] (empty
+  /// when the spec has none), out [Q][H][D].
+  void run(std::vector<float> &q, std::vector<uint8_t> &k,
+           std::vector<uint8_t> &v, std::vector<float> &mask,
+           std::vector<float> &out) const;
+
+  /// Counts of ops in the tq-level IR after the fusion pipeline.
+  unsigned rotations = 0;
+  /// Rows each tq.rotate transforms, summed over the rotate ops.
+  int64_t rotatedRows = 0;
+
+private:
+  friend class KernelRunner;
+  mlir::tq::AttentionKernelSpec spec_;
+  int64_t keyRowBytes_ = 0, valueRowBytes_ = 0;
+  std::unique_ptr<mlir::ExecutionEngine> engine_;
+  void *entry_ = nullptr;
+};
+
+class KernelRunner {
+public:
+  KernelRunner();
+  ~KernelRunner();
+
+  /// Builds, lowers and JIT-compiles; on failure returns null and sets
+  /// error.
+  std::unique_ptr<CompiledKernel>
+  compile(const mlir::tq::AttentionKernelSpec &spec,
+          const mlir::tq::TQPipelineOptions &options, std::string &error);
+
+private:
+  std::unique_ptr<mlir::MLIRContext> context_;
+};
+
+} // namespace tq::test
+
+#endif // TQ_UNITTESTS_EXECUTION_KERNELRUNNER_H

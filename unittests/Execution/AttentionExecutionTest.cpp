@@ -266,3 +266,35 @@ TEST_F(Execution, PipelineVariantsAgree) {
 }
 
 } // namespace
+
+namespace {
+
+/// Rotations per decode step at a 4K context (32 query heads, 8 KV heads,
+/// head dim 128): the naive pipeline un-rotates every cached key and value
+/// row; the hoisted one rotates each query head once and each output head
+/// once.
+TEST_F(Execution, RotationsPerDecodeStepAt4K) {
+  for (const char *fmt : {"turbo3_0", "polar3", "tq3_0", "haar4"}) {
+    mlir::tq::AttentionKernelSpec spec;
+    spec.keyFormat = spec.valueFormat = fmt;
+    spec.headDim = 128;
+    spec.queryHeads = 32;
+    spec.kvHeads = 8;
+    spec.numQueries = 1;
+    spec.numKeys = 4096;
+    mlir::tq::TQPipelineOptions naive, hoisted;
+    naive.hoistRotations = false;
+    std::string error;
+    auto n = runner().countRotations(spec, naive, error);
+    ASSERT_TRUE(n) << error;
+    auto h = runner().countRotations(spec, hoisted, error);
+    ASSERT_TRUE(h) << error;
+    std::printf("  %-9s rotated vectors per decode step: naive %lld, hoisted "
+                "%lld\n",
+                fmt, (long long)n->rows, (long long)h->rows);
+    EXPECT_EQ(n->rows, 2 * 4096 * 8) << fmt;
+    EXPECT_EQ(h->rows, 2 * 32) << fmt;
+  }
+}
+
+} // namespace

@@ -101,24 +101,6 @@ KernelRunner::compile(const mlir::tq::AttentionKernelSpec &spec,
   }
   auto kernel = std::make_unique<CompiledKernel>();
   kernel->spec_ = spec;
-  {
-    // Count the rotations the fused form performs.
-    PassManager fusion(ctx);
-    mlir::tq::buildTQFusionPipeline(fusion, options);
-    OwningOpRef<ModuleOp> copy = cast<ModuleOp>((*module)->clone());
-    if (failed(fusion.run(*copy))) {
-      error = "fusion pipeline failed: " + diagnostics;
-      return nullptr;
-    }
-    copy->walk([&](mlir::tq::RotateOp op) {
-      ++kernel->rotations;
-      auto type = cast<RankedTensorType>(op.getType());
-      int64_t rows = 1;
-      for (int64_t s : type.getShape().drop_back())
-        rows *= s;
-      kernel->rotatedRows += rows;
-    });
-  }
   PassManager pm(ctx);
   mlir::tq::buildTQToLLVMPipeline(pm, options);
   if (failed(pm.run(*module))) {
@@ -148,6 +130,39 @@ KernelRunner::compile(const mlir::tq::AttentionKernelSpec &spec,
   kernel->keyRowBytes_ = keyType.getRowBytes();
   kernel->valueRowBytes_ = valueType.getRowBytes();
   return kernel;
+}
+
+std::optional<RotationCount>
+KernelRunner::countRotations(const mlir::tq::AttentionKernelSpec &spec,
+                             const mlir::tq::TQPipelineOptions &options,
+                             std::string &error) {
+  MLIRContext *ctx = context_.get();
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler(ctx, [&](Diagnostic &diag) {
+    llvm::raw_string_ostream os(diagnostics);
+    os << diag << "\n";
+    return success();
+  });
+  Location loc = UnknownLoc::get(ctx);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  OpBuilder builder(module->getBodyRegion());
+  PassManager fusion(ctx);
+  mlir::tq::buildTQFusionPipeline(fusion, options);
+  if (failed(mlir::tq::buildAttentionKernel(
+          builder, loc, spec, [&] { return emitError(loc); })) ||
+      failed(fusion.run(*module))) {
+    error = diagnostics;
+    return std::nullopt;
+  }
+  RotationCount count;
+  module->walk([&](mlir::tq::RotateOp op) {
+    ++count.ops;
+    int64_t rows = 1;
+    for (int64_t s : cast<RankedTensorType>(op.getType()).getShape().drop_back())
+      rows *= s;
+    count.rows += rows;
+  });
+  return count;
 }
 
 } // namespace tq::test

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,11 +35,6 @@ public:
            std::vector<uint8_t> &v, std::vector<float> &mask,
            std::vector<float> &out) const;
 
-  /// Counts of ops in the tq-level IR after the fusion pipeline.
-  unsigned rotations = 0;
-  /// Rows each tq.rotate transforms, summed over the rotate ops.
-  int64_t rotatedRows = 0;
-
 private:
   friend class KernelRunner;
   mlir::tq::AttentionKernelSpec spec_;
@@ -47,10 +43,24 @@ private:
   void *entry_ = nullptr;
 };
 
+/// What the fused tq-level IR of a kernel does with rotations.
+struct RotationCount {
+  /// tq.rotate ops.
+  unsigned ops = 0;
+  /// Vectors rotated: each tq.rotate transforms every row of its operand.
+  int64_t rows = 0;
+};
+
 class KernelRunner {
 public:
   KernelRunner();
   ~KernelRunner();
+
+  /// Runs only the fusion pipeline and counts the rotations left.
+  std::optional<RotationCount>
+  countRotations(const mlir::tq::AttentionKernelSpec &spec,
+                 const mlir::tq::TQPipelineOptions &options,
+                 std::string &error);
 
   /// Builds, lowers and JIT-compiles; on failure returns null and sets
   /// error.

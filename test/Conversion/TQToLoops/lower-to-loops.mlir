@@ -1,0 +1,106 @@
+// RUN: tq-opt %s -split-input-file --tq-lower-to-loops -verify-diagnostics | FileCheck %s
+
+// Scoring turbo3_0 keys: each element reads its group's fp16 norm (two
+// bytes -> i16 -> f16 -> f32), assembles the 3-bit index from the 2-bit
+// plane at byte 2 and the 1-bit plane at byte 34, and reads the centroid
+// from a constant table. GQA: kv head = query head / 2.
+// CHECK-LABEL: func @score_turbo3
+// CHECK-SAME: (%[[Q:.*]]: tensor<1x2x128xf32>, %[[KB:.*]]: tensor<5x1x50xi8>)
+// CHECK: %[[CB:.*]] = arith.constant dense<[-1.906850e-01, {{.*}}, 1.906850e-01]> : tensor<8xf32>
+// CHECK: linalg.generic
+// CHECK-SAME: iterator_types = ["parallel", "parallel", "parallel", "reduction"]
+// CHECK-SAME: ins(%[[Q]] : tensor<1x2x128xf32>)
+// CHECK: %[[H:.*]] = linalg.index 1
+// CHECK: %[[KVH:.*]] = arith.divui %[[H]], %c2
+// CHECK: tensor.extract %[[KB]][%{{.*}}, %[[KVH]], %{{.*}}] : tensor<5x1x50xi8>
+// CHECK: arith.bitcast %{{.*}} : i16 to f16
+// CHECK: arith.extf %{{.*}} : f16 to f32
+// CHECK: arith.shrui
+// CHECK: arith.andi %{{.*}}, %c3_i32
+// CHECK: %c34 = arith.constant 34 : index
+// CHECK: arith.andi %{{.*}}, %c1_i32
+// CHECK: arith.shli %{{.*}}, %c2_i32
+// CHECK: %[[IDX:.*]] = arith.index_castui %{{.*}} : i32 to index
+// CHECK: tensor.extract %[[CB]][%[[IDX]]] : tensor<8xf32>
+// CHECK-NOT: tq.
+func.func @score_turbo3(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x50xi8>) -> tensor<1x2x5xf32> {
+  %k = tq.from_bytes %kb : tensor<5x1x50xi8> -> !tq.cache<5x1x128, #tq.format<"turbo3_0">>
+  %s = tq.score %q, %k : tensor<1x2x128xf32>, !tq.cache<5x1x128, #tq.format<"turbo3_0">> -> tensor<1x2x5xf32>
+  return %s : tensor<1x2x5xf32>
+}
+
+// -----
+
+// lookup = lut first builds lut[i, h, d, c] = q[i, h, d] * C[c], then reads
+// it with the decoded index.
+// CHECK-LABEL: func @score_lut
+// CHECK: %[[LUT:.*]] = linalg.generic
+// CHECK-SAME: iterator_types = ["parallel", "parallel", "parallel", "parallel"]
+// CHECK: arith.mulf
+// CHECK: -> tensor<1x2x64x4xf32>
+// CHECK: linalg.generic
+// CHECK: tensor.extract %[[LUT]][%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] : tensor<1x2x64x4xf32>
+func.func @score_lut(%q: tensor<1x2x64xf32>, %kb: tensor<?x2x18xi8>) -> tensor<1x2x?xf32> {
+  %k = tq.from_bytes %kb : tensor<?x2x18xi8> -> !tq.cache<?x2x64, #tq.format<"polar2">>
+  %s = tq.score %q, %k {lookup = #tq.lookup<lut>} : tensor<1x2x64xf32>, !tq.cache<?x2x64, #tq.format<"polar2">> -> tensor<1x2x?xf32>
+  return %s : tensor<1x2x?xf32>
+}
+
+// -----
+
+// tqprod adds the QJL correction through S q: a constant 32x32 projection,
+// S q per query, and a sign-weighted sum per key.
+// CHECK-LABEL: func @score_tqprod
+// CHECK: arith.constant dense<{{.*}}> : tensor<32x32xf32>
+// CHECK: arith.select %{{.*}}, %cst{{.*}}, %cst{{.*}} : f32
+// CHECK-NOT: tq.
+func.func @score_tqprod(%q: tensor<1x1x32xf32>, %kb: tensor<3x1x16xi8>) -> tensor<1x1x3xf32> {
+  %k = tq.from_bytes %kb : tensor<3x1x16xi8> -> !tq.cache<3x1x32, #tq.format<"tqprod3">>
+  %s = tq.score %q, %k : tensor<1x1x32xf32>, !tq.cache<3x1x32, #tq.format<"tqprod3">> -> tensor<1x1x3xf32>
+  return %s : tensor<1x1x3xf32>
+}
+
+// -----
+
+// Rotations are products with the rotation's constant matrix; the zero
+// padding and leading slice become loop nests too (no tensor.pad left).
+// CHECK-LABEL: func @rotate_pad
+// CHECK-NOT: tensor.pad
+// CHECK: arith.constant dense<{{.*}}> : tensor<4x4xf32>
+// CHECK-NOT: tensor.pad
+// CHECK-NOT: tensor.extract_slice
+func.func @rotate_pad(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  %zero = arith.constant 0.0 : f32
+  %p = tensor.pad %x low[0, 0] high[0, 1] {
+  ^bb0(%i: index, %j: index):
+    tensor.yield %zero : f32
+  } : tensor<2x3xf32> to tensor<2x4xf32>
+  %r = tq.rotate %p {rotation = #tq.rotation<kind = hadamard, dim = 4, block = 4, signs1 = [1, -1, 1, 1]>} : tensor<2x4xf32>
+  %s = tensor.extract_slice %r[0, 0] [2, 3] [1, 1] : tensor<2x4xf32> to tensor<2x3xf32>
+  return %s : tensor<2x3xf32>
+}
+
+// -----
+
+// Caches crossing function boundaries become their bytes.
+// CHECK-LABEL: func @boundary
+// CHECK-SAME: (%{{.*}}: tensor<?x8x34xi8>) -> tensor<?x8x34xi8>
+func.func @boundary(%c: !tq.cache<?x8x128, #tq.format<"turbo2_0">>) -> !tq.cache<?x8x128, #tq.format<"turbo2_0">> {
+  return %c : !tq.cache<?x8x128, #tq.format<"turbo2_0">>
+}
+
+// -----
+
+func.func @not_decomposed(%q: tensor<1x2x64xf32>, %k: !tq.cache<?x1x64, #tq.format<"q8_0">>) -> tensor<1x2x64xf32> {
+  // expected-error @+1 {{tq.attention must be decomposed first (run tq-decompose-attention before tq-lower-to-loops)}}
+  %o = tq.attention %q, %k, %k : tensor<1x2x64xf32>, !tq.cache<?x1x64, #tq.format<"q8_0">>, !tq.cache<?x1x64, #tq.format<"q8_0">> -> tensor<1x2x64xf32>
+  return %o : tensor<1x2x64xf32>
+}
+
+// -----
+
+func.func @quantize(%x: tensor<4x1x64xf32>) -> !tq.cache<4x1x64, #tq.format<"q8_0">> {
+  // expected-error @+1 {{tq.quantize has no loop lowering yet}}
+  %c = tq.quantize %x : tensor<4x1x64xf32> -> !tq.cache<4x1x64, #tq.format<"q8_0">>
+  return %c : !tq.cache<4x1x64, #tq.format<"q8_0">>
+}

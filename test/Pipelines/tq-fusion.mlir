@@ -1,0 +1,29 @@
+// RUN: tq-opt %s --tq-fusion | FileCheck %s --check-prefix=FUSED
+// RUN: tq-opt %s --tq-fusion="hoist-rotations=false" | FileCheck %s --check-prefix=NAIVE
+// RUN: tq-opt %s --tq-fusion="hoist-rotations=false fuse-codebook=false" | FileCheck %s --check-prefix=DENSE
+
+// The default pipeline rotates the query once and the output once and reads
+// the packed caches directly.
+// FUSED-LABEL: func @attn
+// FUSED: %[[QR:.*]] = tq.rotate %arg0 {rotation = #rotation} : tensor<1x4x64xf32>
+// FUSED: tq.score %[[QR]], %arg1
+// FUSED: tq.accumulate
+// FUSED: tq.rotate %{{.*}} {inverse, rotation = #rotation} : tensor<1x4x64xf32>
+// FUSED-NOT: tq.gather
+
+// Without hoisting every cached row is un-rotated (a tq.rotate over the
+// whole ?x2x64 cache), so qk/pv cannot read packed indices.
+// NAIVE-LABEL: func @attn
+// NAIVE: tq.gather %arg1
+// NAIVE: tq.rotate %{{.*}} {inverse, rotation = #rotation} : tensor<?x2x64xf32>
+// NAIVE: tq.qk
+// NAIVE: tq.pv
+// NAIVE-NOT: tq.score
+
+// DENSE-LABEL: func @attn
+// DENSE-NOT: tq.score
+// DENSE: tq.qk
+func.func @attn(%q: tensor<1x4x64xf32>, %k: !tq.cache<?x2x64, #tq.format<"tq3_0">>, %v: !tq.cache<?x2x64, #tq.format<"tq3_0">>) -> tensor<1x4x64xf32> {
+  %o = tq.attention %q, %k, %v : tensor<1x4x64xf32>, !tq.cache<?x2x64, #tq.format<"tq3_0">>, !tq.cache<?x2x64, #tq.format<"tq3_0">> -> tensor<1x4x64xf32>
+  return %o : tensor<1x4x64xf32>
+}

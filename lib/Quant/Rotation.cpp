@@ -165,35 +165,46 @@ Result<Rotation> Rotation::haar(unsigned dim, uint64_t seed) {
   return r;
 }
 
+namespace {
+/// The randomised Hadamard per block: first .* x, butterfly, 1/sqrt(n),
+/// second .* x. forward passes (S1, S2); inverse (S2, S1), since H is
+/// symmetric and H H = n I.
+void hadamardBlocks(std::span<float> x, unsigned block,
+                    const std::vector<int8_t> &first,
+                    const std::vector<int8_t> &second) {
+  const float invSqrt = float(1.0 / std::sqrt(double(block)));
+  for (size_t b = 0; b < x.size(); b += block) {
+    float *blk = x.data() + b;
+    multiplySigns(blk, first);
+    butterfly(blk, block);
+    for (unsigned j = 0; j < block; ++j)
+      blk[j] *= invSqrt;
+    multiplySigns(blk, second);
+  }
+}
+
+/// y = Q^T x (transpose) or y = Q x, accumulated in double.
+void applyDense(std::span<float> x, const std::vector<double> &q,
+                unsigned dim, bool transpose) {
+  std::vector<double> y(dim, 0.0);
+  for (unsigned i = 0; i < dim; ++i)
+    for (unsigned j = 0; j < dim; ++j)
+      y[i] += (transpose ? q[size_t(j) * dim + i] : q[size_t(i) * dim + j]) *
+              double(x[j]);
+  for (unsigned i = 0; i < dim; ++i)
+    x[i] = float(y[i]);
+}
+} // namespace
+
 void Rotation::forward(std::span<float> x) const {
   switch (kind_) {
   case RotationKind::Identity:
     return;
   case RotationKind::Hadamard:
-  case RotationKind::BlockHadamard: {
-    const float invSqrt = float(1.0 / std::sqrt(double(block_)));
-    for (unsigned b = 0; b < dim_; b += block_) {
-      float *blk = x.data() + b;
-      multiplySigns(blk, signs1_);
-      butterfly(blk, block_);
-      for (unsigned j = 0; j < block_; ++j)
-        blk[j] *= invSqrt;
-      multiplySigns(blk, signs2_);
-    }
-    return;
-  }
-  case RotationKind::Haar: {
-    std::vector<double> y(dim_, 0.0);
-    for (unsigned j = 0; j < dim_; ++j) {
-      const double *row = &q_[size_t(j) * dim_];
-      double xj = x[j];
-      for (unsigned i = 0; i < dim_; ++i)
-        y[i] += row[i] * xj;
-    }
-    for (unsigned i = 0; i < dim_; ++i)
-      x[i] = float(y[i]);
-    return;
-  }
+  case RotationKind::BlockHadamard:
+    return hadamardBlocks(x.first(dim_), block_, signs1_, signs2_);
+  case RotationKind::Haar:
+    return applyDense(x.first(dim_), q_, dim_, /*transpose=*/true);
   }
 }
 
@@ -202,33 +213,10 @@ void Rotation::inverse(std::span<float> x) const {
   case RotationKind::Identity:
     return;
   case RotationKind::Hadamard:
-  case RotationKind::BlockHadamard: {
-    // H is symmetric and H H = n I, so the inverse of S2 H S1 / sqrt(n) is
-    // S1 H S2 / sqrt(n).
-    const float invSqrt = float(1.0 / std::sqrt(double(block_)));
-    for (unsigned b = 0; b < dim_; b += block_) {
-      float *blk = x.data() + b;
-      multiplySigns(blk, signs2_);
-      butterfly(blk, block_);
-      for (unsigned j = 0; j < block_; ++j)
-        blk[j] *= invSqrt;
-      multiplySigns(blk, signs1_);
-    }
-    return;
-  }
-  case RotationKind::Haar: {
-    std::vector<double> y(dim_, 0.0);
-    for (unsigned i = 0; i < dim_; ++i) {
-      const double *row = &q_[size_t(i) * dim_];
-      double acc = 0;
-      for (unsigned j = 0; j < dim_; ++j)
-        acc += row[j] * x[j];
-      y[i] = acc;
-    }
-    for (unsigned i = 0; i < dim_; ++i)
-      x[i] = float(y[i]);
-    return;
-  }
+  case RotationKind::BlockHadamard:
+    return hadamardBlocks(x.first(dim_), block_, signs2_, signs1_);
+  case RotationKind::Haar:
+    return applyDense(x.first(dim_), q_, dim_, /*transpose=*/false);
   }
 }
 

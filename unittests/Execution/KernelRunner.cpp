@@ -79,23 +79,35 @@ KernelRunner::KernelRunner() {
 
 KernelRunner::~KernelRunner() = default;
 
+std::function<LogicalResult(Diagnostic &)>
+KernelRunner::collectInto(std::string &out) {
+  return [&out](Diagnostic &diag) {
+    llvm::raw_string_ostream os(out);
+    os << diag << "\n";
+    return success();
+  };
+}
+
+OwningOpRef<ModuleOp>
+KernelRunner::buildModule(const mlir::tq::AttentionKernelSpec &spec) {
+  Location loc = UnknownLoc::get(context_.get());
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  OpBuilder builder(module->getBodyRegion());
+  if (failed(mlir::tq::buildAttentionKernel(
+          builder, loc, spec, [&] { return emitError(loc); })))
+    return nullptr;
+  return module;
+}
+
 std::unique_ptr<CompiledKernel>
 KernelRunner::compile(const mlir::tq::AttentionKernelSpec &spec,
                       const mlir::tq::TQPipelineOptions &options,
                       std::string &error) {
   MLIRContext *ctx = context_.get();
   std::string diagnostics;
-  ScopedDiagnosticHandler handler(ctx, [&](Diagnostic &diag) {
-    llvm::raw_string_ostream os(diagnostics);
-    os << diag << "\n";
-    return success();
-  });
-  Location loc = UnknownLoc::get(ctx);
-  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
-  OpBuilder builder(module->getBodyRegion());
-  if (failed(mlir::tq::buildAttentionKernel(builder, loc, spec, [&] {
-        return emitError(loc);
-      }))) {
+  ScopedDiagnosticHandler handler(ctx, collectInto(diagnostics));
+  OwningOpRef<ModuleOp> module = buildModule(spec);
+  if (!module) {
     error = "kernel construction failed: " + diagnostics;
     return nullptr;
   }
@@ -138,19 +150,11 @@ KernelRunner::countRotations(const mlir::tq::AttentionKernelSpec &spec,
                              std::string &error) {
   MLIRContext *ctx = context_.get();
   std::string diagnostics;
-  ScopedDiagnosticHandler handler(ctx, [&](Diagnostic &diag) {
-    llvm::raw_string_ostream os(diagnostics);
-    os << diag << "\n";
-    return success();
-  });
-  Location loc = UnknownLoc::get(ctx);
-  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
-  OpBuilder builder(module->getBodyRegion());
+  ScopedDiagnosticHandler handler(ctx, collectInto(diagnostics));
+  OwningOpRef<ModuleOp> module = buildModule(spec);
   PassManager fusion(ctx);
   mlir::tq::buildTQFusionPipeline(fusion, options);
-  if (failed(mlir::tq::buildAttentionKernel(
-          builder, loc, spec, [&] { return emitError(loc); })) ||
-      failed(fusion.run(*module))) {
+  if (!module || failed(fusion.run(*module))) {
     error = diagnostics;
     return std::nullopt;
   }

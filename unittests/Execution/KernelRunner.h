@@ -19,6 +19,7 @@
 #include "mlir/IR/OwningOpRef.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -69,6 +70,13 @@ public:
           const mlir::tq::TQPipelineOptions &options, std::string &error);
 
 private:
+  /// A diagnostic handler appending every message to `out`.
+  static std::function<mlir::LogicalResult(mlir::Diagnostic &)>
+  collectInto(std::string &out);
+  /// A module holding the kernel of `spec`, or null (diagnostics emitted).
+  mlir::OwningOpRef<mlir::ModuleOp>
+  buildModule(const mlir::tq::AttentionKernelSpec &spec);
+
   std::unique_ptr<mlir::MLIRContext> context_;
 };
 

@@ -85,15 +85,18 @@ Value RowDecoder::bitsAt(OpBuilder &b, Location loc, Value t, Value kvHead,
                                i32Const(b, loc, (1 << width) - 1));
 }
 
+Value RowDecoder::blockBase(OpBuilder &b, Location loc, Value j) const {
+  Value block =
+      arith::DivUIOp::create(b, loc, j, indexConst(b, loc, spec().blockLen));
+  return arith::MulIOp::create(b, loc, block,
+                               indexConst(b, loc, spec().bytesPerBlock));
+}
+
 Value RowDecoder::scale(OpBuilder &b, Location loc, Value t, Value kvHead,
                         Value j) const {
   const quant::FormatSpec &s = spec();
-  Value block =
-      arith::DivUIOp::create(b, loc, j, indexConst(b, loc, s.blockLen));
-  Value base = arith::MulIOp::create(b, loc, block,
-                                     indexConst(b, loc, s.bytesPerBlock));
-  Value at =
-      arith::AddIOp::create(b, loc, base, indexConst(b, loc, s.scaleOffset));
+  Value at = arith::AddIOp::create(b, loc, blockBase(b, loc, j),
+                                   indexConst(b, loc, s.scaleOffset));
   return s.scaleType == quant::ScalarType::F16 ? halfAt(b, loc, t, kvHead, at)
                                                : f32At(b, loc, t, kvHead, at);
 }
@@ -101,10 +104,7 @@ Value RowDecoder::scale(OpBuilder &b, Location loc, Value t, Value kvHead,
 Value RowDecoder::index(OpBuilder &b, Location loc, Value t, Value kvHead,
                         Value j) const {
   const quant::FormatSpec &s = spec();
-  Value block =
-      arith::DivUIOp::create(b, loc, j, indexConst(b, loc, s.blockLen));
-  Value base = arith::MulIOp::create(b, loc, block,
-                                     indexConst(b, loc, s.bytesPerBlock));
+  Value base = blockBase(b, loc, j);
   Value inBlock =
       arith::RemUIOp::create(b, loc, j, indexConst(b, loc, s.blockLen));
   Value index = i32Const(b, loc, 0);

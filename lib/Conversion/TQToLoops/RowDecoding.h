@@ -49,6 +49,8 @@ public:
                 Value i) const;
 
 private:
+  /// Byte offset of the block holding element j within its row.
+  Value blockBase(OpBuilder &b, Location loc, Value j) const;
   Value byteAt(OpBuilder &b, Location loc, Value t, Value kvHead,
                Value offset) const;
   Value halfAt(OpBuilder &b, Location loc, Value t, Value kvHead,

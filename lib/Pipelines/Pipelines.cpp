@@ -11,6 +11,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
@@ -26,6 +27,12 @@ void mlir::tq::buildTQFusionPipeline(OpPassManager &pm,
     TQFuseCodebookOptions fuse;
     fuse.lookup = options.lookup;
     pm.addPass(createTQFuseCodebook(fuse));
+    if (options.tileSize > 0) {
+      TQTileFlashAttentionOptions tile;
+      tile.tileSize = options.tileSize;
+      tile.splits = options.splits;
+      pm.addPass(createTQTileFlashAttention(tile));
+    }
   }
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -46,6 +53,7 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
   bufferization::buildBufferDeallocationPipeline(pm, dealloc);
 
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  pm.addPass(createForallToForLoopPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());

@@ -1,13 +1,25 @@
 // RUN: tq-opt %s --tq-fusion | FileCheck %s --check-prefix=FUSED
 // RUN: tq-opt %s --tq-fusion="hoist-rotations=false" | FileCheck %s --check-prefix=NAIVE
 // RUN: tq-opt %s --tq-fusion="hoist-rotations=false fuse-codebook=false" | FileCheck %s --check-prefix=DENSE
+// RUN: tq-opt %s --tq-fusion="tile-size=0" | FileCheck %s --check-prefix=UNTILED
 
-// The default pipeline rotates the query once and the output once and reads
-// the packed caches directly.
+// UNTILED-LABEL: func @attn
+// UNTILED-NOT: scf.for
+// UNTILED: tq.score
+// UNTILED: tq.softmax
+// UNTILED: tq.accumulate
+
+// The default pipeline rotates the query once and the output once, reads
+// the packed caches directly, and walks them in 64-token tiles.
 // FUSED-LABEL: func @attn
 // FUSED: %[[QR:.*]] = tq.rotate %arg0 {rotation = #rotation} : tensor<1x4x64xf32>
-// FUSED: tq.score %[[QR]], %arg1
+// FUSED: scf.for
+// FUSED: %[[KT:.*]] = tq.slice_tokens %arg1
+// FUSED: tq.score %[[QR]], %[[KT]]
+// FUSED: tq.online_softmax
 // FUSED: tq.accumulate
+// FUSED: tq.merge_tile
+// FUSED: tq.normalize
 // FUSED: tq.rotate %{{.*}} {inverse, rotation = #rotation} : tensor<1x4x64xf32>
 // FUSED-NOT: tq.gather
 

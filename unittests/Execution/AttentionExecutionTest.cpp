@@ -36,15 +36,16 @@ struct Config {
   float softcap = 0.0f;
   bool mask = false;
   bool hoist = true, fuse = true;
+  int64_t tileSize = 64, splits = 1;
   mlir::tq::LookupStrategy lookup = mlir::tq::LookupStrategy::select;
 
   std::string describe() const {
     char buf[256];
     std::snprintf(buf, sizeof buf,
-                  "%s/%s d=%u H=%u KH=%u q=%lld n=%lld%s%s%s%s%s%s",
+                  "%s/%s d=%u H=%u KH=%u q=%lld n=%lld tile=%lld/%lld%s%s%s%s%s%s",
                   keyFormat.c_str(), valueFormat.c_str(), headDim, queryHeads,
                   kvHeads, (long long)numQueries, (long long)numKeys,
-                  causal ? " causal" : "", window ? " window" : "",
+                  (long long)tileSize, (long long)splits, causal ? " causal" : "", window ? " window" : "",
                   softcap > 0 ? " softcap" : "", mask ? " mask" : "",
                   hoist ? "" : " naive",
                   lookup == mlir::tq::LookupStrategy::lut ? " lut" : "");
@@ -103,6 +104,8 @@ protected:
     options.hoistRotations = c.hoist;
     options.fuseCodebook = c.fuse;
     options.lookup = c.lookup;
+    options.tileSize = c.tileSize;
+    options.splits = c.splits;
     std::string error;
     auto kernel = runner().compile(spec, options, error);
     ASSERT_TRUE(kernel) << error;
@@ -248,6 +251,33 @@ TEST_F(Execution, MaskingOptions) {
     c.mask = variant == 4 || variant == 5;
     check(c);
   }
+}
+
+/// The flash loop: tiles that do not divide the context, split-KV chunks
+/// (some of them empty when splits > tiles) merged by log-sum-exp, with
+/// every masking option, against the same reference.
+TEST_F(Execution, FlashTilingAndSplitKV) {
+  for (int64_t tile : {4, 5, 64}) {
+    for (int64_t splits : {1, 3, 8}) {
+      Config c = make("polar3", "turbo4_0", 64);
+      c.kvHeads = 2;
+      c.queryHeads = 6;
+      c.numKeys = 17;
+      c.tileSize = tile;
+      c.splits = splits;
+      check(c);
+      c.numQueries = 4;
+      c.causal = true;
+      c.window = 6;
+      c.softcap = 3.0f;
+      c.mask = true;
+      check(c);
+    }
+  }
+  // No tiling at all: the full-row softmax path.
+  Config c = make("tq3_0", "q8_0", 64);
+  c.tileSize = 0;
+  check(c);
 }
 
 /// The naive pipeline (every cached row un-rotated) and the hoisted one

@@ -26,6 +26,15 @@ struct TQPipelineOptions : public PassPipelineOptions<TQPipelineOptions> {
       *this, "fuse-codebook",
       llvm::cl::desc("Score and accumulate straight from packed indices"),
       llvm::cl::init(true)};
+  PassOptions::Option<int64_t> tileSize{
+      *this, "tile-size",
+      llvm::cl::desc("Tokens per KV tile of the flash loop (0: no tiling; "
+                     "needs fuse-codebook)"),
+      llvm::cl::init(64)};
+  PassOptions::Option<int64_t> splits{
+      *this, "splits",
+      llvm::cl::desc("Split-KV chunks merged by tq.combine"),
+      llvm::cl::init(1)};
   PassOptions::Option<LookupStrategy> lookup{
       *this, "lookup", llvm::cl::desc("Centroid lookup: select or lut"),
       llvm::cl::init(LookupStrategy::select),
@@ -35,7 +44,8 @@ struct TQPipelineOptions : public PassPipelineOptions<TQPipelineOptions> {
                                   "per-query lookup table"))};
 };
 
-/// tq.attention -> the fused tq form (decompose, hoist, fuse, canonicalize).
+/// tq.attention -> the fused tq form (decompose, hoist, fuse, tile,
+/// canonicalize).
 void buildTQFusionPipeline(OpPassManager &pm, const TQPipelineOptions &options);
 
 /// The fusion pipeline, then tq-lower-to-loops, bufferization and the

@@ -155,6 +155,64 @@ struct LowerPV : public OpConversionPattern<PVOp> {
   }
 };
 
+} // namespace
+
+Value mlir::tq::createMaskedLogits(OpBuilder &rewriter, Location loc,
+                                   Value logits, Value mask, Value offset,
+                                   Value numTokens,
+                                   const MaskingParams &params) {
+  MLIRContext *ctx = rewriter.getContext();
+  const float negInf = -std::numeric_limits<float>::infinity();
+  SmallVector<OpFoldResult> sizes3 = {sizeOf(rewriter, loc, logits, 0),
+                                      sizeOf(rewriter, loc, logits, 1),
+                                      sizeOf(rewriter, loc, logits, 2)};
+  Value numQueries = tensor::DimOp::create(rewriter, loc, logits, 0);
+  // Query i sits at position tokens - queries + i; key t at offset + t.
+  Value firstPosition =
+      arith::SubIOp::create(rewriter, loc, numTokens, numQueries);
+  auto id3 = AffineMap::getMultiDimIdentityMap(3, ctx);
+  SmallVector<Value> inputs = {logits};
+  SmallVector<AffineMap> maps = {id3};
+  if (mask) {
+    inputs.push_back(mask);
+    maps.push_back(projection(ctx, 3, {0, 2}));
+  }
+  Value init3 =
+      tensor::EmptyOp::create(rewriter, loc, sizes3, rewriter.getF32Type());
+  return createLoopNest(
+      rewriter, loc, init3, inputs, maps, id3, 3, 0,
+      [&](OpBuilder &b, Location loc, ValueRange idx, ValueRange in,
+          Value) -> Value {
+        Value x =
+            arith::MulFOp::create(b, loc, in[0], f32Const(b, loc, params.scale));
+        if (params.softcap > 0.0f) {
+          Value c = f32Const(b, loc, params.softcap);
+          x = arith::DivFOp::create(b, loc, x, c);
+          x = math::TanhOp::create(b, loc, x);
+          x = arith::MulFOp::create(b, loc, x, c);
+        }
+        if (mask)
+          x = arith::AddFOp::create(b, loc, x, in[1]);
+        Value position = arith::AddIOp::create(b, loc, firstPosition, idx[0]);
+        Value key = arith::AddIOp::create(b, loc, offset, idx[2]);
+        Value visible = arith::ConstantIntOp::create(b, loc, 1, 1);
+        if (params.causal)
+          visible = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle,
+                                          key, position);
+        if (params.window > 0) {
+          Value distance = arith::SubIOp::create(b, loc, position, key);
+          Value inWindow = arith::CmpIOp::create(
+              b, loc, arith::CmpIPredicate::slt, distance,
+              arith::ConstantIndexOp::create(b, loc, params.window));
+          visible = arith::AndIOp::create(b, loc, visible, inWindow);
+        }
+        return arith::SelectOp::create(b, loc, visible, x,
+                                       f32Const(b, loc, negInf));
+      });
+}
+
+namespace {
+
 struct LowerSoftmax : public OpConversionPattern<SoftmaxOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
@@ -168,11 +226,7 @@ struct LowerSoftmax : public OpConversionPattern<SoftmaxOp> {
                                         sizeOf(rewriter, loc, logits, 1),
                                         sizeOf(rewriter, loc, logits, 2)};
     SmallVector<OpFoldResult> sizes2 = {sizes3[0], sizes3[1]};
-    Value numQueries = tensor::DimOp::create(rewriter, loc, logits, 0);
     Value numTokens = tensor::DimOp::create(rewriter, loc, logits, 2);
-    // Query i sits at position tokens - queries + i.
-    Value firstPosition =
-        arith::SubIOp::create(rewriter, loc, numTokens, numQueries);
     const float scale = op.getScale().convertToFloat();
     const float softcap = op.getSoftcap().convertToFloat();
     const bool causal = op.getCausal();
@@ -183,42 +237,12 @@ struct LowerSoftmax : public OpConversionPattern<SoftmaxOp> {
     auto rows = projection(ctx, 3, {0, 1});
 
     // 1. Scaled, capped, masked logits; hidden keys become -inf.
-    SmallVector<Value> inputs = {logits};
-    SmallVector<AffineMap> maps = {id3};
-    if (mask) {
-      inputs.push_back(mask);
-      maps.push_back(projection(ctx, 3, {0, 2}));
-    }
     Value init3 = tensor::EmptyOp::create(rewriter, loc, sizes3,
                                           rewriter.getF32Type());
-    Value masked = createLoopNest(
-        rewriter, loc, init3, inputs, maps, id3, 3, 0,
-        [&](OpBuilder &b, Location loc, ValueRange idx, ValueRange in,
-            Value) -> Value {
-          Value x = arith::MulFOp::create(b, loc, in[0], f32Const(b, loc, scale));
-          if (softcap > 0.0f) {
-            Value c = f32Const(b, loc, softcap);
-            x = arith::DivFOp::create(b, loc, x, c);
-            x = math::TanhOp::create(b, loc, x);
-            x = arith::MulFOp::create(b, loc, x, c);
-          }
-          if (mask)
-            x = arith::AddFOp::create(b, loc, x, in[1]);
-          Value position = arith::AddIOp::create(b, loc, firstPosition, idx[0]);
-          Value visible = arith::ConstantIntOp::create(b, loc, 1, 1);
-          if (causal)
-            visible = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle,
-                                            idx[2], position);
-          if (window > 0) {
-            Value distance = arith::SubIOp::create(b, loc, position, idx[2]);
-            Value inWindow = arith::CmpIOp::create(
-                b, loc, arith::CmpIPredicate::slt, distance,
-                arith::ConstantIndexOp::create(b, loc, window));
-            visible = arith::AndIOp::create(b, loc, visible, inWindow);
-          }
-          return arith::SelectOp::create(b, loc, visible, x,
-                                         f32Const(b, loc, negInf));
-        });
+    Value zeroIndex = arith::ConstantIndexOp::create(rewriter, loc, 0);
+    Value masked = createMaskedLogits(
+        rewriter, loc, logits, mask, zeroIndex, numTokens,
+        MaskingParams{scale, softcap, causal, window});
     // 2. Row maxima.
     Value maxInit = createFilledTensor(rewriter, loc, sizes2,
                                        rewriter.getF32Type(),

@@ -15,6 +15,26 @@ void populateDenseLoweringPatterns(const TypeConverter &converter,
 void populateCacheLoweringPatterns(const TypeConverter &converter,
                                    RewritePatternSet &patterns);
 
+/// tq.num_tokens, tq.slice_tokens, tq.online_softmax, tq.merge_tile,
+/// tq.normalize, tq.combine.
+void populateFlashLoweringPatterns(const TypeConverter &converter,
+                                   RewritePatternSet &patterns);
+
+/// The masking rule shared by tq.softmax and tq.online_softmax.
+struct MaskingParams {
+  float scale;
+  float softcap;
+  bool causal;
+  int64_t window;
+};
+
+/// scale, soft-cap, mask and causal/window visibility applied to logits
+/// [queries x heads x T] of keys offset .. offset + T of a numTokens-long
+/// context; hidden entries are -inf.
+Value createMaskedLogits(OpBuilder &b, Location loc, Value logits, Value mask,
+                         Value offset, Value numTokens,
+                         const MaskingParams &params);
+
 /// Zero-offset tensor.pad and leading tensor.extract_slice as loop nests.
 void populatePaddingLoweringPatterns(const TypeConverter &converter,
                                      RewritePatternSet &patterns);

@@ -9,6 +9,8 @@
 #include "mlir/Dialect/Func/Transforms/FuncConversions.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SCF/Transforms/Patterns.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 namespace mlir::tq {
@@ -29,6 +31,7 @@ void mlir::tq::populateTQToLoopsPatterns(const TypeConverter &converter,
                                          RewritePatternSet &patterns) {
   populateDenseLoweringPatterns(converter, patterns);
   populateCacheLoweringPatterns(converter, patterns);
+  populateFlashLoweringPatterns(converter, patterns);
   populatePaddingLoweringPatterns(converter, patterns);
 }
 
@@ -56,7 +59,8 @@ struct TQLowerToLoopsPass
     ConversionTarget target(*context);
     target.addIllegalDialect<TQDialect>();
     target.addLegalDialect<arith::ArithDialect, linalg::LinalgDialect,
-                           math::MathDialect, tensor::TensorDialect>();
+                           math::MathDialect, scf::SCFDialect,
+                           tensor::TensorDialect>();
     target.addDynamicallyLegalOp<tensor::PadOp, tensor::ExtractSliceOp>(
         [](Operation *op) { return !isLoweredPadding(op); });
     target.addDynamicallyLegalOp<func::FuncOp>([&](func::FuncOp op) {
@@ -72,6 +76,9 @@ struct TQLowerToLoopsPass
                                                                    converter);
     populateReturnOpTypeConversionPattern(patterns, converter);
     populateCallOpTypeConversionPattern(patterns, converter);
+    // Loops carrying caches (the tiled KV loop does not, but be general).
+    scf::populateSCFStructuralTypeConversionsAndLegality(converter, patterns,
+                                                         target);
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
       signalPassFailure();

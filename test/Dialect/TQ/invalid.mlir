@@ -342,3 +342,59 @@ func.func @f(%q: tensor<9x8x128xf32>, %k: !tq.cache<8x2x128, #tq.format<"turbo3_
   %o = tq.attention %q, %k, %v {causal} : tensor<9x8x128xf32>, !tq.cache<8x2x128, #tq.format<"turbo3_0">>, !tq.cache<8x2x128, #tq.format<"turbo3_0">> -> tensor<9x8x128xf32>
   return
 }
+
+// -----
+
+func.func @f(%k: !tq.cache<?x2x128, #tq.format<"turbo3_0">>, %i: index) {
+  // expected-error @+1 {{'tq.slice_tokens' op result '!tq.cache<?x2x128, #tq.format<"turbo4_0">>' must differ from the source '!tq.cache<?x2x128, #tq.format<"turbo3_0">>' in its token count only}}
+  %t = tq.slice_tokens %k[%i, %i] : !tq.cache<?x2x128, #tq.format<"turbo3_0">> -> !tq.cache<?x2x128, #tq.format<"turbo4_0">>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<1x4x?xf32>, %m: tensor<1x3xf32>, %i: index) {
+  // expected-error @+1 {{'tq.online_softmax' op max heads is 3, expected 4}}
+  %p, %m1, %l1, %c = tq.online_softmax %s, %m, %m, %i, %i {scale = 1.0 : f32} : tensor<1x4x?xf32>, tensor<1x3xf32> -> tensor<1x4x?xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<1x4x?xf32>, %m: tensor<1x4xf32>, %i: index) {
+  // expected-error @+1 {{'tq.online_softmax' op scale must be finite and positive, got 0}}
+  %p, %m1, %l1, %c = tq.online_softmax %s, %m, %m, %i, %i {scale = 0.0 : f32} : tensor<1x4x?xf32>, tensor<1x4xf32> -> tensor<1x4x?xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<1x4x128xf32>, %c: tensor<2x4xf32>) {
+  // expected-error @+1 {{'tq.merge_tile' op correction queries is 2, expected 1}}
+  %r = tq.merge_tile %a, %c, %a : tensor<1x4x128xf32>, tensor<2x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<1x4x128xf32>, %l: tensor<1x5xf32>) {
+  // expected-error @+1 {{'tq.normalize' op sum heads is 5, expected 4}}
+  %r = tq.normalize %a, %l : tensor<1x4x128xf32>, tensor<1x5xf32>
+  return
+}
+
+// -----
+
+func.func @f(%m: tensor<3x1x4xf32>, %a: tensor<2x1x4x128xf32>) {
+  // expected-error @+1 {{'tq.combine' op acc splits is 2, expected 3}}
+  %r = tq.combine %m, %m, %a : tensor<3x1x4xf32>, tensor<2x1x4x128xf32> -> tensor<1x4x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%m: tensor<3x1x4xf32>, %a: tensor<3x1x4x128xf32>) {
+  // expected-error @+1 {{'tq.combine' op result width is 64, expected 128}}
+  %r = tq.combine %m, %m, %a : tensor<3x1x4xf32>, tensor<3x1x4x128xf32> -> tensor<1x4x64xf32>
+  return
+}

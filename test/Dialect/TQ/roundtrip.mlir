@@ -72,3 +72,22 @@ func.func @attention(%q: tensor<4x32x128xf32>, %k: !tq.cache<?x8x128, #tq.format
   %o2 = tq.attention %q2, %k2, %v2 mask(%m : tensor<1x?xf32>) {scale = 0.5 : f32, window = 4, softcap = 50.0 : f32} : tensor<1x7x96xf32>, !tq.cache<?x1x96, #tq.format<"tq3_0">>, !tq.cache<?x1x96, #tq.format<"haar4">> -> tensor<1x7x96xf32>
   return %o, %o2 : tensor<4x32x128xf32>, tensor<1x7x96xf32>
 }
+
+// CHECK-LABEL: func @flash
+// CHECK: %[[N:.*]] = tq.num_tokens %arg1 : !tq.cache<?x2x128, #tq.format<"turbo3_0">>
+// CHECK: tq.slice_tokens %arg1[%arg5, %[[N]]] : !tq.cache<?x2x128, #tq.format<"turbo3_0">> -> !tq.cache<?x2x128, #tq.format<"turbo3_0">>
+// CHECK: tq.online_softmax %arg2, %arg3, %arg4, %arg5, %[[N]] mask(%arg6 : tensor<1x?xf32>) {causal, scale = 1.250000e-01 : f32} : tensor<1x4x?xf32>, tensor<1x4xf32> -> tensor<1x4x?xf32>
+// CHECK: tq.merge_tile %arg0, %{{.*}}, %arg0 : tensor<1x4x128xf32>, tensor<1x4xf32>
+// CHECK: tq.normalize %{{.*}}, %{{.*}} : tensor<1x4x128xf32>, tensor<1x4xf32>
+// CHECK: tq.combine %arg7, %arg7, %arg8 : tensor<3x1x4xf32>, tensor<3x1x4x128xf32> -> tensor<1x4x128xf32>
+func.func @flash(%acc: tensor<1x4x128xf32>, %k: !tq.cache<?x2x128, #tq.format<"turbo3_0">>, %s: tensor<1x4x?xf32>,
+                 %m: tensor<1x4xf32>, %l: tensor<1x4xf32>, %t0: index, %mask: tensor<1x?xf32>,
+                 %pm: tensor<3x1x4xf32>, %pacc: tensor<3x1x4x128xf32>) -> tensor<1x4x128xf32> {
+  %n = tq.num_tokens %k : !tq.cache<?x2x128, #tq.format<"turbo3_0">>
+  %kt = tq.slice_tokens %k[%t0, %n] : !tq.cache<?x2x128, #tq.format<"turbo3_0">> -> !tq.cache<?x2x128, #tq.format<"turbo3_0">>
+  %p, %m1, %l1, %c = tq.online_softmax %s, %m, %l, %t0, %n mask(%mask : tensor<1x?xf32>) {scale = 0.125 : f32, causal} : tensor<1x4x?xf32>, tensor<1x4xf32> -> tensor<1x4x?xf32>
+  %a = tq.merge_tile %acc, %c, %acc : tensor<1x4x128xf32>, tensor<1x4xf32>
+  %o = tq.normalize %a, %l1 : tensor<1x4x128xf32>, tensor<1x4xf32>
+  %x = tq.combine %pm, %pm, %pacc : tensor<3x1x4xf32>, tensor<3x1x4x128xf32> -> tensor<1x4x128xf32>
+  return %o : tensor<1x4x128xf32>
+}

@@ -297,3 +297,59 @@ float AttentionOp::getScaleOrDefault() {
     return getScale()->convertToFloat();
   return float(1.0 / std::sqrt(double(getKeys().getType().getHeadDim())));
 }
+
+//===----------------------------------------------------------------------===//
+// Flash attention ops
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// A [queries x heads] row tensor must match the leading dims of `rows3`.
+LogicalResult expectRowShape(Operation *op, ShapedType rows, ShapedType rows3,
+                             StringRef what) {
+  return expectShape(op, rows, {rows3.getDimSize(0), rows3.getDimSize(1)},
+                     what, {"queries", "heads"});
+}
+} // namespace
+
+LogicalResult SliceTokensOp::verify() {
+  CacheType in = getCache().getType(), out = getResult().getType();
+  if (in.getFormat() != out.getFormat() ||
+      in.getNumKvHeads() != out.getNumKvHeads() ||
+      in.getHeadDim() != out.getHeadDim())
+    return emitOpError() << "result " << out
+                         << " must differ from the source " << in
+                         << " in its token count only";
+  return success();
+}
+
+LogicalResult OnlineSoftmaxOp::verify() {
+  auto logits = getLogits().getType();
+  if (failed(expectRowShape(*this, getMax().getType(), logits, "max")))
+    return failure();
+  return verifyMaskingOptions(*this, logits.getDimSize(0),
+                              logits.getDimSize(2), getMask(),
+                              getScale().convertToFloat(), /*causal=*/false,
+                              getWindow(), getSoftcap().convertToFloat());
+}
+
+LogicalResult MergeTileOp::verify() {
+  return expectRowShape(*this, getCorrection().getType(), getAcc().getType(),
+                        "correction");
+}
+
+LogicalResult NormalizeOp::verify() {
+  return expectRowShape(*this, getSum().getType(), getAcc().getType(), "sum");
+}
+
+LogicalResult CombineOp::verify() {
+  auto max = getMax().getType();
+  auto acc = getAcc().getType();
+  if (failed(expectShape(*this, acc,
+                         {max.getDimSize(0), max.getDimSize(1),
+                          max.getDimSize(2)},
+                         "acc", {"splits", "queries", "heads"})))
+    return failure();
+  return expectShape(*this, getResult().getType(),
+                     {acc.getDimSize(1), acc.getDimSize(2), acc.getDimSize(3)},
+                     "result", {"queries", "heads", "width"});
+}

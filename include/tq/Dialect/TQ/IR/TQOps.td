@@ -277,4 +277,139 @@ def TQ_AttentionOp : TQ_Op<"attention", [Pure]> {
   }];
 }
 
+
+//===----------------------------------------------------------------------===//
+// Flash attention: KV tiles with an online softmax
+//===----------------------------------------------------------------------===//
+
+def TQ_NumTokensOp : TQ_Op<"num_tokens", [Pure]> {
+  let summary = "The number of tokens in a cache";
+  let description = [{
+    ```mlir
+    %n = tq.num_tokens %k : !tq.cache<?x8x128, #tq.format<"turbo3_0">>
+    ```
+  }];
+  let arguments = (ins TQ_CacheType:$cache);
+  let results = (outs Index:$result);
+  let assemblyFormat = "$cache attr-dict `:` qualified(type($cache))";
+}
+
+def TQ_SliceTokensOp : TQ_Op<"slice_tokens", [Pure]> {
+  let summary = "The rows of tokens [offset, offset + size) of a cache";
+  let description = [{
+    A view of a token range; no bytes move. The caller keeps the range in
+    bounds (the tiling pass clamps the last tile).
+
+    ```mlir
+    %t = tq.slice_tokens %k[%t0, %size] : !tq.cache<?x8x128, #tq.format<"turbo3_0">> -> !tq.cache<?x8x128, #tq.format<"turbo3_0">>
+    ```
+  }];
+  let arguments = (ins TQ_CacheType:$cache, Index:$offset, Index:$size);
+  let results = (outs TQ_CacheType:$result);
+  let assemblyFormat = [{
+    $cache `[` $offset `,` $size `]` attr-dict `:` qualified(type($cache))
+    `->` qualified(type($result))
+  }];
+  let hasVerifier = 1;
+}
+
+def TQ_OnlineSoftmaxOp : TQ_Op<"online_softmax",
+    [Pure, AllTypesMatch<["logits", "probs"]>,
+     AllTypesMatch<["max", "sum", "new_max", "new_sum", "correction"]>]> {
+  let summary = "One KV tile of a streaming (flash) softmax";
+  let description = [{
+    For the logits of keys `offset .. offset + T` of a `tokens`-long
+    context, masked and scaled exactly like `tq.softmax` (query `i` at
+    position `tokens - queries + i`), and the running row maximum `max` and
+    sum `sum` of the tiles before it:
+
+    - `new_max = max(max, rowmax(x))`,
+    - `probs = exp(x - new_max)` (0 where hidden),
+    - `correction = exp(max - new_max)` (what earlier partial sums and
+      accumulators must be multiplied by),
+    - `new_sum = sum * correction + rowsum(probs)`.
+
+    ```mlir
+    %p, %m1, %l1, %c = tq.online_softmax %s, %m, %l, %t0, %n {scale = 0.125 : f32, causal}
+        : tensor<1x8x?xf32>, tensor<1x8xf32> -> tensor<1x8x?xf32>
+    ```
+  }];
+  let arguments = (ins TQ_F32Tensor3D:$logits,
+                       TQ_F32Tensor2D:$max,
+                       TQ_F32Tensor2D:$sum,
+                       Index:$offset,
+                       Index:$tokens,
+                       Optional<TQ_F32Tensor2D>:$mask,
+                       F32Attr:$scale,
+                       UnitAttr:$causal,
+                       DefaultValuedAttr<I64Attr, "0">:$window,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$softcap);
+  let results = (outs TQ_F32Tensor3D:$probs, TQ_F32Tensor2D:$new_max,
+                      TQ_F32Tensor2D:$new_sum, TQ_F32Tensor2D:$correction);
+  let assemblyFormat = [{
+    $logits `,` $max `,` $sum `,` $offset `,` $tokens
+    (`mask` `(` $mask^ `:` type($mask) `)`)? attr-dict `:` type($logits) `,`
+    type($max) `->` type($probs)
+  }];
+  let hasVerifier = 1;
+}
+
+def TQ_MergeTileOp : TQ_Op<"merge_tile",
+    [Pure, AllTypesMatch<["acc", "tile", "result"]>]> {
+  let summary = "acc * correction + tile, per (query, head) row";
+  let description = [{
+    Folds one tile's weighted values into the running accumulator.
+
+    ```mlir
+    %a1 = tq.merge_tile %acc, %c, %tile : tensor<1x8x128xf32>, tensor<1x8xf32>
+    ```
+  }];
+  let arguments = (ins TQ_F32Tensor3D:$acc, TQ_F32Tensor2D:$correction,
+                       TQ_F32Tensor3D:$tile);
+  let results = (outs TQ_F32Tensor3D:$result);
+  let assemblyFormat = [{
+    $acc `,` $correction `,` $tile attr-dict `:` type($acc) `,`
+    type($correction)
+  }];
+  let hasVerifier = 1;
+}
+
+def TQ_NormalizeOp : TQ_Op<"normalize",
+    [Pure, AllTypesMatch<["acc", "result"]>]> {
+  let summary = "acc / sum per (query, head) row (zero where sum is zero)";
+  let description = [{
+    ```mlir
+    %o = tq.normalize %acc, %l : tensor<1x8x128xf32>, tensor<1x8xf32>
+    ```
+  }];
+  let arguments = (ins TQ_F32Tensor3D:$acc, TQ_F32Tensor2D:$sum);
+  let results = (outs TQ_F32Tensor3D:$result);
+  let assemblyFormat = "$acc `,` $sum attr-dict `:` type($acc) `,` type($sum)";
+  let hasVerifier = 1;
+}
+
+def TQ_CombineOp : TQ_Op<"combine",
+    [Pure, AllTypesMatch<["max", "sum"]>]> {
+  let summary = "Merge split-KV partials by log-sum-exp";
+  let description = [{
+    Each of S splits attended over its own token range and left a running
+    maximum `max[s]`, sum `sum[s]` and unnormalised accumulator `acc[s]`.
+    With `M = max_s max[s]` and `w_s = exp(max[s] - M)`:
+    `result = sum_s w_s acc[s] / sum_s w_s sum[s]` (zero where nothing was
+    visible).
+
+    ```mlir
+    %o = tq.combine %m, %l, %acc : tensor<4x1x8xf32>, tensor<4x1x8x128xf32> -> tensor<1x8x128xf32>
+    ```
+  }];
+  let arguments = (ins 3DTensorOf<[F32]>:$max, 3DTensorOf<[F32]>:$sum,
+                       4DTensorOf<[F32]>:$acc);
+  let results = (outs TQ_F32Tensor3D:$result);
+  let assemblyFormat = [{
+    $max `,` $sum `,` $acc attr-dict `:` type($max) `,` type($acc) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // TQ_DIALECT_TQ_IR_TQOPS_TD

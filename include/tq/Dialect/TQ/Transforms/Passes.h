@@ -10,6 +10,8 @@
 
 #include "tq/Dialect/TQ/IR/TQDialect.h"
 
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir {
@@ -32,6 +34,11 @@ LogicalResult checkRotationHoistable(Value denseOperand, std::string &reason);
 /// qk/pv over tq.gather -> tq.score / tq.accumulate.
 void populateFuseCodebookPatterns(RewritePatternSet &patterns,
                                   LookupStrategy lookup);
+
+/// score -> softmax -> accumulate as a KV-tiled online-softmax loop,
+/// split into `splits` independent chunks when splits > 1.
+void populateTileFlashAttentionPatterns(RewritePatternSet &patterns,
+                                        int64_t tileSize, int64_t splits);
 
 #define GEN_PASS_REGISTRATION
 #include "tq/Dialect/TQ/Transforms/Passes.h.inc"

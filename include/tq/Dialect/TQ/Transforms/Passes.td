@@ -87,4 +87,48 @@ def TQFuseCodebook : Pass<"tq-fuse-codebook"> {
   ];
 }
 
+def TQTileFlashAttention : Pass<"tq-tile-flash-attention"> {
+  let summary = "KV-tiled attention with an online softmax, optionally split-KV";
+  let description = [{
+    Rewrites the fused chain
+
+    ```mlir
+    %s = tq.score %qr, %k
+    %p = tq.softmax %s {...}
+    %a = tq.accumulate %p, %v
+    ```
+
+    into a loop over KV tiles of `tile-size` tokens (the last one clamped)
+    carrying the running row maximum, row sum and accumulator:
+
+    ```mlir
+    scf.for %t0 = %c0 to %n step %T iter_args(%m, %l, %acc) {
+      %kt = tq.slice_tokens %k[%t0, %size]
+      %st = tq.score %qr, %kt
+      %pt, %m1, %l1, %c = tq.online_softmax %st, %m, %l, %t0, %n {...}
+      %at = tq.accumulate %pt, %vt
+      %acc1 = tq.merge_tile %acc, %c, %at
+      scf.yield %m1, %l1, %acc1
+    }
+    %a = tq.normalize %acc, %l
+    ```
+
+    Each tile of packed K/V rows is scored against every query head, so
+    one tile serves a whole GQA group. With `splits > 1` the token range is
+    cut into that many chunks, each tiled independently inside an
+    `scf.forall` (flash-decoding), and `tq.combine` merges the partial
+    (max, sum, accumulator) triples by log-sum-exp.
+  }];
+  let options = [
+    Option<"tileSize", "tile-size", "int64_t", /*default=*/"64",
+           "Tokens per KV tile">,
+    Option<"splits", "splits", "int64_t", /*default=*/"1",
+           "Independent KV chunks merged by tq.combine (split-KV)">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 #endif // TQ_DIALECT_TQ_TRANSFORMS_PASSES_TD

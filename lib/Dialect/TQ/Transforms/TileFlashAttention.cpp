@@ -1,0 +1,229 @@
+//===- TileFlashAttention.cpp - KV tiles with an online softmax -----------===//
+//
+// The fused chain score -> softmax -> accumulate materialises a full row of
+// logits per query. Tiling it over the tokens with a running maximum, sum
+// and accumulator (flash attention) keeps one tile live at a time; cutting
+// the tokens into independent chunks merged by log-sum-exp (split-KV,
+// flash-decoding) exposes parallelism when there are few queries.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tq/Dialect/TQ/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#include <limits>
+
+namespace mlir::tq {
+#define GEN_PASS_DEF_TQTILEFLASHATTENTION
+#include "tq/Dialect/TQ/Transforms/Passes.h.inc"
+} // namespace mlir::tq
+
+using namespace mlir;
+using namespace mlir::tq;
+
+namespace {
+
+Value filled(OpBuilder &b, Location loc, ArrayRef<OpFoldResult> sizes,
+             float value) {
+  Value empty = tensor::EmptyOp::create(b, loc, sizes, b.getF32Type());
+  Value v = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(value));
+  return linalg::FillOp::create(b, loc, v, empty).getResult(0);
+}
+
+/// The running state of an online softmax.
+struct FlashState {
+  Value max, sum, acc;
+};
+
+struct TileFlashAttention : public OpRewritePattern<AccumulateOp> {
+  TileFlashAttention(MLIRContext *context, int64_t tileSize, int64_t splits)
+      : OpRewritePattern(context), tileSize(tileSize), splits(splits) {}
+
+  LogicalResult matchAndRewrite(AccumulateOp accumulate,
+                                PatternRewriter &rewriter) const override {
+    auto softmax = accumulate.getProbs().getDefiningOp<SoftmaxOp>();
+    if (!softmax || !softmax->hasOneUse())
+      return rewriter.notifyMatchFailure(accumulate,
+                                         "probs are not a single-use softmax");
+    auto score = softmax.getLogits().getDefiningOp<ScoreOp>();
+    if (!score || !score->hasOneUse())
+      return rewriter.notifyMatchFailure(accumulate,
+                                         "logits are not a single-use score");
+    Location loc = accumulate.getLoc();
+    Value query = score.getQuery();
+    auto accType = accumulate.getType();
+    SmallVector<OpFoldResult> rowSizes = {
+        tensor::getMixedSize(rewriter, loc, query, 0),
+        tensor::getMixedSize(rewriter, loc, query, 1)};
+    SmallVector<OpFoldResult> accSizes = {
+        rowSizes[0], rowSizes[1], rewriter.getIndexAttr(accType.getDimSize(2))};
+    const float negInf = -std::numeric_limits<float>::infinity();
+    FlashState init{filled(rewriter, loc, rowSizes, negInf),
+                    filled(rewriter, loc, rowSizes, 0.0f),
+                    filled(rewriter, loc, accSizes, 0.0f)};
+    Value tokens = NumTokensOp::create(rewriter, loc, score.getKeys());
+
+    auto tiles = [&](OpBuilder &b, Location loc, Value begin, Value end) {
+      return tileLoop(b, loc, score, softmax, accumulate, init, begin, end,
+                      tokens);
+    };
+    Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
+    Value result;
+    if (splits <= 1) {
+      FlashState s = tiles(rewriter, loc, zero, tokens);
+      result = NormalizeOp::create(rewriter, loc, accType, s.acc, s.sum);
+    } else {
+      result = splitKV(rewriter, loc, accType, rowSizes, accSizes, tokens,
+                       tiles);
+    }
+    rewriter.replaceOp(accumulate, result);
+    rewriter.eraseOp(softmax);
+    rewriter.eraseOp(score);
+    return success();
+  }
+
+private:
+  /// scf.for over tiles of [begin, end); returns the final state.
+  FlashState tileLoop(OpBuilder &b, Location loc, ScoreOp score,
+                      SoftmaxOp softmax, AccumulateOp accumulate,
+                      FlashState init, Value begin, Value end,
+                      Value tokens) const {
+    Value step = arith::ConstantIndexOp::create(b, loc, tileSize);
+    auto loop = scf::ForOp::create(
+        b, loc, begin, end, step, ValueRange{init.max, init.sum, init.acc},
+        [&](OpBuilder &b, Location loc, Value t0, ValueRange state) {
+          Value remaining = arith::SubIOp::create(b, loc, end, t0);
+          Value size = arith::MinSIOp::create(b, loc, step, remaining);
+          auto keysType = score.getKeys().getType();
+          auto valuesType = accumulate.getValues().getType();
+          auto dynamicTokens = [](CacheType t) {
+            return CacheType::get(t.getContext(),
+                                  {ShapedType::kDynamic, t.getNumKvHeads(),
+                                   int64_t(t.getHeadDim())},
+                                  t.getFormat());
+          };
+          Value keys = SliceTokensOp::create(b, loc, dynamicTokens(keysType),
+                                             score.getKeys(), t0, size);
+          Value values = SliceTokensOp::create(
+              b, loc, dynamicTokens(valuesType), accumulate.getValues(), t0,
+              size);
+          auto queryType = score.getQuery().getType();
+          auto logitsType = RankedTensorType::get(
+              {queryType.getDimSize(0), queryType.getDimSize(1),
+               ShapedType::kDynamic},
+              b.getF32Type());
+          Value logits = ScoreOp::create(b, loc, logitsType, score.getQuery(),
+                                         keys, score.getLookupAttr());
+          Value mask;
+          if (Value full = softmax.getMask()) {
+            SmallVector<OpFoldResult> offsets = {b.getIndexAttr(0), t0};
+            SmallVector<OpFoldResult> sizes = {
+                tensor::getMixedSize(b, loc, full, 0), size};
+            SmallVector<OpFoldResult> strides(2, b.getIndexAttr(1));
+            mask = tensor::ExtractSliceOp::create(b, loc, full, offsets, sizes,
+                                                  strides);
+          }
+          Type rows = state[0].getType();
+          auto online = OnlineSoftmaxOp::create(
+              b, loc, logitsType, rows, rows, rows, logits, state[0], state[1],
+              t0, tokens, mask, softmax.getScaleAttr(),
+              softmax.getCausalAttr(), softmax.getWindowAttr(),
+              softmax.getSoftcapAttr());
+          Value tile =
+              AccumulateOp::create(b, loc, accumulate.getType(),
+                                   online.getProbs(), values,
+                                   accumulate.getLookupAttr());
+          Value acc = MergeTileOp::create(b, loc, state[2].getType(), state[2],
+                                          online.getCorrection(), tile);
+          scf::YieldOp::create(
+              b, loc, ValueRange{online.getNewMax(), online.getNewSum(), acc});
+        });
+    return {loop.getResult(0), loop.getResult(1), loop.getResult(2)};
+  }
+
+  /// scf.forall over `splits` chunks, each tiled; tq.combine merges them.
+  Value splitKV(PatternRewriter &rewriter, Location loc,
+                RankedTensorType accType, ArrayRef<OpFoldResult> rowSizes,
+                ArrayRef<OpFoldResult> accSizes, Value tokens,
+                function_ref<FlashState(OpBuilder &, Location, Value, Value)>
+                    tiles) const {
+    SmallVector<OpFoldResult> partRows = {rewriter.getIndexAttr(splits)};
+    partRows.append(rowSizes.begin(), rowSizes.end());
+    SmallVector<OpFoldResult> partAcc = {rewriter.getIndexAttr(splits)};
+    partAcc.append(accSizes.begin(), accSizes.end());
+    Type f32 = rewriter.getF32Type();
+    Value maxes = tensor::EmptyOp::create(rewriter, loc, partRows, f32);
+    Value sums = tensor::EmptyOp::create(rewriter, loc, partRows, f32);
+    Value accs = tensor::EmptyOp::create(rewriter, loc, partAcc, f32);
+    Value numSplits = arith::ConstantIndexOp::create(rewriter, loc, splits);
+    Value chunk = arith::CeilDivUIOp::create(rewriter, loc, tokens, numSplits);
+
+    auto forall = scf::ForallOp::create(
+        rewriter, loc, ArrayRef<OpFoldResult>{rewriter.getIndexAttr(splits)},
+        ValueRange{maxes, sums, accs}, std::nullopt);
+    Block *body = forall.getBody();
+    Value split = body->getArgument(0);
+    {
+      OpBuilder::InsertionGuard guard(rewriter);
+      rewriter.setInsertionPoint(forall.getTerminator());
+      Value start = arith::MulIOp::create(rewriter, loc, split, chunk);
+      Value begin = arith::MinUIOp::create(rewriter, loc, start, tokens);
+      Value stop = arith::AddIOp::create(rewriter, loc, begin, chunk);
+      Value end = arith::MinUIOp::create(rewriter, loc, stop, tokens);
+      FlashState s = tiles(rewriter, loc, begin, end);
+      rewriter.setInsertionPointToStart(forall.getTerminator().getBody());
+      auto insert = [&](Value part, Value dest,
+                        ArrayRef<OpFoldResult> partSizes) {
+        SmallVector<OpFoldResult> offsets(partSizes.size() + 1,
+                                          rewriter.getIndexAttr(0));
+        offsets[0] = split;
+        SmallVector<OpFoldResult> sizes = {rewriter.getIndexAttr(1)};
+        sizes.append(partSizes.begin(), partSizes.end());
+        SmallVector<OpFoldResult> strides(sizes.size(),
+                                          rewriter.getIndexAttr(1));
+        tensor::ParallelInsertSliceOp::create(rewriter, loc, part, dest,
+                                              offsets, sizes, strides);
+      };
+      insert(s.max, body->getArgument(1), rowSizes);
+      insert(s.sum, body->getArgument(2), rowSizes);
+      insert(s.acc, body->getArgument(3), accSizes);
+    }
+    return CombineOp::create(rewriter, loc, accType, forall.getResult(0),
+                             forall.getResult(1), forall.getResult(2));
+  }
+
+  int64_t tileSize;
+  int64_t splits;
+};
+
+struct TQTileFlashAttentionPass
+    : public mlir::tq::impl::TQTileFlashAttentionBase<
+          TQTileFlashAttentionPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    if (tileSize <= 0 || splits <= 0) {
+      getOperation()->emitError()
+          << "tq-tile-flash-attention needs tile-size > 0 and splits > 0, got "
+          << int64_t(tileSize) << " and " << int64_t(splits);
+      return signalPassFailure();
+    }
+    RewritePatternSet patterns(&getContext());
+    populateTileFlashAttentionPatterns(patterns, tileSize, splits);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+
+void mlir::tq::populateTileFlashAttentionPatterns(RewritePatternSet &patterns,
+                                                  int64_t tileSize,
+                                                  int64_t splits) {
+  patterns.add<TileFlashAttention>(patterns.getContext(), tileSize, splits);
+}

@@ -1,0 +1,70 @@
+// RUN: tq-opt %s -split-input-file --tq-tile-flash-attention="tile-size=32" | FileCheck %s
+// RUN: tq-opt %s -split-input-file --tq-tile-flash-attention="tile-size=16 splits=4" | FileCheck %s --check-prefix=SPLIT
+// RUN: not tq-opt %s -split-input-file --tq-tile-flash-attention="tile-size=0" 2>&1 | FileCheck %s --check-prefix=BAD
+
+// BAD: tq-tile-flash-attention needs tile-size > 0 and splits > 0, got 0 and 1
+
+// The fused chain becomes a loop over 32-token tiles carrying the running
+// max, sum and accumulator; each tile scores every query head (both heads
+// of the GQA group read the same tile).
+// CHECK-LABEL: func @decode
+// CHECK-SAME: (%[[Q:.*]]: tensor<1x2x128xf32>, %[[K:.*]]: !tq.cache<?x1x128, #tq.format<"turbo3_0">>, %[[V:.*]]: !tq.cache<?x1x128, #tq.format<"polar4">>)
+// CHECK-DAG: %[[NEGINF:.*]] = arith.constant 0xFF800000 : f32
+// CHECK-DAG: %[[C32:.*]] = arith.constant 32 : index
+// CHECK: %[[M0:.*]] = linalg.fill ins(%[[NEGINF]] : f32) outs(%{{.*}} : tensor<1x2xf32>)
+// CHECK: %[[N:.*]] = tq.num_tokens %[[K]]
+// CHECK: %[[LOOP:.*]]:3 = scf.for %[[T0:arg[0-9]+]] = %{{.*}} to %[[N]] step %[[C32]] iter_args(%[[M:.*]] = %[[M0]], %[[L:.*]] = %{{.*}}, %[[ACC:.*]] = %{{.*}})
+// CHECK:   %[[SIZE:.*]] = arith.minsi %{{.*}}, %[[C32]] : index
+// CHECK:   %[[KT:.*]] = tq.slice_tokens %[[K]][%[[T0]], %[[SIZE]]]
+// CHECK:   %[[VT:.*]] = tq.slice_tokens %[[V]][%[[T0]], %[[SIZE]]]
+// CHECK:   %[[S:.*]] = tq.score %[[Q]], %[[KT]] : tensor<1x2x128xf32>, {{.*}} -> tensor<1x2x?xf32>
+// CHECK:   %[[P:.*]], %[[M1:.*]], %[[L1:.*]], %[[C:.*]] = tq.online_softmax %[[S]], %[[M]], %[[L]], %[[T0]], %[[N]] {causal, scale = 8.838830e-02 : f32}
+// CHECK:   %[[AT:.*]] = tq.accumulate %[[P]], %[[VT]]
+// CHECK:   %[[ACC1:.*]] = tq.merge_tile %[[ACC]], %[[C]], %[[AT]]
+// CHECK:   scf.yield %[[M1]], %[[L1]], %[[ACC1]]
+// CHECK: tq.normalize %[[LOOP]]#2, %[[LOOP]]#1
+// CHECK-NOT: tq.softmax
+
+// Split-KV: four chunks in an scf.forall, merged by tq.combine.
+// SPLIT-LABEL: func @decode
+// SPLIT: %[[N:.*]] = tq.num_tokens
+// SPLIT: %[[CHUNK:.*]] = arith.ceildivui %[[N]], %c4
+// SPLIT: %[[PARTS:.*]]:3 = scf.forall (%[[S:.*]]) in (4) shared_outs(%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) -> (tensor<4x1x2xf32>, tensor<4x1x2xf32>, tensor<4x1x2x128xf32>)
+// SPLIT:   scf.for
+// SPLIT:     tq.online_softmax
+// SPLIT:   tensor.parallel_insert_slice
+// SPLIT: tq.combine %[[PARTS]]#0, %[[PARTS]]#1, %[[PARTS]]#2 : tensor<4x1x2xf32>, tensor<4x1x2x128xf32> -> tensor<1x2x128xf32>
+func.func @decode(%qr: tensor<1x2x128xf32>, %k: !tq.cache<?x1x128, #tq.format<"turbo3_0">>, %v: !tq.cache<?x1x128, #tq.format<"polar4">>) -> tensor<1x2x128xf32> {
+  %s = tq.score %qr, %k : tensor<1x2x128xf32>, !tq.cache<?x1x128, #tq.format<"turbo3_0">> -> tensor<1x2x?xf32>
+  %p = tq.softmax %s {scale = 0.0883883 : f32, causal} : tensor<1x2x?xf32> -> tensor<1x2x?xf32>
+  %a = tq.accumulate %p, %v : tensor<1x2x?xf32>, !tq.cache<?x1x128, #tq.format<"polar4">> -> tensor<1x2x128xf32>
+  return %a : tensor<1x2x128xf32>
+}
+
+// -----
+
+// The mask follows the tile: its token columns are sliced per tile.
+// CHECK-LABEL: func @masked
+// CHECK: scf.for %[[T0:arg[0-9]+]] =
+// CHECK:   %[[MT:.*]] = tensor.extract_slice %arg3[0, %[[T0]]] [3, %{{.*}}] [1, 1] : tensor<3x?xf32> to tensor<3x?xf32>
+// CHECK:   tq.online_softmax {{.*}} mask(%[[MT]] : tensor<3x?xf32>) {scale = 1.000000e+00 : f32, softcap = 5.000000e+00 : f32, window = 3 : i64}
+func.func @masked(%qr: tensor<3x2x64xf32>, %k: !tq.cache<?x2x64, #tq.format<"q8_0">>, %v: !tq.cache<?x2x64, #tq.format<"q8_0">>, %m: tensor<3x?xf32>) -> tensor<3x2x64xf32> {
+  %s = tq.score %qr, %k : tensor<3x2x64xf32>, !tq.cache<?x2x64, #tq.format<"q8_0">> -> tensor<3x2x?xf32>
+  %p = tq.softmax %s mask(%m : tensor<3x?xf32>) {scale = 1.0 : f32, window = 3, softcap = 5.0 : f32} : tensor<3x2x?xf32> -> tensor<3x2x?xf32>
+  %a = tq.accumulate %p, %v : tensor<3x2x?xf32>, !tq.cache<?x2x64, #tq.format<"q8_0">> -> tensor<3x2x64xf32>
+  return %a : tensor<3x2x64xf32>
+}
+
+// -----
+
+// Negative: the probabilities are used twice, so the full softmax row must
+// exist; tiling would drop it.
+// CHECK-LABEL: func @probs_escape
+// CHECK-NOT: scf.for
+// CHECK: tq.softmax
+func.func @probs_escape(%qr: tensor<1x1x64xf32>, %k: !tq.cache<8x1x64, #tq.format<"f16">>) -> (tensor<1x1x64xf32>, tensor<1x1x8xf32>) {
+  %s = tq.score %qr, %k : tensor<1x1x64xf32>, !tq.cache<8x1x64, #tq.format<"f16">> -> tensor<1x1x8xf32>
+  %p = tq.softmax %s {scale = 1.0 : f32} : tensor<1x1x8xf32> -> tensor<1x1x8xf32>
+  %a = tq.accumulate %p, %k : tensor<1x1x8xf32>, !tq.cache<8x1x64, #tq.format<"f16">> -> tensor<1x1x64xf32>
+  return %a, %p : tensor<1x1x64xf32>, tensor<1x1x8xf32>
+}

@@ -35,12 +35,21 @@ mlir::tq::buildAttentionKernel(OpBuilder &b, Location loc,
   SmallVector<int64_t> qShape = {spec.numQueries, int64_t(spec.queryHeads), d};
   auto qTensor = RankedTensorType::get(qShape, f32);
   auto qMemref = MemRefType::get(qShape, f32);
-  auto kMemref = MemRefType::get(keyType.getBytesType().getShape(),
-                                 b.getIntegerType(8));
-  auto vMemref = MemRefType::get(valueType.getBytesType().getShape(),
-                                 b.getIntegerType(8));
+  const bool paged = spec.pageSize > 0;
+  auto poolType = [&](CacheType cache) -> MemRefType {
+    if (!paged)
+      return MemRefType::get(cache.getBytesType().getShape(),
+                             b.getIntegerType(8));
+    return MemRefType::get({ShapedType::kDynamic, spec.pageSize, kvh,
+                            cache.getRowBytes()},
+                           b.getIntegerType(8));
+  };
   auto maskShape = SmallVector<int64_t>{spec.numQueries, n};
-  SmallVector<Type> args = {qMemref, kMemref, vMemref};
+  SmallVector<Type> args = {qMemref, poolType(keyType), poolType(valueType)};
+  if (paged) {
+    args.push_back(MemRefType::get({ShapedType::kDynamic}, b.getI32Type()));
+    args.push_back(b.getIndexType());
+  }
   if (spec.mask)
     args.push_back(MemRefType::get(maskShape, f32));
   args.push_back(qMemref);
@@ -61,11 +70,22 @@ mlir::tq::buildAttentionKernel(OpBuilder &b, Location loc,
                                              /*writable=*/false);
   };
   Value q = toTensor(entry->getArgument(0));
-  Value k = FromBytesOp::create(b, loc, keyType,
-                                toTensor(entry->getArgument(1)));
-  Value v = FromBytesOp::create(b, loc, valueType,
-                                toTensor(entry->getArgument(2)));
-  Value mask = spec.mask ? toTensor(entry->getArgument(3)) : Value();
+  Value k, v;
+  unsigned next = 3;
+  if (paged) {
+    Value table = toTensor(entry->getArgument(3));
+    Value tokens = entry->getArgument(4);
+    k = FromPagesOp::create(b, loc, keyType, toTensor(entry->getArgument(1)),
+                            table, tokens);
+    v = FromPagesOp::create(b, loc, valueType,
+                            toTensor(entry->getArgument(2)), table, tokens);
+    next = 5;
+  } else {
+    k = FromBytesOp::create(b, loc, keyType, toTensor(entry->getArgument(1)));
+    v = FromBytesOp::create(b, loc, valueType,
+                            toTensor(entry->getArgument(2)));
+  }
+  Value mask = spec.mask ? toTensor(entry->getArgument(next)) : Value();
   FloatAttr scale = spec.scale ? b.getF32FloatAttr(*spec.scale) : FloatAttr();
   Value out = AttentionOp::create(
       b, loc, qTensor, q, k, v, mask, scale,

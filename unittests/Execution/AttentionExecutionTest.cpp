@@ -17,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -37,15 +38,17 @@ struct Config {
   bool mask = false;
   bool hoist = true, fuse = true;
   int64_t tileSize = 64, splits = 1;
+  int64_t pageSize = 0;
   mlir::tq::LookupStrategy lookup = mlir::tq::LookupStrategy::select;
 
   std::string describe() const {
     char buf[256];
     std::snprintf(buf, sizeof buf,
-                  "%s/%s d=%u H=%u KH=%u q=%lld n=%lld tile=%lld/%lld%s%s%s%s%s%s",
+                  "%s/%s d=%u H=%u KH=%u q=%lld n=%lld tile=%lld/%lld page=%lld%s%s%s%s%s%s",
                   keyFormat.c_str(), valueFormat.c_str(), headDim, queryHeads,
                   kvHeads, (long long)numQueries, (long long)numKeys,
-                  (long long)tileSize, (long long)splits, causal ? " causal" : "", window ? " window" : "",
+                  (long long)tileSize, (long long)splits, (long long)pageSize,
+                  causal ? " causal" : "", window ? " window" : "",
                   softcap > 0 ? " softcap" : "", mask ? " mask" : "",
                   hoist ? "" : " naive",
                   lookup == mlir::tq::LookupStrategy::lut ? " lut" : "");
@@ -84,9 +87,9 @@ protected:
     return r;
   }
 
-  /// Compiles and runs one configuration; returns the rotated-row count of
-  /// its fused form.
-  void check(const Config &c) {
+  /// Compiles and runs one configuration against both references; returns
+  /// the kernel's output.
+  std::vector<float> check(const Config &c) {
     SCOPED_TRACE(c.describe());
     mlir::tq::AttentionKernelSpec spec;
     spec.keyFormat = c.keyFormat;
@@ -104,15 +107,22 @@ protected:
     options.hoistRotations = c.hoist;
     options.fuseCodebook = c.fuse;
     options.lookup = c.lookup;
+    spec.pageSize = c.pageSize;
+    if (c.pageSize > 0)
+      spec.numKeys = mlir::ShapedType::kDynamic;
     options.tileSize = c.tileSize;
     options.splits = c.splits;
     std::string error;
     auto kernel = runner().compile(spec, options, error);
-    ASSERT_TRUE(kernel) << error;
+    EXPECT_TRUE(kernel) << error;
+    if (!kernel)
+      return {};
 
     Result<Format> kf = Format::get(c.keyFormat, c.headDim);
     Result<Format> vf = Format::get(c.valueFormat, c.headDim);
-    ASSERT_TRUE(kf.ok() && vf.ok());
+    EXPECT_TRUE(kf.ok() && vf.ok());
+    if (!kf.ok() || !vf.ok())
+      return {};
     SplitMix64 rng(c.headDim * 7919u + c.queryHeads * 31u + c.numKeys);
     auto fill = [&](size_t n, double scale) {
       std::vector<float> v(n);
@@ -131,7 +141,30 @@ protected:
     }
     std::vector<uint8_t> kb = encode(*kf, k), vb = encode(*vf, v);
     std::vector<float> out(q.size(), NAN);
-    kernel->run(q, kb, vb, mask, out);
+    if (c.pageSize > 0) {
+      // Scatter the rows into a pool of pages in a shuffled order, with a
+      // spare page nobody uses, and run the paged kernel.
+      const int64_t pages = (c.numKeys + c.pageSize - 1) / c.pageSize;
+      const int64_t pool = pages + 1;
+      std::vector<int32_t> table(pages);
+      for (int64_t p = 0; p < pages; ++p)
+        table[p] = int32_t((p * 7 + 3) % pool);
+      auto scatter = [&](const Format &f, const std::vector<uint8_t> &rows) {
+        const size_t tokenBytes = c.kvHeads * f.rowBytes();
+        std::vector<uint8_t> poolBytes(pool * c.pageSize * tokenBytes, 0xEE);
+        for (int64_t t = 0; t < c.numKeys; ++t)
+          std::copy_n(rows.begin() + t * tokenBytes, tokenBytes,
+                      poolBytes.begin() +
+                          (table[t / c.pageSize] * c.pageSize +
+                           t % c.pageSize) *
+                              tokenBytes);
+        return poolBytes;
+      };
+      std::vector<uint8_t> kPool = scatter(*kf, kb), vPool = scatter(*vf, vb);
+      kernel->runPaged(q, kPool, vPool, pool, table, c.numKeys, mask, out);
+    } else {
+      kernel->run(q, kb, vb, mask, out);
+    }
 
     AttentionShape shape{unsigned(c.numQueries), c.queryHeads, c.kvHeads,
                          c.headDim, unsigned(c.numKeys)};
@@ -141,14 +174,14 @@ protected:
     opts.softcap = c.softcap;
     opts.mask = mask;
     std::vector<double> quantRef(q.size()), exact(q.size());
-    ASSERT_TRUE(referenceAttentionQuantized(shape, opts, q, *kf, kb, *vf, vb,
+    EXPECT_TRUE(referenceAttentionQuantized(shape, opts, q, *kf, kb, *vf, vb,
                                             quantRef)
                     .ok());
-    ASSERT_TRUE(referenceAttention(shape, opts, q, k, v, exact).ok());
+    EXPECT_TRUE(referenceAttention(shape, opts, q, k, v, exact).ok());
 
     double maxAbs = 0, maxRef = 0;
     for (size_t i = 0; i < out.size(); ++i) {
-      ASSERT_TRUE(std::isfinite(out[i])) << "output " << i;
+      EXPECT_TRUE(std::isfinite(out[i])) << "output " << i;
       maxAbs = std::max(maxAbs, std::fabs(out[i] - quantRef[i]));
       maxRef = std::max(maxRef, std::fabs(quantRef[i]));
     }
@@ -163,6 +196,7 @@ protected:
     double bound = 2.0 * (formatError(*kf) + formatError(*vf)) + 0.02;
     EXPECT_LT(exactError, bound)
         << "relative error vs exact attention";
+    return out;
   }
 
   /// Relative reconstruction error of a format on Gaussian rows.
@@ -278,6 +312,27 @@ TEST_F(Execution, FlashTilingAndSplitKV) {
   Config c = make("tq3_0", "q8_0", 64);
   c.tileSize = 0;
   check(c);
+}
+
+/// Paged caches (shuffled pages, page sizes 1, 16 and 128, a partial last
+/// page) give the same attention as contiguous ones.
+TEST_F(Execution, PagedMatchesContiguous) {
+  for (int64_t pageSize : {1, 16, 128}) {
+    for (int64_t tile : {5, 64}) {
+      Config c = make("turbo3_0", "polar4", 96);
+      c.kvHeads = 2;
+      c.queryHeads = 4;
+      c.numKeys = 37;
+      c.tileSize = tile;
+      Config contiguous = c;
+      c.pageSize = pageSize;
+      EXPECT_EQ(check(c), check(contiguous)) << "paged vs contiguous";
+      c.numQueries = contiguous.numQueries = 3;
+      c.causal = contiguous.causal = true;
+      c.splits = contiguous.splits = 2;
+      EXPECT_EQ(check(c), check(contiguous)) << "paged vs contiguous";
+    }
+  }
 }
 
 /// The naive pipeline (every cached row un-rotated) and the hoisted one

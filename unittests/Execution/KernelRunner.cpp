@@ -64,6 +64,54 @@ void CompiledKernel::run(std::vector<float> &q, std::vector<uint8_t> &k,
   }
 }
 
+void CompiledKernel::runPaged(std::vector<float> &q,
+                              std::vector<uint8_t> &kPool,
+                              std::vector<uint8_t> &vPool, int64_t numPages,
+                              std::vector<int32_t> &table, int64_t numTokens,
+                              std::vector<float> &mask,
+                              std::vector<float> &out) const {
+  const int64_t nq = spec_.numQueries, h = spec_.queryHeads,
+                d = spec_.headDim, ps = spec_.pageSize, kvh = spec_.kvHeads;
+  auto qm = view3(q, nq, h, d);
+  auto om = view3(out, nq, h, d);
+  auto pool = [&](std::vector<uint8_t> &data, int64_t rowBytes) {
+    StridedMemRefType<uint8_t, 4> m;
+    m.basePtr = m.data = data.data();
+    m.offset = 0;
+    int64_t sizes[4] = {numPages, ps, kvh, rowBytes};
+    for (int i = 3, stride = 1; i >= 0; stride *= int(sizes[i]), --i) {
+      m.sizes[i] = sizes[i];
+      m.strides[i] = stride;
+    }
+    return m;
+  };
+  auto km = pool(kPool, keyRowBytes_);
+  auto vm = pool(vPool, valueRowBytes_);
+  StridedMemRefType<int32_t, 1> tm;
+  tm.basePtr = tm.data = table.data();
+  tm.offset = 0;
+  tm.sizes[0] = int64_t(table.size());
+  tm.strides[0] = 1;
+  using P4 = StridedMemRefType<uint8_t, 4>;
+  using T1 = StridedMemRefType<int32_t, 1>;
+  using F3 = StridedMemRefType<float, 3>;
+  if (spec_.mask) {
+    StridedMemRefType<float, 2> mm;
+    mm.basePtr = mm.data = mask.data();
+    mm.offset = 0;
+    mm.sizes[0] = nq;
+    mm.sizes[1] = numTokens;
+    mm.strides[0] = numTokens;
+    mm.strides[1] = 1;
+    reinterpret_cast<void (*)(F3 *, P4 *, P4 *, T1 *, int64_t,
+                              StridedMemRefType<float, 2> *, F3 *)>(entry_)(
+        &qm, &km, &vm, &tm, numTokens, &mm, &om);
+  } else {
+    reinterpret_cast<void (*)(F3 *, P4 *, P4 *, T1 *, int64_t, F3 *)>(entry_)(
+        &qm, &km, &vm, &tm, numTokens, &om);
+  }
+}
+
 KernelRunner::KernelRunner() {
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();

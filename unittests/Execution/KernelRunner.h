@@ -35,6 +35,12 @@ public:
   void run(std::vector<float> &q, std::vector<uint8_t> &k,
            std::vector<uint8_t> &v, std::vector<float> &mask,
            std::vector<float> &out) const;
+  /// Paged kernels: kPool / vPool hold numPages pages of the spec's page
+  /// size; table lists this sequence's pages.
+  void runPaged(std::vector<float> &q, std::vector<uint8_t> &kPool,
+                std::vector<uint8_t> &vPool, int64_t numPages,
+                std::vector<int32_t> &table, int64_t numTokens,
+                std::vector<float> &mask, std::vector<float> &out) const;
 
 private:
   friend class KernelRunner;

@@ -9,6 +9,13 @@
 //                   %out: memref<Q x H x D x f32>)
 //       attributes {llvm.emit_c_interface}
 //
+// or, for a paged cache (pageSize > 0), K and V as page pools shared by all
+// sequences plus this sequence's page table and token count:
+//
+//   func.func @name(%q, %k: memref<? x P x KH x RowBytesK x i8>,
+//                   %v: memref<? x P x KH x RowBytesV x i8>,
+//                   %table: memref<? x i32>, %tokens: index, [%mask,] %out)
+//
 // whose body views the buffers as tensors and caches and states one
 // tq.attention; the pipelines derive the rest.
 //
@@ -40,6 +47,8 @@ struct AttentionKernelSpec {
   float softcap = 0.0f;
   std::optional<float> scale;
   bool mask = false;
+  /// Tokens per page of a paged cache; 0 for contiguous buffers.
+  int64_t pageSize = 0;
 };
 
 /// Builds the kernel at the builder's insertion point (inside a module).

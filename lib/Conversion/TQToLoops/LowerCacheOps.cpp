@@ -54,10 +54,10 @@ Value qjlMatrix(OpBuilder &b, Location loc, const quant::FormatSpec &spec) {
 
 /// haar4: scale / ||C[idx]|| of every row, tensor<tokens x kv_heads>.
 Value haarRowFactors(OpBuilder &b, Location loc, const RowDecoder &dec,
-                     Value bytes) {
+                     const CacheAccess &access, int64_t kvHeads) {
   MLIRContext *ctx = b.getContext();
-  SmallVector<OpFoldResult> sizes = {sizeOf(b, loc, bytes, 0),
-                                     sizeOf(b, loc, bytes, 1)};
+  SmallVector<OpFoldResult> sizes = {access.numTokens,
+                                     b.getIndexAttr(kvHeads)};
   Value zeros = createFilledTensor(b, loc, sizes, b.getF32Type(),
                                    b.getF32FloatAttr(0.0f));
   // Loops (t, kvh, j): sum of squared centroids. The j loop's extent comes
@@ -91,36 +91,62 @@ Value haarRowFactors(OpBuilder &b, Location loc, const RowDecoder &dec,
       });
 }
 
-/// Loops over (d0, ..., dn) with the listed dims sized like `bytes` dims
-/// 0, 1 and a constant `inner`.
-struct CacheShape {
-  OpFoldResult tokens, kvHeads;
-};
-
-CacheShape cacheShape(OpBuilder &b, Location loc, Value bytes) {
-  return {sizeOf(b, loc, bytes, 0), sizeOf(b, loc, bytes, 1)};
-}
 
 //===----------------------------------------------------------------------===//
 // Views
 //===----------------------------------------------------------------------===//
 
+/// Contiguous bytes [tokens, kv_heads, row_bytes] become a pool of one page.
 struct LowerFromBytes : public OpConversionPattern<FromBytesOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
   matchAndRewrite(FromBytesOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    rewriter.replaceOp(op, adaptor.getBytes());
+    Location loc = op.getLoc();
+    Value bytes = adaptor.getBytes();
+    auto type = cast<RankedTensorType>(bytes.getType());
+    SmallVector<int64_t> shape = {1};
+    shape.append(type.getShape().begin(), type.getShape().end());
+    SmallVector<OpFoldResult> outputShape = {rewriter.getIndexAttr(1)};
+    for (unsigned i = 0; i < 3; ++i)
+      outputShape.push_back(sizeOf(rewriter, loc, bytes, i));
+    Value pool = tensor::ExpandShapeOp::create(
+        rewriter, loc, RankedTensorType::get(shape, type.getElementType()),
+        bytes, ArrayRef<ReassociationIndices>{{0, 1}, {2}, {3}}, outputShape);
+    rewriter.replaceOpWithNewOp<tensor::CastOp>(
+        op, getTypeConverter()->convertType(op.getType()), pool);
     return success();
   }
 };
 
+/// The bytes of a contiguous cache (its single page).
 struct LowerToBytes : public OpConversionPattern<ToBytesOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
   matchAndRewrite(ToBytesOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    rewriter.replaceOp(op, adaptor.getCache());
+    Location loc = op.getLoc();
+    Value pool = adaptor.getCache();
+    auto poolType = cast<RankedTensorType>(pool.getType());
+    auto flat = RankedTensorType::get(
+        {ShapedType::kDynamic, poolType.getDimSize(2), poolType.getDimSize(3)},
+        poolType.getElementType());
+    Value bytes = tensor::CollapseShapeOp::create(
+        rewriter, loc, flat, pool,
+        ArrayRef<ReassociationIndices>{{0, 1}, {2}, {3}});
+    rewriter.replaceOpWithNewOp<tensor::CastOp>(op, op.getType(), bytes);
+    return success();
+  }
+};
+
+struct LowerFromPages : public OpConversionPattern<FromPagesOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(FromPagesOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOpWithNewOp<tensor::CastOp>(
+        op, getTypeConverter()->convertType(op.getType()),
+        adaptor.getPages());
     return success();
   }
 };
@@ -137,19 +163,21 @@ struct LowerGather : public OpConversionPattern<GatherOp> {
     Location loc = op.getLoc();
     MLIRContext *ctx = rewriter.getContext();
     CacheType cacheType = op.getCache().getType();
-    Value bytes = adaptor.getCache();
-    RowDecoder dec(rewriter, loc, cacheType.getQuantFormat(), bytes);
+    CacheAccess access =
+        resolveCacheAccess(rewriter, loc, op.getCache(), adaptor.getCache());
+    RowDecoder dec(rewriter, loc, cacheType.getQuantFormat(), access);
     const quant::FormatSpec &spec = dec.spec();
     const int64_t width = cacheType.getPaddedDim();
-    CacheShape shape = cacheShape(rewriter, loc, bytes);
-    SmallVector<OpFoldResult> sizes = {shape.tokens, shape.kvHeads,
+    const int64_t kvHeads = cacheType.getNumKvHeads();
+    SmallVector<OpFoldResult> sizes = {access.numTokens,
+                                       rewriter.getIndexAttr(kvHeads),
                                        rewriter.getIndexAttr(width)};
     auto id3 = AffineMap::getMultiDimIdentityMap(3, ctx);
 
     SmallVector<Value> inputs;
     SmallVector<AffineMap> maps;
     if (spec.family == quant::FormatFamily::Haar) {
-      inputs.push_back(haarRowFactors(rewriter, loc, dec, bytes));
+      inputs.push_back(haarRowFactors(rewriter, loc, dec, access, kvHeads));
       maps.push_back(projection(ctx, 3, {0, 1}));
     }
     if (spec.qjl) {
@@ -209,8 +237,9 @@ struct LowerScore : public OpConversionPattern<ScoreOp> {
       return rewriter.notifyMatchFailure(op, "dynamic query heads");
     const int64_t group = qHeads / cacheType.getNumKvHeads();
     Value q = adaptor.getQuery();
-    Value bytes = adaptor.getKeys();
-    RowDecoder dec(rewriter, loc, cacheType.getQuantFormat(), bytes);
+    CacheAccess access =
+        resolveCacheAccess(rewriter, loc, op.getKeys(), adaptor.getKeys());
+    RowDecoder dec(rewriter, loc, cacheType.getQuantFormat(), access);
     const quant::FormatSpec &spec = dec.spec();
     const int64_t width = cacheType.getPaddedDim();
     const bool useLut = op.getLookup() == LookupStrategy::lut &&
@@ -218,7 +247,7 @@ struct LowerScore : public OpConversionPattern<ScoreOp> {
     Value groupConst = arith::ConstantIndexOp::create(rewriter, loc, group);
     SmallVector<OpFoldResult> outSizes = {sizeOf(rewriter, loc, q, 0),
                                           sizeOf(rewriter, loc, q, 1),
-                                          sizeOf(rewriter, loc, bytes, 0)};
+                                          access.numTokens};
     AffineExpr i, h, t, d;
     bindDims(ctx, i, h, t, d);
     auto outMap = AffineMap::get(4, 0, {i, h, t}, ctx);
@@ -267,7 +296,8 @@ struct LowerScore : public OpConversionPattern<ScoreOp> {
 
     Value result = base;
     if (spec.family == quant::FormatFamily::Haar) {
-      Value factors = haarRowFactors(rewriter, loc, dec, bytes);
+      Value factors = haarRowFactors(rewriter, loc, dec, access,
+                                     cacheType.getNumKvHeads());
       result = createLoopNest(
           rewriter, loc, zeros, {base, factors},
           {projection(ctx, 3, {0, 1, 2}),
@@ -341,8 +371,9 @@ struct LowerAccumulate : public OpConversionPattern<AccumulateOp> {
       return rewriter.notifyMatchFailure(op, "dynamic query heads");
     const int64_t group = qHeads / cacheType.getNumKvHeads();
     Value p = adaptor.getProbs();
-    Value bytes = adaptor.getValues();
-    RowDecoder dec(rewriter, loc, cacheType.getQuantFormat(), bytes);
+    CacheAccess access =
+        resolveCacheAccess(rewriter, loc, op.getValues(), adaptor.getValues());
+    RowDecoder dec(rewriter, loc, cacheType.getQuantFormat(), access);
     const quant::FormatSpec &spec = dec.spec();
     const int64_t width = cacheType.getPaddedDim();
     Value groupConst = arith::ConstantIndexOp::create(rewriter, loc, group);
@@ -361,7 +392,8 @@ struct LowerAccumulate : public OpConversionPattern<AccumulateOp> {
     SmallVector<Value> inputs = {p};
     SmallVector<AffineMap> maps = {AffineMap::get(4, 0, {i, h, t}, ctx)};
     if (spec.family == quant::FormatFamily::Haar) {
-      inputs.push_back(haarRowFactors(rewriter, loc, dec, bytes));
+      inputs.push_back(haarRowFactors(rewriter, loc, dec, access,
+                                      cacheType.getNumKvHeads()));
       maps.push_back(AffineMap::get(4, 0, {t, h.floorDiv(group)}, ctx));
     }
     Value result = createLoopNest(
@@ -417,6 +449,6 @@ struct LowerAccumulate : public OpConversionPattern<AccumulateOp> {
 
 void mlir::tq::populateCacheLoweringPatterns(const TypeConverter &converter,
                                              RewritePatternSet &patterns) {
-  patterns.add<LowerFromBytes, LowerToBytes, LowerGather, LowerScore,
-               LowerAccumulate>(converter, patterns.getContext());
+  patterns.add<LowerFromBytes, LowerFromPages, LowerToBytes, LowerGather,
+               LowerScore, LowerAccumulate>(converter, patterns.getContext());
 }

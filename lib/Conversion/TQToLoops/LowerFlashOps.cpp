@@ -8,11 +8,13 @@
 
 #include "LoopBuilders.h"
 #include "LoweringPatterns.h"
+#include "RowDecoding.h"
 
 #include "tq/Dialect/TQ/IR/TQDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
 #include <limits>
@@ -58,30 +60,22 @@ struct LowerNumTokens : public OpConversionPattern<NumTokensOp> {
   LogicalResult
   matchAndRewrite(NumTokensOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    rewriter.replaceOpWithNewOp<tensor::DimOp>(op, adaptor.getCache(), 0);
+    CacheAccess access = resolveCacheAccess(rewriter, op.getLoc(),
+                                            op.getCache(), adaptor.getCache());
+    rewriter.replaceOp(op, getValueOrCreateConstantIndexOp(
+                               rewriter, op.getLoc(), access.numTokens));
     return success();
   }
 };
 
-/// A token range of the bytes: a view, bufferized as a subview.
+/// A token range is addressed by its consumers (resolveCacheAccess adds
+/// the offset); the pool itself is unchanged.
 struct LowerSliceTokens : public OpConversionPattern<SliceTokensOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
   matchAndRewrite(SliceTokensOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    Location loc = op.getLoc();
-    Value bytes = adaptor.getCache();
-    SmallVector<OpFoldResult> offsets = {op.getOffset(),
-                                         rewriter.getIndexAttr(0),
-                                         rewriter.getIndexAttr(0)};
-    SmallVector<OpFoldResult> sizes = {op.getSize(),
-                                       sizeOf(rewriter, loc, bytes, 1),
-                                       sizeOf(rewriter, loc, bytes, 2)};
-    SmallVector<OpFoldResult> strides(3, rewriter.getIndexAttr(1));
-    rewriter.replaceOpWithNewOp<tensor::ExtractSliceOp>(
-        op, cast<RankedTensorType>(
-                getTypeConverter()->convertType(op.getResult().getType())),
-        bytes, offsets, sizes, strides);
+    rewriter.replaceOp(op, adaptor.getCache());
     return success();
   }
 };

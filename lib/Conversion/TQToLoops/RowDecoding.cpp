@@ -2,6 +2,8 @@
 
 #include "RowDecoding.h"
 
+#include "tq/Dialect/TQ/IR/TQDialect.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -32,9 +34,37 @@ Value mlir::tq::createF32Matrix(OpBuilder &b, Location loc,
                                    DenseElementsAttr::get(type, values));
 }
 
+CacheAccess mlir::tq::resolveCacheAccess(OpBuilder &b, Location loc,
+                                         Value cache, Value pages) {
+  CacheAccess access;
+  access.pages = pages;
+  auto cacheType = cast<CacheType>(cache.getType());
+  if (!ShapedType::isDynamic(cacheType.getNumTokens()))
+    access.numTokens = b.getIndexAttr(cacheType.getNumTokens());
+  access.tokenOffset = indexConst(b, loc, 0);
+  Value v = cache;
+  while (auto slice = v.getDefiningOp<SliceTokensOp>()) {
+    if (!access.numTokens)
+      access.numTokens = slice.getSize();
+    access.tokenOffset =
+        arith::AddIOp::create(b, loc, access.tokenOffset, slice.getOffset());
+    v = slice.getCache();
+  }
+  if (auto fromPages = v.getDefiningOp<FromPagesOp>()) {
+    access.table = fromPages.getTable();
+    if (!access.numTokens)
+      access.numTokens = fromPages.getNumTokens();
+  } else if (!access.numTokens) {
+    // Contiguous: one page holding every token.
+    access.numTokens = tensor::DimOp::create(b, loc, pages, 1).getResult();
+  }
+  return access;
+}
+
 RowDecoder::RowDecoder(OpBuilder &b, Location loc, quant::Format format,
-                       Value bytes)
-    : format_(std::move(format)), bytes_(bytes) {
+                       CacheAccess access)
+    : format_(std::move(format)), access_(access) {
+  pageSize_ = tensor::DimOp::create(b, loc, access_.pages, 1);
   if (spec().codebook) {
     const std::vector<float> &c = spec().codebook->centroids;
     codebook_ = createF32Matrix(b, loc, c, 0, int64_t(c.size()));
@@ -43,8 +73,16 @@ RowDecoder::RowDecoder(OpBuilder &b, Location loc, quant::Format format,
 
 Value RowDecoder::byteAt(OpBuilder &b, Location loc, Value t, Value kvHead,
                          Value offset) const {
-  Value byte =
-      tensor::ExtractOp::create(b, loc, bytes_, ValueRange{t, kvHead, offset});
+  Value row = arith::AddIOp::create(b, loc, access_.tokenOffset, t);
+  Value page = indexConst(b, loc, 0), slot = row;
+  if (access_.table) {
+    Value entry = arith::DivUIOp::create(b, loc, row, pageSize_);
+    page = tensor::ExtractOp::create(b, loc, access_.table, ValueRange{entry});
+    page = arith::IndexCastOp::create(b, loc, b.getIndexType(), page);
+    slot = arith::RemUIOp::create(b, loc, row, pageSize_);
+  }
+  Value byte = tensor::ExtractOp::create(
+      b, loc, access_.pages, ValueRange{page, slot, kvHead, offset});
   return arith::ExtUIOp::create(b, loc, b.getI32Type(), byte);
 }
 

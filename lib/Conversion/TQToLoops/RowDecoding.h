@@ -14,16 +14,35 @@
 #include "tq/Quant/Format.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/Value.h"
 
 namespace mlir::tq {
+
+/// Where the rows of a cache value live once lowered. Every cache lowers to
+/// a page pool tensor<pages x page_size x kv_heads x row_bytes x i8>; token t
+/// of the cache is row tokenOffset + t of the sequence, which lives in page
+/// table[(tokenOffset + t) / page_size] at slot (tokenOffset + t) %
+/// page_size. Without a table (contiguous caches) every row is in page 0.
+struct CacheAccess {
+  Value pages;
+  Value table;       // tensor<? x i32>, or null
+  Value tokenOffset; // index
+  OpFoldResult numTokens; // static when the cache type says so
+};
+
+/// Follows an original !tq.cache value through tq.slice_tokens to its
+/// tq.from_pages / tq.from_bytes (or block argument) and returns how to
+/// address it; `pages` is the cache's converted value.
+CacheAccess resolveCacheAccess(OpBuilder &b, Location loc, Value cache,
+                               Value pages);
 
 /// Element decoder for one cache. Constants are created once, where the
 /// decoder is built (outside the loop nests that use it).
 class RowDecoder {
 public:
   RowDecoder(OpBuilder &b, Location loc, ::tq::quant::Format format,
-             Value bytes);
+             CacheAccess access);
 
   const ::tq::quant::FormatSpec &spec() const { return format_.spec(); }
   /// tensor<2^bits x f32> of centroids (null for q8_0 / f16).
@@ -62,7 +81,8 @@ private:
                Value offset, Value bit, unsigned width) const;
 
   ::tq::quant::Format format_;
-  Value bytes_;
+  CacheAccess access_;
+  Value pageSize_;
   Value codebook_;
 };
 

@@ -23,8 +23,12 @@ using namespace mlir::tq;
 
 CacheToBytesTypeConverter::CacheToBytesTypeConverter() {
   addConversion([](Type type) { return type; });
-  addConversion(
-      [](CacheType type) -> Type { return type.getBytesType(); });
+  // Every cache lowers to a pool of pages (see CacheAccess).
+  addConversion([](CacheType type) -> Type {
+    return RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic,
+                                  type.getNumKvHeads(), type.getRowBytes()},
+                                 IntegerType::get(type.getContext(), 8));
+  });
 }
 
 void mlir::tq::populateTQToLoopsPatterns(const TypeConverter &converter,

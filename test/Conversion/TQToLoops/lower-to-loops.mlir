@@ -6,13 +6,16 @@
 // from a constant table. GQA: kv head = query head / 2.
 // CHECK-LABEL: func @score_turbo3
 // CHECK-SAME: (%[[Q:.*]]: tensor<1x2x128xf32>, %[[KB:.*]]: tensor<5x1x50xi8>)
+// The contiguous bytes become a pool of one page.
+// CHECK: %[[POOL:.*]] = tensor.expand_shape %[[KB]] {{\[}}[0, 1], [2], [3]] output_shape [1, 5, 1, 50] : tensor<5x1x50xi8> into tensor<1x5x1x50xi8>
+// CHECK: %[[CAST:.*]] = tensor.cast %[[POOL]] : tensor<1x5x1x50xi8> to tensor<?x?x1x50xi8>
 // CHECK: %[[CB:.*]] = arith.constant dense<[-1.906850e-01, {{.*}}, 1.906850e-01]> : tensor<8xf32>
 // CHECK: linalg.generic
 // CHECK-SAME: iterator_types = ["parallel", "parallel", "parallel", "reduction"]
 // CHECK-SAME: ins(%[[Q]] : tensor<1x2x128xf32>)
 // CHECK: %[[H:.*]] = linalg.index 1
 // CHECK: %[[KVH:.*]] = arith.divui %[[H]], %c2
-// CHECK: tensor.extract %[[KB]][%{{.*}}, %[[KVH]], %{{.*}}] : tensor<5x1x50xi8>
+// CHECK: tensor.extract %[[CAST]][%c0{{.*}}, %{{.*}}, %[[KVH]], %{{.*}}] : tensor<?x?x1x50xi8>
 // CHECK: arith.bitcast %{{.*}} : i16 to f16
 // CHECK: arith.extf %{{.*}} : f16 to f32
 // CHECK: arith.shrui
@@ -82,11 +85,34 @@ func.func @rotate_pad(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
 
 // -----
 
-// Caches crossing function boundaries become their bytes.
+// Caches crossing function boundaries become page pools.
 // CHECK-LABEL: func @boundary
-// CHECK-SAME: (%{{.*}}: tensor<?x8x34xi8>) -> tensor<?x8x34xi8>
+// CHECK-SAME: (%{{.*}}: tensor<?x?x8x34xi8>) -> tensor<?x?x8x34xi8>
 func.func @boundary(%c: !tq.cache<?x8x128, #tq.format<"turbo2_0">>) -> !tq.cache<?x8x128, #tq.format<"turbo2_0">> {
   return %c : !tq.cache<?x8x128, #tq.format<"turbo2_0">>
+}
+
+// -----
+
+// A paged cache: token t (plus the tile offset) reads page table[t / 16] at
+// slot t % 16.
+// CHECK-LABEL: func @paged
+// CHECK-SAME: (%[[Q:.*]]: tensor<1x1x32xf32>, %[[POOL:.*]]: tensor<?x16x1x34xi8>, %[[TABLE:.*]]: tensor<?xi32>, %[[N:.*]]: index, %[[T0:.*]]: index)
+// CHECK: %[[CAST:.*]] = tensor.cast %[[POOL]] : tensor<?x16x1x34xi8> to tensor<?x?x1x34xi8>
+// CHECK: %[[PS:.*]] = tensor.dim %[[CAST]], %c1
+// CHECK: linalg.generic
+// CHECK: %[[T:.*]] = linalg.index 2
+// CHECK: %[[ROW:.*]] = arith.addi %{{.*}}, %[[T]] : index
+// CHECK: %[[ENTRY:.*]] = arith.divui %[[ROW]], %[[PS]] : index
+// CHECK: %[[PAGE:.*]] = tensor.extract %[[TABLE]][%[[ENTRY]]] : tensor<?xi32>
+// CHECK: %[[P:.*]] = arith.index_cast %[[PAGE]] : i32 to index
+// CHECK: %[[SLOT:.*]] = arith.remui %[[ROW]], %[[PS]] : index
+// CHECK: tensor.extract %[[CAST]][%[[P]], %[[SLOT]], %{{.*}}, %{{.*}}] : tensor<?x?x1x34xi8>
+func.func @paged(%q: tensor<1x1x32xf32>, %pool: tensor<?x16x1x34xi8>, %table: tensor<?xi32>, %n: index, %t0: index) -> tensor<1x1x?xf32> {
+  %k = tq.from_pages %pool[%table], %n : tensor<?x16x1x34xi8>, tensor<?xi32> -> !tq.cache<?x1x32, #tq.format<"q8_0">>
+  %kt = tq.slice_tokens %k[%t0, %n] : !tq.cache<?x1x32, #tq.format<"q8_0">> -> !tq.cache<?x1x32, #tq.format<"q8_0">>
+  %s = tq.score %q, %kt : tensor<1x1x32xf32>, !tq.cache<?x1x32, #tq.format<"q8_0">> -> tensor<1x1x?xf32>
+  return %s : tensor<1x1x?xf32>
 }
 
 // -----

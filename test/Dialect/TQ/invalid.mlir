@@ -398,3 +398,19 @@ func.func @f(%m: tensor<3x1x4xf32>, %a: tensor<3x1x4x128xf32>) {
   %r = tq.combine %m, %m, %a : tensor<3x1x4xf32>, tensor<3x1x4x128xf32> -> tensor<1x4x64xf32>
   return
 }
+
+// -----
+
+func.func @f(%pool: tensor<?x16x8x49xi8>, %table: tensor<?xi32>, %n: index) {
+  // expected-error @+1 {{'tq.from_pages' op pages row bytes is 49, expected 50}}
+  %k = tq.from_pages %pool[%table], %n : tensor<?x16x8x49xi8>, tensor<?xi32> -> !tq.cache<?x8x128, #tq.format<"turbo3_0">>
+  return
+}
+
+// -----
+
+func.func @f(%pool: tensor<?x16x4x50xi8>, %table: tensor<?xi32>, %n: index) {
+  // expected-error @+1 {{'tq.from_pages' op pages kv heads is 4, expected 8}}
+  %k = tq.from_pages %pool[%table], %n : tensor<?x16x4x50xi8>, tensor<?xi32> -> !tq.cache<?x8x128, #tq.format<"turbo3_0">>
+  return
+}

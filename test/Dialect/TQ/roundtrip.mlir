@@ -91,3 +91,10 @@ func.func @flash(%acc: tensor<1x4x128xf32>, %k: !tq.cache<?x2x128, #tq.format<"t
   %x = tq.combine %pm, %pm, %pacc : tensor<3x1x4xf32>, tensor<3x1x4x128xf32> -> tensor<1x4x128xf32>
   return %o : tensor<1x4x128xf32>
 }
+
+// CHECK-LABEL: func @paged
+// CHECK: tq.from_pages %arg0[%arg1], %arg2 : tensor<?x16x8x50xi8>, tensor<?xi32> -> !tq.cache<?x8x128, #tq.format<"turbo3_0">>
+func.func @paged(%pool: tensor<?x16x8x50xi8>, %table: tensor<?xi32>, %n: index) -> !tq.cache<?x8x128, #tq.format<"turbo3_0">> {
+  %k = tq.from_pages %pool[%table], %n : tensor<?x16x8x50xi8>, tensor<?xi32> -> !tq.cache<?x8x128, #tq.format<"turbo3_0">>
+  return %k : !tq.cache<?x8x128, #tq.format<"turbo3_0">>
+}

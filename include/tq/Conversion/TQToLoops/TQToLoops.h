@@ -7,8 +7,9 @@
 
 namespace mlir::tq {
 
-/// Maps !tq.cache to its bytes, tensor<tokens x kv_heads x row_bytes x i8>;
-/// every other type is kept.
+/// Maps !tq.cache to a page pool,
+/// tensor<? x ? x kv_heads x row_bytes x i8> (a contiguous cache is one
+/// page); every other type is kept.
 class CacheToBytesTypeConverter : public TypeConverter {
 public:
   CacheToBytesTypeConverter();

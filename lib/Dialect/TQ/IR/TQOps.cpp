@@ -126,6 +126,17 @@ OpFoldResult ToBytesOp::fold(FoldAdaptor) {
   return {};
 }
 
+LogicalResult FromPagesOp::verify() {
+  auto pages = cast<ShapedType>(getPages().getType());
+  CacheType cache = getCache().getType();
+  if (failed(expectSize(*this, pages.getDimSize(2), cache.getNumKvHeads(),
+                        "pages kv heads")) ||
+      failed(expectSize(*this, pages.getDimSize(3), cache.getRowBytes(),
+                        "pages row bytes")))
+    return failure();
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // QuantizeOp / GatherOp
 //===----------------------------------------------------------------------===//

@@ -52,6 +52,29 @@ def TQ_ToBytesOp : TQ_Op<"to_bytes", [Pure]> {
   let hasFolder = 1;
 }
 
+def TQ_FromPagesOp : TQ_Op<"from_pages", [Pure]> {
+  let summary = "Views a paged pool of rows as one sequence's cache";
+  let description = [{
+    `pages` is a pool of `num_pages x page_size x kv_heads x row_bytes`
+    bytes; `table` lists the pages of one sequence in order (a CSR row of a
+    page table). Token `t < num_tokens` lives in page `table[t / page_size]`
+    at slot `t % page_size`. A contiguous cache is one page holding every
+    token with `table = [0]`.
+
+    ```mlir
+    %k = tq.from_pages %pool[%table], %n : tensor<?x16x8x50xi8>, tensor<?xi32> -> !tq.cache<?x8x128, #tq.format<"turbo3_0">>
+    ```
+  }];
+  let arguments = (ins 4DTensorOf<[I8]>:$pages, 1DTensorOf<[I32]>:$table,
+                       Index:$num_tokens);
+  let results = (outs TQ_CacheType:$cache);
+  let assemblyFormat = [{
+    $pages `[` $table `]` `,` $num_tokens attr-dict `:` type($pages) `,`
+    type($table) `->` qualified(type($cache))
+  }];
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Encoding and decoding
 //===----------------------------------------------------------------------===//

@@ -8,6 +8,7 @@
 
 #include "LoopBuilders.h"
 #include "LoweringPatterns.h"
+#include "RotationLowering.h"
 #include "RowDecoding.h"
 
 #include "tq/Dialect/TQ/IR/TQDialect.h"
@@ -44,39 +45,9 @@ struct LowerRotate : public OpConversionPattern<RotateOp> {
       rewriter.replaceOp(op, input);
       return success();
     }
-    auto type = cast<RankedTensorType>(input.getType());
-    unsigned rank = type.getRank();
-    unsigned n = op.getRotation().getDim();
-    // forward(x) = M x; the inverse is M^T.
-    std::vector<double> m = op.getRotation().materialize().matrix();
-    std::vector<float> matrix(size_t(n) * n);
-    for (unsigned i = 0; i < n; ++i)
-      for (unsigned j = 0; j < n; ++j)
-        matrix[size_t(i) * n + j] =
-            float(op.getInverse() ? m[size_t(j) * n + i] : m[size_t(i) * n + j]);
-    Value mat = createF32Matrix(rewriter, loc, matrix, n, n);
-
-    SmallVector<OpFoldResult> sizes;
-    for (unsigned i = 0; i < rank; ++i)
-      sizes.push_back(sizeOf(rewriter, loc, input, i));
-    Value init = createFilledTensor(rewriter, loc, sizes, rewriter.getF32Type(),
-                                    rewriter.getF32FloatAttr(0.0f));
-    // Loops (d0 .. d_{rank-1}, j): out[.., i] += M[i, j] * x[.., j].
-    unsigned loops = rank + 1;
-    SmallVector<unsigned> xDims, outDims;
-    for (unsigned i = 0; i + 1 < rank; ++i)
-      xDims.push_back(i);
-    xDims.push_back(rank);
-    for (unsigned i = 0; i < rank; ++i)
-      outDims.push_back(i);
-    MLIRContext *ctx = rewriter.getContext();
-    Value result = createLoopNest(
-        rewriter, loc, init, {input, mat},
-        {projection(ctx, loops, xDims), projection(ctx, loops, {rank - 1, rank})},
-        projection(ctx, loops, outDims), loops, 1,
-        [](OpBuilder &b, Location loc, ValueRange, ValueRange in, Value acc) {
-          return multiplyAdd(b, loc, acc, in[1], in[0]);
-        });
+    Value result = emitRotation(rewriter, loc, input,
+                                op.getRotation().materialize(),
+                                op.getInverse());
     rewriter.replaceOp(op, result);
     return success();
   }

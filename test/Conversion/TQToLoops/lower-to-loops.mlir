@@ -65,11 +65,25 @@ func.func @score_tqprod(%q: tensor<1x1x32xf32>, %kb: tensor<3x1x16xi8>) -> tenso
 
 // -----
 
-// Rotations are products with the rotation's constant matrix; the zero
-// padding and leading slice become loop nests too (no tensor.pad left).
+// A Hadamard rotation is a sign multiply, log2(4) = 2 butterfly stages
+// (partner index j xor h, a + b below / a - b above) and the 1/sqrt(4)
+// scale, in that order, as in lib/Quant; the zero padding and leading
+// slice become loop nests too (no tensor.pad left).
 // CHECK-LABEL: func @rotate_pad
 // CHECK-NOT: tensor.pad
-// CHECK: arith.constant dense<{{.*}}> : tensor<4x4xf32>
+// CHECK: %[[SIGNS:.*]] = arith.constant dense<[1.000000e+00, -1.000000e+00, 1.000000e+00, 1.000000e+00]> : tensor<4xf32>
+// CHECK: linalg.generic
+// CHECK: tensor.extract %[[SIGNS]]
+// CHECK: linalg.generic
+// CHECK: arith.andi %{{.*}}, %c1
+// CHECK: arith.xori %{{.*}}, %c1
+// CHECK: arith.addf
+// CHECK: arith.subf
+// CHECK: linalg.generic
+// CHECK: arith.xori %{{.*}}, %c2
+// CHECK: %[[SCALE:.*]] = arith.constant 5.000000e-01 : f32
+// CHECK: linalg.generic
+// CHECK: arith.mulf %{{.*}}, %[[SCALE]]
 // CHECK-NOT: tensor.pad
 // CHECK-NOT: tensor.extract_slice
 func.func @rotate_pad(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {

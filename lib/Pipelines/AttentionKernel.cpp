@@ -99,3 +99,44 @@ mlir::tq::buildAttentionKernel(OpBuilder &b, Location loc,
     return failure();
   return func;
 }
+
+FailureOr<func::FuncOp>
+mlir::tq::buildQuantizeKernel(OpBuilder &b, Location loc,
+                              const QuantizeKernelSpec &spec,
+                              function_ref<InFlightDiagnostic()> emitError) {
+  MLIRContext *ctx = b.getContext();
+  auto format = FormatAttr::getChecked(emitError, ctx, StringRef(spec.format));
+  if (!format)
+    return failure();
+  auto cacheType = CacheType::getChecked(
+      emitError, ctx,
+      ArrayRef<int64_t>{spec.numRows, int64_t(spec.kvHeads),
+                        int64_t(spec.headDim)},
+      format);
+  if (!cacheType)
+    return failure();
+  auto rowsType = cacheType.getValuesType();
+  auto bytesType = cacheType.getBytesType();
+  auto func = func::FuncOp::create(
+      b, loc, spec.name,
+      b.getFunctionType({MemRefType::get(rowsType.getShape(), b.getF32Type()),
+                         MemRefType::get(bytesType.getShape(),
+                                         b.getIntegerType(8))},
+                        {}));
+  func->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  Block *entry = func.addEntryBlock();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(entry);
+  Value rows = bufferization::ToTensorOp::create(
+      b, loc, rowsType, entry->getArgument(0), /*restrict=*/true,
+      /*writable=*/false);
+  Value cache = QuantizeOp::create(b, loc, cacheType, rows);
+  Value bytes = ToBytesOp::create(b, loc, bytesType, cache);
+  bufferization::MaterializeInDestinationOp::create(
+      b, loc, TypeRange{}, bytes, entry->getArgument(1), /*restrict=*/true,
+      /*writable=*/true);
+  func::ReturnOp::create(b, loc);
+  if (failed(func.verify()))
+    return failure();
+  return func;
+}

@@ -161,26 +161,10 @@ KernelRunner::compile(const mlir::tq::AttentionKernelSpec &spec,
   }
   auto kernel = std::make_unique<CompiledKernel>();
   kernel->spec_ = spec;
-  PassManager pm(ctx);
-  mlir::tq::buildTQToLLVMPipeline(pm, options);
-  if (failed(pm.run(*module))) {
-    error = "pipeline failed: " + diagnostics;
+  kernel->engine_ = jit(*module, options, spec.name, kernel->entry_,
+                        diagnostics, error);
+  if (!kernel->engine_)
     return nullptr;
-  }
-  ExecutionEngineOptions engineOptions;
-  engineOptions.transformer = makeOptimizingTransformer(2, 0, nullptr);
-  auto engine = ExecutionEngine::create(*module, engineOptions);
-  if (!engine) {
-    error = "JIT failed: " + llvm::toString(engine.takeError());
-    return nullptr;
-  }
-  kernel->engine_ = std::move(*engine);
-  auto entry = kernel->engine_->lookup("_mlir_ciface_" + spec.name);
-  if (!entry) {
-    error = "entry point missing: " + llvm::toString(entry.takeError());
-    return nullptr;
-  }
-  kernel->entry_ = *entry;
   auto keyType = mlir::tq::CacheType::get(
       ctx, {spec.numKeys, int64_t(spec.kvHeads), int64_t(spec.headDim)},
       mlir::tq::FormatAttr::get(ctx, spec.keyFormat));
@@ -190,6 +174,71 @@ KernelRunner::compile(const mlir::tq::AttentionKernelSpec &spec,
   kernel->keyRowBytes_ = keyType.getRowBytes();
   kernel->valueRowBytes_ = valueType.getRowBytes();
   return kernel;
+}
+
+std::unique_ptr<ExecutionEngine>
+KernelRunner::jit(ModuleOp module, const mlir::tq::TQPipelineOptions &options,
+                  const std::string &name, void *&entry,
+                  std::string &diagnostics, std::string &error) {
+  PassManager pm(context_.get());
+  mlir::tq::buildTQToLLVMPipeline(pm, options);
+  if (failed(pm.run(module))) {
+    error = "pipeline failed: " + diagnostics;
+    return nullptr;
+  }
+  ExecutionEngineOptions engineOptions;
+  engineOptions.transformer = makeOptimizingTransformer(2, 0, nullptr);
+  auto engine = ExecutionEngine::create(module, engineOptions);
+  if (!engine) {
+    error = "JIT failed: " + llvm::toString(engine.takeError());
+    return nullptr;
+  }
+  auto symbol = (*engine)->lookup("_mlir_ciface_" + name);
+  if (!symbol) {
+    error = "entry point missing: " + llvm::toString(symbol.takeError());
+    return nullptr;
+  }
+  entry = *symbol;
+  return std::move(*engine);
+}
+
+void CompiledEncoder::run(std::vector<float> &rows,
+                          std::vector<uint8_t> &out) const {
+  const int64_t n = spec_.numRows, kvh = spec_.kvHeads, d = spec_.headDim;
+  auto rm = view3(rows, n, kvh, d);
+  auto om = view3(out, n, kvh, rowBytes_);
+  reinterpret_cast<void (*)(StridedMemRefType<float, 3> *,
+                            StridedMemRefType<uint8_t, 3> *)>(entry_)(&rm,
+                                                                      &om);
+}
+
+std::unique_ptr<CompiledEncoder>
+KernelRunner::compileEncoder(const mlir::tq::QuantizeKernelSpec &spec,
+                             std::string &error) {
+  MLIRContext *ctx = context_.get();
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler(ctx, collectInto(diagnostics));
+  Location loc = UnknownLoc::get(ctx);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  OpBuilder builder(module->getBodyRegion());
+  if (failed(mlir::tq::buildQuantizeKernel(
+          builder, loc, spec, [&] { return emitError(loc); }))) {
+    error = "kernel construction failed: " + diagnostics;
+    return nullptr;
+  }
+  auto encoder = std::make_unique<CompiledEncoder>();
+  encoder->spec_ = spec;
+  encoder->engine_ = jit(*module, mlir::tq::TQPipelineOptions(), spec.name,
+                         encoder->entry_, diagnostics, error);
+  if (!encoder->engine_)
+    return nullptr;
+  encoder->rowBytes_ =
+      mlir::tq::CacheType::get(ctx,
+                               {spec.numRows, int64_t(spec.kvHeads),
+                                int64_t(spec.headDim)},
+                               mlir::tq::FormatAttr::get(ctx, spec.format))
+          .getRowBytes();
+  return encoder;
 }
 
 std::optional<RotationCount>

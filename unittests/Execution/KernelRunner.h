@@ -50,6 +50,20 @@ private:
   void *entry_ = nullptr;
 };
 
+/// A compiled encoder kernel.
+class CompiledEncoder {
+public:
+  /// rows [N][KH][D] float -> out [N][KH][rowBytes].
+  void run(std::vector<float> &rows, std::vector<uint8_t> &out) const;
+
+private:
+  friend class KernelRunner;
+  mlir::tq::QuantizeKernelSpec spec_;
+  int64_t rowBytes_ = 0;
+  std::unique_ptr<mlir::ExecutionEngine> engine_;
+  void *entry_ = nullptr;
+};
+
 /// What the fused tq-level IR of a kernel does with rotations.
 struct RotationCount {
   /// tq.rotate ops.
@@ -62,6 +76,9 @@ class KernelRunner {
 public:
   KernelRunner();
   ~KernelRunner();
+
+  std::unique_ptr<CompiledEncoder>
+  compileEncoder(const mlir::tq::QuantizeKernelSpec &spec, std::string &error);
 
   /// Runs only the fusion pipeline and counts the rotations left.
   std::optional<RotationCount>
@@ -79,6 +96,12 @@ private:
   /// A diagnostic handler appending every message to `out`.
   static std::function<mlir::LogicalResult(mlir::Diagnostic &)>
   collectInto(std::string &out);
+  /// Lowers `module` to LLVM and JIT-compiles it; returns the entry
+  /// point `name` (its C interface) or null with error set.
+  std::unique_ptr<mlir::ExecutionEngine>
+  jit(mlir::ModuleOp module, const mlir::tq::TQPipelineOptions &options,
+      const std::string &name, void *&entry, std::string &diagnostics,
+      std::string &error);
   /// A module holding the kernel of `spec`, or null (diagnostics emitted).
   mlir::OwningOpRef<mlir::ModuleOp>
   buildModule(const mlir::tq::AttentionKernelSpec &spec);

@@ -51,6 +51,24 @@ struct AttentionKernelSpec {
   int64_t pageSize = 0;
 };
 
+/// An encoder kernel: rows of K or V values into packed rows,
+///
+///   func.func @name(%rows: memref<N x KH x D x f32>,
+///                   %out: memref<N x KH x RowBytes x i8>)
+struct QuantizeKernelSpec {
+  std::string name = "quantize";
+  std::string format;
+  unsigned headDim = 0;
+  unsigned kvHeads = 1;
+  /// ShapedType::kDynamic for any number of rows.
+  int64_t numRows = 0;
+};
+
+FailureOr<func::FuncOp>
+buildQuantizeKernel(OpBuilder &builder, Location loc,
+                    const QuantizeKernelSpec &spec,
+                    function_ref<InFlightDiagnostic()> emitError);
+
 /// Builds the kernel at the builder's insertion point (inside a module).
 /// Fails, emitting through emitError, when the spec names an unknown format
 /// or shapes the formats cannot take.

@@ -35,6 +35,10 @@ Value createMaskedLogits(OpBuilder &b, Location loc, Value logits, Value mask,
                          Value offset, Value numTokens,
                          const MaskingParams &params);
 
+/// tq.quantize: every format's encoder.
+void populateQuantizeLoweringPatterns(const TypeConverter &converter,
+                                      RewritePatternSet &patterns);
+
 /// Zero-offset tensor.pad and leading tensor.extract_slice as loop nests.
 void populatePaddingLoweringPatterns(const TypeConverter &converter,
                                      RewritePatternSet &patterns);

@@ -36,6 +36,7 @@ void mlir::tq::populateTQToLoopsPatterns(const TypeConverter &converter,
   populateDenseLoweringPatterns(converter, patterns);
   populateCacheLoweringPatterns(converter, patterns);
   populateFlashLoweringPatterns(converter, patterns);
+  populateQuantizeLoweringPatterns(converter, patterns);
   populatePaddingLoweringPatterns(converter, patterns);
 }
 
@@ -50,9 +51,6 @@ struct TQLowerToLoopsPass
       if (isa<AttentionOp>(op)) {
         op->emitError() << "tq.attention must be decomposed first (run "
                            "tq-decompose-attention before tq-lower-to-loops)";
-        unsupported = true;
-      } else if (isa<QuantizeOp>(op)) {
-        op->emitError() << "tq.quantize has no loop lowering yet";
         unsupported = true;
       }
     });

@@ -139,8 +139,22 @@ func.func @not_decomposed(%q: tensor<1x2x64xf32>, %k: !tq.cache<?x1x64, #tq.form
 
 // -----
 
-func.func @quantize(%x: tensor<4x1x64xf32>) -> !tq.cache<4x1x64, #tq.format<"q8_0">> {
-  // expected-error @+1 {{tq.quantize has no loop lowering yet}}
+// q8_0 encoding: per-32 amax (a reduction), d = amax / 127, round(x / d)
+// (round half away from zero), then every output byte is picked from the
+// field owning it: the fp16 scale (saturated) or an int8 value.
+// CHECK-LABEL: func @quantize
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "reduction"]{{.*}} outs(%{{.*}} : tensor<4x1x2xf32>)
+// CHECK: arith.maximumf
+// CHECK: arith.divf %{{.*}}, %cst{{.*}} : f32
+// CHECK: math.round
+// CHECK: arith.fptosi
+// CHECK: arith.truncf %{{.*}} : f32 to f16
+// CHECK: arith.constant 31743 : i32
+// CHECK: tensor.expand_shape
+// CHECK: tensor.collapse_shape
+// CHECK-NOT: tq.
+func.func @quantize(%x: tensor<4x1x64xf32>) -> tensor<4x1x68xi8> {
   %c = tq.quantize %x : tensor<4x1x64xf32> -> !tq.cache<4x1x64, #tq.format<"q8_0">>
-  return %c : !tq.cache<4x1x64, #tq.format<"q8_0">>
+  %b = tq.to_bytes %c : !tq.cache<4x1x64, #tq.format<"q8_0">> -> tensor<4x1x68xi8>
+  return %b : tensor<4x1x68xi8>
 }

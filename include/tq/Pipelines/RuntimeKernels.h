@@ -1,0 +1,66 @@
+//===- RuntimeKernels.h - Kernels with the runtime's signatures -*- C++ -*-===//
+//
+// The kernels tq-aot compiles and the runtime launches. One call handles
+// one sequence and one KV head; the runtime's grid is
+// (sequence, kv head). All buffers are strided memrefs, so the runtime
+// passes views into the engine's arrays without copying:
+//
+//   attention: func.func @<name>(
+//       %q:     memref<? x G x D x f32, strided>    queries of this head group
+//       %k:     memref<? x ? x 1 x RK x i8, strided> pages x slots x (this
+//       %v:     memref<? x ? x 1 x RV x i8, strided>   kv head) x row bytes
+//       %table: memref<? x i32, strided>           this sequence's pages
+//       %tokens: index                              tokens in the cache
+//       %out:   memref<? x G x D x f32, strided>)
+//
+//   append:    func.func @<name>(
+//       %rows:  memref<? x 1 x D x f32, strided>    new rows of this kv head
+//       %pool:  memref<? x ? x 1 x R x i8, strided>
+//       %table: memref<? x i32, strided>, %start: index)
+//     encodes the rows into tokens start .. start + rows - 1.
+//
+// The page size is the pool's second dimension; a contiguous cache is one
+// page whose size is the capacity, with table = [0].
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TQ_PIPELINES_RUNTIMEKERNELS_H
+#define TQ_PIPELINES_RUNTIMEKERNELS_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+#include <string>
+
+namespace mlir::tq {
+
+enum class RuntimeKernelKind { Append, Decode, Prefill };
+
+/// One kernel of a library.
+struct RuntimeKernelSpec {
+  RuntimeKernelKind kind = RuntimeKernelKind::Decode;
+  std::string keyFormat;   // append: the format written
+  std::string valueFormat; // unused by append
+  unsigned headDim = 0;
+  unsigned group = 1; // query heads per kv head
+  bool causal = false;
+  int64_t window = 0;
+  float softcap = 0.0f;
+
+  /// The symbol name the runtime looks up, e.g.
+  /// "tq_decode_turbo3_0_turbo3_0_d128_g4" or "tq_append_polar3_d96".
+  std::string name() const;
+};
+
+/// "append", "decode" or "prefill".
+const char *kindName(RuntimeKernelKind kind);
+
+/// Builds the kernel at the builder's insertion point (inside a module).
+FailureOr<func::FuncOp>
+buildRuntimeKernel(OpBuilder &builder, Location loc,
+                   const RuntimeKernelSpec &spec,
+                   function_ref<InFlightDiagnostic()> emitError);
+
+} // namespace mlir::tq
+
+#endif // TQ_PIPELINES_RUNTIMEKERNELS_H

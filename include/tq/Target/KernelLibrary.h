@@ -1,0 +1,51 @@
+//===- KernelLibrary.h - Writing compiled kernel libraries ------*- C++ -*-===//
+//
+// A kernel library is a directory holding
+//   kernels.json      what is inside: one entry per kernel (name, kind,
+//                     formats, head dim, group, mask options, row bytes)
+//   tq_kernels.h      C prototypes of the entry points
+//   libtqkernels.so   the machine code (CPU), loaded by the runtime
+// Kernels are built from RuntimeKernelSpecs, lowered by the tq pipelines
+// and compiled by LLVM for the chosen CPU.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TQ_TARGET_KERNELLIBRARY_H
+#define TQ_TARGET_KERNELLIBRARY_H
+
+#include "tq/Pipelines/RuntimeKernels.h"
+
+#include "mlir/IR/MLIRContext.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace mlir::tq {
+
+struct KernelLibraryOptions {
+  /// Output directory (created if missing).
+  std::string outputDir;
+  /// CPU name for code generation; "host" means the machine running tq-aot
+  /// with all its features.
+  std::string cpu = "host";
+  /// Flash tile and split-KV settings for decode / prefill kernels.
+  int64_t tileSize = 64;
+  int64_t decodeSplits = 4;
+  /// The C compiler driver used to link the shared library.
+  std::string linker = "clang";
+};
+
+/// Called before each kernel is compiled: (index, total, name).
+using KernelProgress = std::function<void(size_t, size_t, const std::string &)>;
+
+/// Compiles every spec and writes the library. On failure returns false
+/// with `error` naming the kernel and the reason.
+bool writeKernelLibrary(MLIRContext &context,
+                        const std::vector<RuntimeKernelSpec> &specs,
+                        const KernelLibraryOptions &options,
+                        const KernelProgress &progress, std::string &error);
+
+} // namespace mlir::tq
+
+#endif // TQ_TARGET_KERNELLIBRARY_H

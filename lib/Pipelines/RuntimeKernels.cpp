@@ -1,0 +1,217 @@
+//===- RuntimeKernels.cpp - Kernels with the runtime's signatures ---------===//
+
+#include "tq/Pipelines/RuntimeKernels.h"
+
+#include "tq/Dialect/TQ/IR/TQDialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+#include <cmath>
+#include <cstdio>
+
+using namespace mlir;
+using namespace mlir::tq;
+
+const char *mlir::tq::kindName(RuntimeKernelKind kind) {
+  switch (kind) {
+  case RuntimeKernelKind::Append:
+    return "append";
+  case RuntimeKernelKind::Decode:
+    return "decode";
+  case RuntimeKernelKind::Prefill:
+    return "prefill";
+  }
+  return "unknown";
+}
+
+std::string RuntimeKernelSpec::name() const {
+  std::string n = std::string("tq_") + kindName(kind) + "_" + keyFormat;
+  if (kind == RuntimeKernelKind::Append)
+    return n + "_d" + std::to_string(headDim);
+  n += "_" + valueFormat + "_d" + std::to_string(headDim) + "_g" +
+       std::to_string(group);
+  if (causal)
+    n += "_causal";
+  if (window > 0)
+    n += "_w" + std::to_string(window);
+  if (softcap > 0.0f) {
+    // Soft-cap in hundredths keeps the name a C identifier.
+    n += "_sc" + std::to_string(int64_t(std::lround(softcap * 100.0f)));
+  }
+  return n;
+}
+
+namespace {
+
+/// memref<shape x type> with a fully dynamic strided layout.
+MemRefType stridedMemRef(ArrayRef<int64_t> shape, Type type) {
+  SmallVector<int64_t> strides(shape.size(), ShapedType::kDynamic);
+  strides.back() = 1;
+  auto layout = StridedLayoutAttr::get(type.getContext(),
+                                       ShapedType::kDynamic, strides);
+  return MemRefType::get(shape, type, layout);
+}
+
+Value toTensor(OpBuilder &b, Location loc, Value memref, bool writable) {
+  auto type = cast<MemRefType>(memref.getType());
+  auto tensorType =
+      RankedTensorType::get(type.getShape(), type.getElementType());
+  return bufferization::ToTensorOp::create(b, loc, tensorType, memref,
+                                           /*restrict=*/true, writable);
+}
+
+CacheType cacheType(MLIRContext *ctx, StringRef format, unsigned headDim) {
+  return CacheType::get(
+      ctx, {ShapedType::kDynamic, 1, int64_t(headDim)},
+      FormatAttr::get(ctx, format));
+}
+
+LogicalResult checkFormat(MLIRContext *ctx, StringRef format, unsigned dim,
+                          function_ref<InFlightDiagnostic()> emitError) {
+  auto attr = FormatAttr::getChecked(emitError, ctx, format);
+  if (!attr)
+    return failure();
+  if (!CacheType::getChecked(emitError, ctx,
+                             ArrayRef<int64_t>{ShapedType::kDynamic, 1,
+                                               int64_t(dim)},
+                             attr))
+    return failure();
+  return success();
+}
+
+func::FuncOp buildAttention(OpBuilder &b, Location loc,
+                            const RuntimeKernelSpec &spec) {
+  MLIRContext *ctx = b.getContext();
+  Type f32 = b.getF32Type(), i8 = b.getIntegerType(8);
+  const int64_t dyn = ShapedType::kDynamic, g = spec.group, d = spec.headDim;
+  CacheType keys = cacheType(ctx, spec.keyFormat, spec.headDim);
+  CacheType values = cacheType(ctx, spec.valueFormat, spec.headDim);
+  auto qType = stridedMemRef({dyn, g, d}, f32);
+  auto kType = stridedMemRef({dyn, dyn, 1, keys.getRowBytes()}, i8);
+  auto vType = stridedMemRef({dyn, dyn, 1, values.getRowBytes()}, i8);
+  auto tableType = stridedMemRef({dyn}, b.getI32Type());
+  auto func = func::FuncOp::create(
+      b, loc, spec.name(),
+      b.getFunctionType(
+          {qType, kType, vType, tableType, b.getIndexType(), qType}, {}));
+  func->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  Block *entry = func.addEntryBlock();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(entry);
+  Value q = toTensor(b, loc, entry->getArgument(0), false);
+  Value table = toTensor(b, loc, entry->getArgument(3), false);
+  Value tokens = entry->getArgument(4);
+  Value k = FromPagesOp::create(b, loc, keys,
+                                toTensor(b, loc, entry->getArgument(1), false),
+                                table, tokens);
+  Value v = FromPagesOp::create(b, loc, values,
+                                toTensor(b, loc, entry->getArgument(2), false),
+                                table, tokens);
+  Value out = AttentionOp::create(
+      b, loc, q.getType(), q, k, v, Value(), FloatAttr(),
+      spec.causal ? b.getUnitAttr() : UnitAttr(),
+      b.getI64IntegerAttr(spec.window), b.getF32FloatAttr(spec.softcap));
+  bufferization::MaterializeInDestinationOp::create(
+      b, loc, TypeRange{}, out, entry->getArgument(5), /*restrict=*/true,
+      /*writable=*/true);
+  func::ReturnOp::create(b, loc);
+  return func;
+}
+
+func::FuncOp buildAppend(OpBuilder &b, Location loc,
+                         const RuntimeKernelSpec &spec) {
+  MLIRContext *ctx = b.getContext();
+  Type f32 = b.getF32Type(), i8 = b.getIntegerType(8);
+  const int64_t dyn = ShapedType::kDynamic, d = spec.headDim;
+  CacheType cache = cacheType(ctx, spec.keyFormat, spec.headDim);
+  const int64_t rowBytes = cache.getRowBytes();
+  auto rowsType = stridedMemRef({dyn, 1, d}, f32);
+  auto poolType = stridedMemRef({dyn, dyn, 1, rowBytes}, i8);
+  auto tableType = stridedMemRef({dyn}, b.getI32Type());
+  auto func = func::FuncOp::create(
+      b, loc, spec.name(),
+      b.getFunctionType({rowsType, poolType, tableType, b.getIndexType()},
+                        {}));
+  func->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  Block *entry = func.addEntryBlock();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(entry);
+  Value rows = toTensor(b, loc, entry->getArgument(0), false);
+  Value pool = toTensor(b, loc, entry->getArgument(1), true);
+  Value table = toTensor(b, loc, entry->getArgument(2), false);
+  Value start = entry->getArgument(3);
+  Value encoded = QuantizeOp::create(b, loc, cache, rows);
+  Value bytes = ToBytesOp::create(b, loc, cache.getBytesType(), encoded);
+  // Scatter row t to page table[(start + t) / page_size], slot
+  // (start + t) % page_size.
+  Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
+  Value c1 = arith::ConstantIndexOp::create(b, loc, 1);
+  Value n = tensor::DimOp::create(b, loc, bytes, 0);
+  Value pageSize = tensor::DimOp::create(b, loc, pool, 1);
+  auto loop = scf::ForOp::create(
+      b, loc, c0, n, c1, ValueRange{pool},
+      [&](OpBuilder &b, Location loc, Value t, ValueRange state) {
+        Value position = arith::AddIOp::create(b, loc, start, t);
+        Value entryIndex = arith::DivUIOp::create(b, loc, position, pageSize);
+        Value page = tensor::ExtractOp::create(b, loc, table, entryIndex);
+        page = arith::IndexCastOp::create(b, loc, b.getIndexType(), page);
+        Value slot = arith::RemUIOp::create(b, loc, position, pageSize);
+        auto rowType = RankedTensorType::get({1, 1, 1, rowBytes}, i8);
+        SmallVector<OpFoldResult> srcOffsets = {t, b.getIndexAttr(0),
+                                                b.getIndexAttr(0)};
+        SmallVector<OpFoldResult> srcSizes = {b.getIndexAttr(1),
+                                              b.getIndexAttr(1),
+                                              b.getIndexAttr(rowBytes)};
+        SmallVector<OpFoldResult> ones3(3, b.getIndexAttr(1));
+        Value row = tensor::ExtractSliceOp::create(
+            b, loc, RankedTensorType::get({1, 1, rowBytes}, i8), bytes,
+            srcOffsets, srcSizes, ones3);
+        Value row4 = tensor::ExpandShapeOp::create(
+            b, loc, rowType, row,
+            ArrayRef<ReassociationIndices>{{0, 1}, {2}, {3}});
+        SmallVector<OpFoldResult> offsets = {page, slot, b.getIndexAttr(0),
+                                             b.getIndexAttr(0)};
+        SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1), b.getIndexAttr(1),
+                                           b.getIndexAttr(1),
+                                           b.getIndexAttr(rowBytes)};
+        SmallVector<OpFoldResult> ones4(4, b.getIndexAttr(1));
+        Value updated = tensor::InsertSliceOp::create(b, loc, row4, state[0],
+                                                      offsets, sizes, ones4);
+        scf::YieldOp::create(b, loc, updated);
+      });
+  bufferization::MaterializeInDestinationOp::create(
+      b, loc, TypeRange{}, loop.getResult(0), entry->getArgument(1),
+      /*restrict=*/true, /*writable=*/true);
+  func::ReturnOp::create(b, loc);
+  return func;
+}
+
+} // namespace
+
+FailureOr<func::FuncOp>
+mlir::tq::buildRuntimeKernel(OpBuilder &b, Location loc,
+                             const RuntimeKernelSpec &spec,
+                             function_ref<InFlightDiagnostic()> emitError) {
+  MLIRContext *ctx = b.getContext();
+  if (spec.group == 0)
+    return emitError() << "the GQA group must be positive", failure();
+  if (failed(checkFormat(ctx, spec.keyFormat, spec.headDim, emitError)))
+    return failure();
+  func::FuncOp func;
+  if (spec.kind == RuntimeKernelKind::Append) {
+    func = buildAppend(b, loc, spec);
+  } else {
+    if (failed(checkFormat(ctx, spec.valueFormat, spec.headDim, emitError)))
+      return failure();
+    if (spec.window < 0 || !(spec.softcap >= 0.0f))
+      return emitError() << "window and softcap must be non-negative",
+             failure();
+    func = buildAttention(b, loc, spec);
+  }
+  if (failed(func.verify()))
+    return failure();
+  return func;
+}

@@ -1,0 +1,252 @@
+//===- KernelLibrary.cpp - Writing compiled kernel libraries --------------===//
+
+#include "tq/Target/KernelLibrary.h"
+
+#include "tq/Pipelines/Pipelines.h"
+#include "tq/Quant/Format.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Export.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/TargetParser/Host.h"
+
+#include <memory>
+
+using namespace mlir;
+using namespace mlir::tq;
+
+namespace {
+
+/// A target machine for the requested CPU ("host": this machine).
+std::unique_ptr<llvm::TargetMachine> makeTargetMachine(const std::string &cpu,
+                                                       std::string &error) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  llvm::Triple triple(llvm::sys::getProcessTriple());
+  const llvm::Target *target =
+      llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return nullptr;
+  std::string cpuName = cpu;
+  std::string features;
+  if (cpu == "host") {
+    cpuName = llvm::sys::getHostCPUName().str();
+    for (const auto &f : llvm::sys::getHostCPUFeatures())
+      features += (features.empty() ? "" : ",") +
+                  std::string(f.second ? "+" : "-") + f.first().str();
+  }
+  llvm::TargetOptions options;
+  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
+      triple, cpuName, features, options, llvm::Reloc::PIC_));
+  if (!tm)
+    error = "cannot create a target machine for cpu '" + cpu + "'";
+  return tm;
+}
+
+/// Lowers one kernel to an object file.
+bool compileKernel(MLIRContext &context, const RuntimeKernelSpec &spec,
+                   const KernelLibraryOptions &options,
+                   llvm::TargetMachine &tm, const std::string &objectPath,
+                   std::string &error) {
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+    llvm::raw_string_ostream os(diagnostics);
+    os << diag << "\n";
+    return success();
+  });
+  Location loc = UnknownLoc::get(&context);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  OpBuilder builder(module->getBodyRegion());
+  if (failed(buildRuntimeKernel(builder, loc, spec,
+                                [&] { return emitError(loc); }))) {
+    error = diagnostics;
+    return false;
+  }
+  TQPipelineOptions pipeline;
+  pipeline.tileSize = options.tileSize;
+  pipeline.splits =
+      spec.kind == RuntimeKernelKind::Decode ? options.decodeSplits : 1;
+  PassManager pm(&context);
+  buildTQToLLVMPipeline(pm, pipeline);
+  if (failed(pm.run(*module))) {
+    error = "lowering failed: " + diagnostics;
+    return false;
+  }
+  llvm::LLVMContext llvmContext;
+  std::unique_ptr<llvm::Module> llvmModule =
+      translateModuleToLLVMIR(*module, llvmContext, spec.name());
+  if (!llvmModule) {
+    error = "translation to LLVM IR failed: " + diagnostics;
+    return false;
+  }
+  llvmModule->setTargetTriple(tm.getTargetTriple());
+  llvmModule->setDataLayout(tm.createDataLayout());
+  if (llvm::Error err = makeOptimizingTransformer(3, 0, &tm)(llvmModule.get())) {
+    error = "LLVM optimisation failed: " + llvm::toString(std::move(err));
+    return false;
+  }
+  std::error_code ec;
+  llvm::raw_fd_ostream out(objectPath, ec, llvm::sys::fs::OF_None);
+  if (ec) {
+    error = "cannot write '" + objectPath + "': " + ec.message();
+    return false;
+  }
+  llvm::legacy::PassManager codegen;
+  if (tm.addPassesToEmitFile(codegen, out, nullptr,
+                             llvm::CodeGenFileType::ObjectFile)) {
+    error = "the target cannot emit object files";
+    return false;
+  }
+  codegen.run(*llvmModule);
+  return true;
+}
+
+llvm::json::Object describe(const RuntimeKernelSpec &spec) {
+  llvm::json::Object o;
+  o["name"] = spec.name();
+  o["entry"] = "_mlir_ciface_" + spec.name();
+  o["kind"] = kindName(spec.kind);
+  o["k_format"] = spec.keyFormat;
+  o["head_dim"] = int64_t(spec.headDim);
+  auto rowBytes = [&](const std::string &f) -> int64_t {
+    auto format = ::tq::quant::Format::get(f, spec.headDim);
+    return format ? int64_t(format->rowBytes()) : -1;
+  };
+  o["k_row_bytes"] = rowBytes(spec.keyFormat);
+  if (spec.kind != RuntimeKernelKind::Append) {
+    o["v_format"] = spec.valueFormat;
+    o["v_row_bytes"] = rowBytes(spec.valueFormat);
+    o["group"] = int64_t(spec.group);
+    o["causal"] = spec.causal;
+    o["window"] = spec.window;
+    o["softcap"] = double(spec.softcap);
+  }
+  // One call per (sequence, kv head); no workspace beyond what the kernel
+  // allocates itself.
+  o["grid"] = llvm::json::Array{"sequence", "kv_head"};
+  o["workspace_bytes"] = 0;
+  return o;
+}
+
+void writeHeader(llvm::raw_ostream &os,
+                 const std::vector<RuntimeKernelSpec> &specs) {
+  os << "/* Generated by tq-aot: entry points of this kernel library.\n"
+        " * Buffers are MLIR strided memref descriptors; see "
+        "docs/runtime.md. */\n"
+        "#ifndef TQ_KERNELS_H\n#define TQ_KERNELS_H\n\n"
+        "#include <stdint.h>\n\n"
+        "#ifndef TQ_MEMREF_DESCRIPTORS\n#define TQ_MEMREF_DESCRIPTORS\n";
+  for (int rank : {1, 3, 4})
+    os << "typedef struct { void *allocated; void *aligned; int64_t offset; "
+          "int64_t sizes["
+       << rank << "]; int64_t strides[" << rank << "]; } tq_memref" << rank
+       << ";\n";
+  os << "#endif\n\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n";
+  for (const RuntimeKernelSpec &spec : specs) {
+    if (spec.kind == RuntimeKernelKind::Append)
+      os << "void _mlir_ciface_" << spec.name()
+         << "(tq_memref3 *rows, tq_memref4 *pool, tq_memref1 *table, "
+            "int64_t start);\n";
+    else
+      os << "void _mlir_ciface_" << spec.name()
+         << "(tq_memref3 *q, tq_memref4 *k, tq_memref4 *v, tq_memref1 "
+            "*table, int64_t tokens, tq_memref3 *out);\n";
+  }
+  os << "\n#ifdef __cplusplus\n}\n#endif\n\n#endif /* TQ_KERNELS_H */\n";
+}
+
+} // namespace
+
+bool mlir::tq::writeKernelLibrary(MLIRContext &context,
+                                  const std::vector<RuntimeKernelSpec> &specs,
+                                  const KernelLibraryOptions &options,
+                                  const KernelProgress &progress,
+                                  std::string &error) {
+  if (specs.empty()) {
+    error = "no kernels to compile";
+    return false;
+  }
+  if (std::error_code ec =
+          llvm::sys::fs::create_directories(options.outputDir + "/obj")) {
+    error = "cannot create '" + options.outputDir + "': " + ec.message();
+    return false;
+  }
+  std::unique_ptr<llvm::TargetMachine> tm =
+      makeTargetMachine(options.cpu, error);
+  if (!tm)
+    return false;
+
+  std::vector<std::string> objects;
+  llvm::json::Array entries;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const RuntimeKernelSpec &spec = specs[i];
+    if (progress)
+      progress(i, specs.size(), spec.name());
+    std::string object = options.outputDir + "/obj/" + spec.name() + ".o";
+    std::string why;
+    if (!compileKernel(context, spec, options, *tm, object, why)) {
+      error = spec.name() + ": " + why;
+      return false;
+    }
+    objects.push_back(object);
+    entries.push_back(describe(spec));
+  }
+
+  // Link the objects into the shared library the runtime loads.
+  llvm::ErrorOr<std::string> driver =
+      llvm::sys::findProgramByName(options.linker);
+  if (!driver) {
+    error = "cannot find the linker driver '" + options.linker + "'";
+    return false;
+  }
+  std::string library = options.outputDir + "/libtqkernels.so";
+  std::vector<llvm::StringRef> args = {*driver, "-shared", "-o", library};
+  for (const std::string &o : objects)
+    args.push_back(o);
+  args.push_back("-lm");
+  std::string linkError;
+  if (llvm::sys::ExecuteAndWait(*driver, args, std::nullopt, {}, 0, 0,
+                                &linkError) != 0) {
+    error = "linking " + library + " failed" +
+            (linkError.empty() ? "" : ": " + linkError);
+    return false;
+  }
+
+  llvm::json::Object metadata;
+  metadata["format_version"] = 1;
+  metadata["target"] = "cpu";
+  metadata["cpu"] = options.cpu == "host"
+                        ? llvm::sys::getHostCPUName().str()
+                        : options.cpu;
+  metadata["triple"] = tm->getTargetTriple().str();
+  metadata["library"] = "libtqkernels.so";
+  metadata["kernels"] = std::move(entries);
+  std::error_code ec;
+  llvm::raw_fd_ostream json(options.outputDir + "/kernels.json", ec);
+  if (ec) {
+    error = "cannot write kernels.json: " + ec.message();
+    return false;
+  }
+  json << llvm::formatv("{0:2}", llvm::json::Value(std::move(metadata)))
+       << "\n";
+  llvm::raw_fd_ostream header(options.outputDir + "/tq_kernels.h", ec);
+  if (ec) {
+    error = "cannot write tq_kernels.h: " + ec.message();
+    return false;
+  }
+  writeHeader(header, specs);
+  return true;
+}

@@ -1,0 +1,208 @@
+//===- tq-aot.cpp - Ahead-of-time kernel library compiler -----------------===//
+//
+//   tq-aot --target=cpu [--chip=C] --kind=decode,prefill,append
+//          --k-format=F[,F...] [--v-format=G[,G...]] --head-dim=D[,D...]
+//          [--gqa=N[,N...]] [--causal] [--window=W] [--softcap=C] -o DIR
+//
+// compiles the Cartesian product of the listed kinds, formats, head dims
+// and GQA groups into a kernel library (see include/tq/Target/
+// KernelLibrary.h), printing progress. `all` as a format list means every
+// format. Without --v-format each K format is paired with itself.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tq/Dialect/TQ/IR/TQDialect.h"
+#include "tq/Quant/Format.h"
+#include "tq/Target/KernelLibrary.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <set>
+
+using namespace mlir;
+using namespace mlir::tq;
+namespace cl = llvm::cl;
+
+namespace {
+
+cl::opt<std::string> target("target", cl::desc("cpu | nvptx | amdgcn"),
+                            cl::init("cpu"));
+cl::opt<std::string> chip("chip", cl::desc("CPU name (default: host)"),
+                          cl::init("host"));
+cl::opt<std::string> kinds("kind", cl::desc("append,decode,prefill"),
+                           cl::init("decode"));
+cl::opt<std::string> kFormats("k-format",
+                              cl::desc("K formats (comma list, or all)"),
+                              cl::Required);
+cl::opt<std::string> vFormats(
+    "v-format", cl::desc("V formats (default: each K format with itself)"));
+cl::opt<std::string> headDims("head-dim", cl::desc("head dims (comma list)"),
+                              cl::Required);
+cl::opt<std::string> groups("gqa", cl::desc("query heads per KV head"),
+                            cl::init("1"));
+cl::opt<bool> causal("causal", cl::desc("causal masking"));
+cl::opt<int64_t> window("window", cl::desc("sliding window (0: none)"),
+                        cl::init(0));
+cl::opt<float> softcap("softcap", cl::desc("logit soft-cap (0: none)"),
+                       cl::init(0.0f));
+cl::opt<int64_t> tileSize("tile-size", cl::desc("KV tile of the flash loop"),
+                          cl::init(64));
+cl::opt<int64_t> splits("splits", cl::desc("split-KV chunks of decode kernels"),
+                        cl::init(4));
+cl::opt<std::string> outputDir("o", cl::desc("output directory"),
+                               cl::Required);
+cl::opt<bool> quiet("quiet", cl::desc("no progress output"));
+
+[[noreturn]] void fail(const llvm::Twine &message) {
+  llvm::errs() << "tq-aot: error: " << message << "\n";
+  std::exit(1);
+}
+
+std::vector<std::string> splitList(const std::string &list,
+                                   const char *what) {
+  std::vector<std::string> items;
+  for (llvm::StringRef item : llvm::split(list, ','))
+    if (!item.trim().empty())
+      items.push_back(item.trim().str());
+  if (items.empty())
+    fail(llvm::Twine("--") + what + " is empty");
+  return items;
+}
+
+std::vector<std::string> formatList(const std::string &list,
+                                    const char *what) {
+  std::vector<std::string> names = splitList(list, what);
+  if (names.size() == 1 && names[0] == "all") {
+    names.clear();
+    for (const ::tq::quant::FormatInfo &info : ::tq::quant::allFormats())
+      names.push_back(info.name);
+  }
+  for (const std::string &n : names) {
+    bool known = false;
+    for (const ::tq::quant::FormatInfo &info : ::tq::quant::allFormats())
+      known |= n == info.name;
+    if (!known)
+      fail("unknown format '" + n + "' in --" + what +
+           " (see 'tq-quant formats')");
+  }
+  return names;
+}
+
+std::vector<unsigned> numberList(const std::string &list, const char *what) {
+  std::vector<unsigned> values;
+  for (const std::string &item : splitList(list, what)) {
+    unsigned v = 0;
+    if (llvm::StringRef(item).getAsInteger(10, v) || v == 0)
+      fail(llvm::Twine("--") + what + " takes positive integers, got '" +
+           item + "'");
+    values.push_back(v);
+  }
+  return values;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "tq-aot: compile TurboQuant kernel libraries\n");
+  if (target == "nvptx" || target == "amdgcn")
+    fail("target '" + target + "' is not implemented yet; only cpu is");
+  if (target != "cpu")
+    fail("unknown target '" + target + "' (cpu, nvptx or amdgcn)");
+  if (window < 0 || softcap < 0.0f || tileSize <= 0 || splits <= 0)
+    fail("--window and --softcap must be >= 0, --tile-size and --splits > 0");
+
+  std::vector<RuntimeKernelKind> kindList;
+  for (const std::string &k : splitList(kinds, "kind")) {
+    if (k == "append")
+      kindList.push_back(RuntimeKernelKind::Append);
+    else if (k == "decode")
+      kindList.push_back(RuntimeKernelKind::Decode);
+    else if (k == "prefill")
+      kindList.push_back(RuntimeKernelKind::Prefill);
+    else if (k == "combine")
+      fail("kind 'combine' has no kernel of its own on cpu: split-KV "
+           "partials are merged inside each decode kernel (tq.combine)");
+    else
+      fail("unknown kind '" + k + "' (append, decode, prefill)");
+  }
+  std::vector<std::string> ks = formatList(kFormats, "k-format");
+  std::vector<std::string> vs =
+      vFormats.empty() ? std::vector<std::string>{}
+                       : formatList(vFormats, "v-format");
+  std::vector<unsigned> dims = numberList(headDims, "head-dim");
+  std::vector<unsigned> gqas = numberList(groups, "gqa");
+
+  std::vector<RuntimeKernelSpec> specs;
+  std::set<std::string> seen;
+  auto add = [&](RuntimeKernelSpec spec) {
+    if (seen.insert(spec.name()).second)
+      specs.push_back(spec);
+  };
+  for (RuntimeKernelKind kind : kindList)
+    for (unsigned d : dims)
+      for (const std::string &k : ks) {
+        RuntimeKernelSpec spec;
+        spec.kind = kind;
+        spec.headDim = d;
+        spec.keyFormat = k;
+        if (kind == RuntimeKernelKind::Append) {
+          add(spec);
+          for (const std::string &v : vs) {
+            spec.keyFormat = v;
+            add(spec);
+          }
+          continue;
+        }
+        spec.causal = causal;
+        spec.window = window;
+        spec.softcap = softcap;
+        for (unsigned g : gqas) {
+          spec.group = g;
+          if (vs.empty()) {
+            spec.valueFormat = k;
+            add(spec);
+          }
+          for (const std::string &v : vs) {
+            spec.valueFormat = v;
+            add(spec);
+          }
+        }
+      }
+
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  registry.insert<TQDialect>();
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+
+  KernelLibraryOptions options;
+  options.outputDir = outputDir;
+  options.cpu = chip;
+  options.tileSize = tileSize;
+  options.decodeSplits = splits;
+  std::string error;
+  auto progress = [&](size_t i, size_t n, const std::string &name) {
+    if (!quiet)
+      llvm::errs() << "[" << (i + 1) << "/" << n << "] " << name << "\n";
+  };
+  if (!writeKernelLibrary(context, specs, options, progress, error))
+    fail(error);
+  if (!quiet)
+    llvm::errs() << "wrote " << specs.size() << " kernel(s) to " << outputDir
+                 << "/libtqkernels.so\n";
+  return 0;
+}

@@ -85,6 +85,32 @@ bool compileKernel(MLIRContext &context, const RuntimeKernelSpec &spec,
     error = "lowering failed: " + diagnostics;
     return false;
   }
+  // The runtime checks a cache against the kernel's own description:
+  // <name>_info = {1, kind, head_dim, group, k_row_bytes, v_row_bytes,
+  //                causal, window} as int64.
+  {
+    auto rowBytes = [&](const std::string &f) -> int64_t {
+      auto format = ::tq::quant::Format::get(f, spec.headDim);
+      return format ? int64_t(format->rowBytes()) : 0;
+    };
+    SmallVector<int64_t> info = {
+        1,
+        int64_t(spec.kind),
+        int64_t(spec.headDim),
+        int64_t(spec.group),
+        rowBytes(spec.keyFormat),
+        spec.kind == RuntimeKernelKind::Append ? 0 : rowBytes(spec.valueFormat),
+        spec.causal ? 1 : 0,
+        spec.window};
+    OpBuilder b(module->getBodyRegion());
+    auto type = LLVM::LLVMArrayType::get(b.getI64Type(), info.size());
+    LLVM::GlobalOp::create(
+        b, loc, type, /*isConstant=*/true, LLVM::Linkage::External,
+        spec.name() + "_info",
+        DenseElementsAttr::get(
+            RankedTensorType::get({int64_t(info.size())}, b.getI64Type()),
+            ArrayRef<int64_t>(info)));
+  }
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule =
       translateModuleToLLVMIR(*module, llvmContext, spec.name());

@@ -1,0 +1,146 @@
+/*===- tq_runtime.h - The tqc runtime's C ABI ---------------------------===*
+ *
+ * An engine (llama.cpp, a vLLM-style server) keeps its KV cache in a
+ * TurboQuant format and calls this runtime to append new K/V rows and to run
+ * attention over them. The runtime loads a kernel library written by
+ * tq-aot, plans the grid (sequence x kv head) and launches the kernels on a
+ * thread pool it owns. It has no global state: several runtimes (one per
+ * device, one per model) can live in one process.
+ *
+ * ABI rules: every fallible call returns a tq_status; results come back
+ * through out-parameters; structs start with (version, size) and their
+ * sizes are pinned; memory comes from the caller's allocator.
+ *
+ *===--------------------------------------------------------------------===*/
+
+#ifndef TQ_RUNTIME_H
+#define TQ_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TQ_RUNTIME_ABI_VERSION 1u
+
+typedef enum tq_status {
+  TQ_STATUS_OK = 0,
+  TQ_STATUS_INVALID_ARGUMENT = 1, /* null pointer, bad size, inconsistent */
+  TQ_STATUS_VERSION_MISMATCH = 2, /* unknown struct version or size */
+  TQ_STATUS_NOT_FOUND = 3,        /* no kernel for this configuration */
+  TQ_STATUS_OUT_OF_RANGE = 4,     /* page index, capacity or token range */
+  TQ_STATUS_OVERFLOW = 5,         /* a size computation overflows */
+  TQ_STATUS_OUT_OF_MEMORY = 6,
+  TQ_STATUS_UNAVAILABLE = 7,      /* the kernel library cannot be loaded */
+} tq_status;
+
+/* A static, human-readable name of a status. */
+const char *tq_status_string(tq_status status);
+
+/* The ABI version this library implements (TQ_RUNTIME_ABI_VERSION). */
+uint32_t tq_runtime_abi_version(void);
+
+/*--- Allocator ---------------------------------------------------------*/
+
+#define TQ_ALLOCATOR_VERSION_0 0u
+typedef struct tq_allocator_v0 {
+  uint32_t version; /* TQ_ALLOCATOR_VERSION_0 */
+  uint32_t size;    /* sizeof(tq_allocator_v0) */
+  void *user;
+  /* Returns null on failure. alignment is a power of two. */
+  void *(*allocate)(void *user, size_t bytes, size_t alignment);
+  void (*release)(void *user, void *pointer);
+} tq_allocator_v0;
+
+/*--- Runtime -----------------------------------------------------------*/
+
+#define TQ_RUNTIME_OPTIONS_VERSION_0 0u
+typedef struct tq_runtime_options_v0 {
+  uint32_t version;          /* TQ_RUNTIME_OPTIONS_VERSION_0 */
+  uint32_t size;             /* sizeof(tq_runtime_options_v0) */
+  const char *library_path;  /* libtqkernels.so written by tq-aot */
+  uint32_t num_threads;      /* 0: one per online CPU */
+  uint32_t reserved;
+} tq_runtime_options_v0;
+
+typedef struct tq_runtime tq_runtime;
+
+/* Loads the kernel library and starts the thread pool. allocator may be
+ * null (the C library's aligned_alloc/free). */
+tq_status tq_runtime_create(const tq_runtime_options_v0 *options,
+                            const tq_allocator_v0 *allocator,
+                            tq_runtime **out_runtime);
+void tq_runtime_destroy(tq_runtime *runtime);
+
+/*--- KV cache ----------------------------------------------------------*/
+
+#define TQ_LAYOUT_PAGED 0u
+#define TQ_LAYOUT_CONTIGUOUS 1u
+
+#define TQ_KV_CACHE_VERSION_0 0u
+/* Pools are [num_pages][page_size][num_kv_heads][row_bytes] bytes.
+ * Paged: sequence s owns pages indices[indptr[s] .. indptr[s+1]) in order;
+ * its last page holds last_page_len[s] tokens (a CSR page table).
+ * Contiguous: sequence s owns page s (num_pages >= num_seqs) and holds
+ * seq_lens[s] tokens; page_size is the per-sequence capacity. */
+typedef struct tq_kv_cache_v0 {
+  uint32_t version; /* TQ_KV_CACHE_VERSION_0 */
+  uint32_t size;    /* sizeof(tq_kv_cache_v0) */
+  const char *k_format;
+  const char *v_format;
+  uint32_t head_dim;
+  uint32_t num_kv_heads;
+  uint32_t page_size;
+  uint32_t layout; /* TQ_LAYOUT_PAGED or TQ_LAYOUT_CONTIGUOUS */
+  uint32_t k_row_bytes;
+  uint32_t v_row_bytes;
+  uint64_t num_pages;
+  uint8_t *k_pages;
+  uint8_t *v_pages;
+  uint32_t num_seqs;
+  uint32_t reserved;
+  const int32_t *indptr;        /* paged: num_seqs + 1 */
+  const int32_t *indices;       /* paged: indptr[num_seqs] page ids */
+  const int32_t *last_page_len; /* paged: num_seqs */
+  const int32_t *seq_lens;      /* contiguous: num_seqs */
+} tq_kv_cache_v0;
+
+/* The number of tokens sequence seq holds. */
+tq_status tq_kv_cache_tokens(const tq_kv_cache_v0 *cache, uint32_t seq,
+                             uint64_t *out_tokens);
+
+/*--- Entry points ------------------------------------------------------*/
+
+/* Encodes num_rows new K and V rows of sequence seq (each
+ * [num_rows][num_kv_heads][head_dim] float) into token slots
+ * start .. start + num_rows - 1 of its pages (which must exist). */
+tq_status tq_append(tq_runtime *runtime, const tq_kv_cache_v0 *cache,
+                    uint32_t seq, uint64_t start, uint32_t num_rows,
+                    const float *k_rows, const float *v_rows);
+
+#define TQ_ATTENTION_PARAMS_VERSION_0 0u
+typedef struct tq_attention_params_v0 {
+  uint32_t version; /* TQ_ATTENTION_PARAMS_VERSION_0 */
+  uint32_t size;    /* sizeof(tq_attention_params_v0) */
+  uint32_t num_q_heads;
+  uint32_t causal;  /* queries aligned to the last positions */
+  uint32_t window;  /* 0: none */
+  float softcap;    /* 0: none */
+  /* Queries of sequence s are rows q_indptr[s] .. q_indptr[s+1] of q and
+   * out ([rows][num_q_heads][head_dim] float). */
+  const int32_t *q_indptr; /* num_seqs + 1 */
+} tq_attention_params_v0;
+
+/* Attention of every sequence's queries over its cache: one query per
+ * sequence runs the decode kernels, more the prefill kernels. */
+tq_status tq_attention(tq_runtime *runtime, const tq_kv_cache_v0 *cache,
+                       const tq_attention_params_v0 *params, const float *q,
+                       float *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TQ_RUNTIME_H */

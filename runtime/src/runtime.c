@@ -1,0 +1,533 @@
+/*===- runtime.c - The tqc runtime: validation, planning, launch --------===*
+ *
+ * Plans each call as a grid of (sequence, kv head) kernel invocations, each
+ * given strided views into the caller's buffers, and runs it on the
+ * runtime's thread pool. Every descriptor field is checked before anything
+ * is launched, so a malformed call returns a status and touches nothing.
+ *
+ *===--------------------------------------------------------------------===*/
+
+#include "tq/tq_runtime.h"
+
+#include "thread_pool.h"
+
+#include <dlfcn.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+_Static_assert(sizeof(tq_allocator_v0) == 32, "tq_allocator_v0 is pinned");
+_Static_assert(sizeof(tq_runtime_options_v0) == 24,
+               "tq_runtime_options_v0 is pinned");
+_Static_assert(sizeof(tq_kv_cache_v0) == 112, "tq_kv_cache_v0 is pinned");
+_Static_assert(sizeof(tq_attention_params_v0) == 32,
+               "tq_attention_params_v0 is pinned");
+
+/* MLIR's strided memref descriptors, the kernels' calling convention. */
+typedef struct {
+  void *allocated, *aligned;
+  int64_t offset, sizes[1], strides[1];
+} memref1;
+typedef struct {
+  void *allocated, *aligned;
+  int64_t offset, sizes[3], strides[3];
+} memref3;
+typedef struct {
+  void *allocated, *aligned;
+  int64_t offset, sizes[4], strides[4];
+} memref4;
+
+typedef void (*attention_fn)(memref3 *q, memref4 *k, memref4 *v,
+                             memref1 *table, int64_t tokens, memref3 *out);
+typedef void (*append_fn)(memref3 *rows, memref4 *pool, memref1 *table,
+                          int64_t start);
+
+/* <name>_info, written by tq-aot. */
+enum {
+  INFO_VERSION,
+  INFO_KIND,
+  INFO_HEAD_DIM,
+  INFO_GROUP,
+  INFO_K_ROW_BYTES,
+  INFO_V_ROW_BYTES,
+  INFO_CAUSAL,
+  INFO_WINDOW,
+};
+enum { KIND_APPEND = 0, KIND_DECODE = 1, KIND_PREFILL = 2 };
+
+struct tq_runtime {
+  tq_allocator_v0 allocator;
+  void *library;
+  tq_thread_pool *pool;
+};
+
+const char *tq_status_string(tq_status status) {
+  switch (status) {
+  case TQ_STATUS_OK:
+    return "ok";
+  case TQ_STATUS_INVALID_ARGUMENT:
+    return "invalid argument";
+  case TQ_STATUS_VERSION_MISMATCH:
+    return "version mismatch";
+  case TQ_STATUS_NOT_FOUND:
+    return "no kernel for this configuration";
+  case TQ_STATUS_OUT_OF_RANGE:
+    return "out of range";
+  case TQ_STATUS_OVERFLOW:
+    return "size overflow";
+  case TQ_STATUS_OUT_OF_MEMORY:
+    return "out of memory";
+  case TQ_STATUS_UNAVAILABLE:
+    return "kernel library unavailable";
+  }
+  return "unknown status";
+}
+
+uint32_t tq_runtime_abi_version(void) { return TQ_RUNTIME_ABI_VERSION; }
+
+static void *default_allocate(void *user, size_t bytes, size_t alignment) {
+  (void)user;
+  if (alignment < sizeof(void *))
+    alignment = sizeof(void *);
+  size_t rounded = (bytes + alignment - 1) / alignment * alignment;
+  return aligned_alloc(alignment, rounded ? rounded : alignment);
+}
+
+static void default_release(void *user, void *pointer) {
+  (void)user;
+  free(pointer);
+}
+
+static bool mul_ok(uint64_t a, uint64_t b, uint64_t *out) {
+  return !__builtin_mul_overflow(a, b, out);
+}
+
+tq_status tq_runtime_create(const tq_runtime_options_v0 *options,
+                            const tq_allocator_v0 *allocator,
+                            tq_runtime **out_runtime) {
+  if (!options || !out_runtime)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  *out_runtime = NULL;
+  if (options->version != TQ_RUNTIME_OPTIONS_VERSION_0 ||
+      options->size != sizeof(tq_runtime_options_v0))
+    return TQ_STATUS_VERSION_MISMATCH;
+  tq_allocator_v0 alloc = {TQ_ALLOCATOR_VERSION_0, sizeof(tq_allocator_v0),
+                           NULL, default_allocate, default_release};
+  if (allocator) {
+    if (allocator->version != TQ_ALLOCATOR_VERSION_0 ||
+        allocator->size != sizeof(tq_allocator_v0))
+      return TQ_STATUS_VERSION_MISMATCH;
+    if (!allocator->allocate || !allocator->release)
+      return TQ_STATUS_INVALID_ARGUMENT;
+    alloc = *allocator;
+  }
+  if (!options->library_path)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  tq_runtime *rt = alloc.allocate(alloc.user, sizeof(*rt), _Alignof(tq_runtime));
+  if (!rt)
+    return TQ_STATUS_OUT_OF_MEMORY;
+  *rt = (tq_runtime){0};
+  rt->allocator = alloc;
+  rt->library = dlopen(options->library_path, RTLD_NOW | RTLD_LOCAL);
+  if (!rt->library) {
+    alloc.release(alloc.user, rt);
+    return TQ_STATUS_UNAVAILABLE;
+  }
+  uint32_t threads = options->num_threads;
+  if (threads == 0) {
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    threads = online > 0 ? (uint32_t)online : 1;
+  }
+  tq_status status = tq_thread_pool_create(threads, &alloc, &rt->pool);
+  if (status != TQ_STATUS_OK) {
+    dlclose(rt->library);
+    alloc.release(alloc.user, rt);
+    return status;
+  }
+  *out_runtime = rt;
+  return TQ_STATUS_OK;
+}
+
+void tq_runtime_destroy(tq_runtime *runtime) {
+  if (!runtime)
+    return;
+  tq_thread_pool_destroy(runtime->pool);
+  if (runtime->library)
+    dlclose(runtime->library);
+  tq_allocator_v0 alloc = runtime->allocator;
+  alloc.release(alloc.user, runtime);
+}
+
+/*--- Cache validation --------------------------------------------------*/
+
+static tq_status check_cache(const tq_kv_cache_v0 *c) {
+  if (!c)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  if (c->version != TQ_KV_CACHE_VERSION_0 || c->size != sizeof(*c))
+    return TQ_STATUS_VERSION_MISMATCH;
+  if (!c->k_format || !c->v_format || !c->k_pages || !c->v_pages ||
+      c->head_dim == 0 || c->num_kv_heads == 0 || c->page_size == 0 ||
+      c->k_row_bytes == 0 || c->v_row_bytes == 0 || c->num_pages == 0)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  uint64_t bytes;
+  if (!mul_ok(c->num_pages, c->page_size, &bytes) ||
+      !mul_ok(bytes, c->num_kv_heads, &bytes) ||
+      !mul_ok(bytes, c->k_row_bytes > c->v_row_bytes ? c->k_row_bytes
+                                                     : c->v_row_bytes,
+              &bytes) ||
+      bytes > (uint64_t)INT64_MAX)
+    return TQ_STATUS_OVERFLOW;
+  if (c->layout == TQ_LAYOUT_PAGED) {
+    if (!c->indptr || !c->indices || !c->last_page_len)
+      return TQ_STATUS_INVALID_ARGUMENT;
+    if (c->indptr[0] != 0)
+      return TQ_STATUS_INVALID_ARGUMENT;
+    for (uint32_t s = 0; s < c->num_seqs; ++s) {
+      int32_t begin = c->indptr[s], end = c->indptr[s + 1];
+      if (end < begin)
+        return TQ_STATUS_INVALID_ARGUMENT;
+      int32_t last = c->last_page_len[s];
+      if (end == begin ? last != 0 : (last < 1 || last > (int32_t)c->page_size))
+        return TQ_STATUS_OUT_OF_RANGE;
+      for (int32_t p = begin; p < end; ++p)
+        if (c->indices[p] < 0 || (uint64_t)c->indices[p] >= c->num_pages)
+          return TQ_STATUS_OUT_OF_RANGE;
+    }
+  } else if (c->layout == TQ_LAYOUT_CONTIGUOUS) {
+    if (!c->seq_lens)
+      return TQ_STATUS_INVALID_ARGUMENT;
+    if (c->num_seqs > c->num_pages)
+      return TQ_STATUS_OUT_OF_RANGE;
+    for (uint32_t s = 0; s < c->num_seqs; ++s)
+      if (c->seq_lens[s] < 0 || (uint32_t)c->seq_lens[s] > c->page_size)
+        return TQ_STATUS_OUT_OF_RANGE;
+  } else {
+    return TQ_STATUS_INVALID_ARGUMENT;
+  }
+  return TQ_STATUS_OK;
+}
+
+tq_status tq_kv_cache_tokens(const tq_kv_cache_v0 *cache, uint32_t seq,
+                             uint64_t *out_tokens) {
+  tq_status status = check_cache(cache);
+  if (status != TQ_STATUS_OK)
+    return status;
+  if (!out_tokens)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  if (seq >= cache->num_seqs)
+    return TQ_STATUS_OUT_OF_RANGE;
+  if (cache->layout == TQ_LAYOUT_CONTIGUOUS) {
+    *out_tokens = (uint64_t)cache->seq_lens[seq];
+    return TQ_STATUS_OK;
+  }
+  int32_t pages = cache->indptr[seq + 1] - cache->indptr[seq];
+  *out_tokens = pages == 0 ? 0
+                           : (uint64_t)(pages - 1) * cache->page_size +
+                                 (uint64_t)cache->last_page_len[seq];
+  return TQ_STATUS_OK;
+}
+
+/* Pages (and their capacity in tokens) a sequence may write. */
+static uint64_t capacity(const tq_kv_cache_v0 *c, uint32_t seq) {
+  if (c->layout == TQ_LAYOUT_CONTIGUOUS)
+    return c->page_size;
+  return (uint64_t)(c->indptr[seq + 1] - c->indptr[seq]) * c->page_size;
+}
+
+/*--- Kernel lookup -----------------------------------------------------*/
+
+typedef struct {
+  void *entry;
+  const int64_t *info;
+} kernel;
+
+static tq_status lookup(tq_runtime *rt, const char *name, kernel *out) {
+  char symbol[512];
+  if (snprintf(symbol, sizeof symbol, "_mlir_ciface_%s", name) >=
+      (int)sizeof symbol)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  out->entry = dlsym(rt->library, symbol);
+  if (snprintf(symbol, sizeof symbol, "%s_info", name) >= (int)sizeof symbol)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  out->info = dlsym(rt->library, symbol);
+  if (!out->entry || !out->info)
+    return TQ_STATUS_NOT_FOUND;
+  return out->info[INFO_VERSION] == 1 ? TQ_STATUS_OK
+                                      : TQ_STATUS_VERSION_MISMATCH;
+}
+
+/* Format names become part of symbol names: letters, digits, '_'. */
+static bool is_identifier(const char *s) {
+  if (!*s)
+    return false;
+  for (; *s; ++s)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_'))
+      return false;
+  return true;
+}
+
+/*--- Views -------------------------------------------------------------*/
+
+/* Pool view of one kv head: [pages][page_size][1][row_bytes]. */
+static memref4 pool_view(const tq_kv_cache_v0 *c, uint8_t *base,
+                         uint32_t row_bytes, uint32_t kv_head) {
+  memref4 m;
+  m.allocated = m.aligned = base;
+  m.offset = (int64_t)kv_head * row_bytes;
+  m.sizes[0] = (int64_t)c->num_pages;
+  m.sizes[1] = c->page_size;
+  m.sizes[2] = 1;
+  m.sizes[3] = row_bytes;
+  m.strides[3] = 1;
+  m.strides[2] = row_bytes;
+  m.strides[1] = (int64_t)c->num_kv_heads * row_bytes;
+  m.strides[0] = m.strides[1] * c->page_size;
+  return m;
+}
+
+/* [rows][group][head_dim] view of the heads of one group. */
+static memref3 rows_view(const float *base, uint64_t first_row,
+                         uint64_t rows, uint32_t heads, uint32_t first_head,
+                         uint32_t group, uint32_t head_dim) {
+  memref3 m;
+  m.allocated = m.aligned = (void *)(uintptr_t)base;
+  m.offset = (int64_t)((first_row * heads + first_head) * head_dim);
+  m.sizes[0] = (int64_t)rows;
+  m.sizes[1] = group;
+  m.sizes[2] = head_dim;
+  m.strides[0] = (int64_t)heads * head_dim;
+  m.strides[1] = head_dim;
+  m.strides[2] = 1;
+  return m;
+}
+
+/* The page table of one sequence (contiguous: the one page it owns). */
+static memref1 table_view(const tq_kv_cache_v0 *c, const int32_t *identity,
+                          uint32_t seq) {
+  memref1 m;
+  m.strides[0] = 1;
+  if (c->layout == TQ_LAYOUT_CONTIGUOUS) {
+    m.allocated = m.aligned = (void *)(uintptr_t)identity;
+    m.offset = seq;
+    m.sizes[0] = 1;
+  } else {
+    m.allocated = m.aligned = (void *)(uintptr_t)c->indices;
+    m.offset = c->indptr[seq];
+    m.sizes[0] = c->indptr[seq + 1] - c->indptr[seq];
+  }
+  return m;
+}
+
+/* 0, 1, 2, ... for contiguous tables. */
+static int32_t *identity_table(tq_runtime *rt, uint32_t n) {
+  int32_t *t = rt->allocator.allocate(rt->allocator.user,
+                                      sizeof(int32_t) * (n ? n : 1),
+                                      _Alignof(int32_t));
+  if (t)
+    for (uint32_t i = 0; i < n; ++i)
+      t[i] = (int32_t)i;
+  return t;
+}
+
+/*--- Append ------------------------------------------------------------*/
+
+typedef struct {
+  const tq_kv_cache_v0 *cache;
+  const int32_t *identity;
+  append_fn k_fn, v_fn;
+  uint32_t seq;
+  uint64_t start;
+  uint32_t num_rows;
+  const float *k_rows, *v_rows;
+} append_job;
+
+static void append_item(void *ctx, uint64_t index) {
+  const append_job *job = ctx;
+  const tq_kv_cache_v0 *c = job->cache;
+  bool is_v = index >= c->num_kv_heads;
+  uint32_t kvh = (uint32_t)(is_v ? index - c->num_kv_heads : index);
+  memref3 rows = rows_view(is_v ? job->v_rows : job->k_rows, 0, job->num_rows,
+                           c->num_kv_heads, kvh, 1, c->head_dim);
+  memref4 pool = pool_view(c, is_v ? c->v_pages : c->k_pages,
+                           is_v ? c->v_row_bytes : c->k_row_bytes, kvh);
+  memref1 table = table_view(c, job->identity, job->seq);
+  (is_v ? job->v_fn : job->k_fn)(&rows, &pool, &table, (int64_t)job->start);
+}
+
+static tq_status find_append(tq_runtime *rt, const char *format,
+                             uint32_t head_dim, uint32_t row_bytes,
+                             append_fn *out) {
+  if (!is_identifier(format))
+    return TQ_STATUS_INVALID_ARGUMENT;
+  char name[256];
+  snprintf(name, sizeof name, "tq_append_%s_d%u", format, head_dim);
+  kernel k;
+  tq_status status = lookup(rt, name, &k);
+  if (status != TQ_STATUS_OK)
+    return status;
+  if (k.info[INFO_KIND] != KIND_APPEND ||
+      k.info[INFO_K_ROW_BYTES] != (int64_t)row_bytes)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  *out = (append_fn)k.entry;
+  return TQ_STATUS_OK;
+}
+
+tq_status tq_append(tq_runtime *rt, const tq_kv_cache_v0 *cache, uint32_t seq,
+                    uint64_t start, uint32_t num_rows, const float *k_rows,
+                    const float *v_rows) {
+  if (!rt)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  tq_status status = check_cache(cache);
+  if (status != TQ_STATUS_OK)
+    return status;
+  if (seq >= cache->num_seqs)
+    return TQ_STATUS_OUT_OF_RANGE;
+  if (num_rows == 0)
+    return TQ_STATUS_OK;
+  if (!k_rows || !v_rows)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  if (start > capacity(cache, seq) ||
+      num_rows > capacity(cache, seq) - start)
+    return TQ_STATUS_OUT_OF_RANGE;
+  append_job job = {cache, NULL, NULL, NULL, seq, start, num_rows,
+                    k_rows, v_rows};
+  if ((status = find_append(rt, cache->k_format, cache->head_dim,
+                            cache->k_row_bytes, &job.k_fn)) != TQ_STATUS_OK ||
+      (status = find_append(rt, cache->v_format, cache->head_dim,
+                            cache->v_row_bytes, &job.v_fn)) != TQ_STATUS_OK)
+    return status;
+  int32_t *identity = identity_table(rt, cache->num_seqs);
+  if (!identity)
+    return TQ_STATUS_OUT_OF_MEMORY;
+  job.identity = identity;
+  tq_thread_pool_run(rt->pool, 2ull * cache->num_kv_heads, append_item, &job);
+  rt->allocator.release(rt->allocator.user, identity);
+  return TQ_STATUS_OK;
+}
+
+/*--- Attention ---------------------------------------------------------*/
+
+typedef struct {
+  const tq_kv_cache_v0 *cache;
+  const tq_attention_params_v0 *params;
+  const int32_t *identity;
+  const float *q;
+  float *out;
+  attention_fn *fns; /* per sequence (null: no queries) */
+  uint64_t *tokens;  /* per sequence */
+  uint32_t group;
+} attention_job;
+
+static void attention_item(void *ctx, uint64_t index) {
+  const attention_job *job = ctx;
+  const tq_kv_cache_v0 *c = job->cache;
+  uint32_t seq = (uint32_t)(index / c->num_kv_heads);
+  uint32_t kvh = (uint32_t)(index % c->num_kv_heads);
+  if (!job->fns[seq])
+    return;
+  const int32_t *qp = job->params->q_indptr;
+  uint32_t heads = job->params->num_q_heads;
+  memref3 q = rows_view(job->q, (uint64_t)qp[seq],
+                        (uint64_t)(qp[seq + 1] - qp[seq]), heads,
+                        kvh * job->group, job->group, c->head_dim);
+  memref3 out = rows_view(job->out, (uint64_t)qp[seq],
+                          (uint64_t)(qp[seq + 1] - qp[seq]), heads,
+                          kvh * job->group, job->group, c->head_dim);
+  memref4 k = pool_view(c, c->k_pages, c->k_row_bytes, kvh);
+  memref4 v = pool_view(c, c->v_pages, c->v_row_bytes, kvh);
+  memref1 table = table_view(c, job->identity, seq);
+  job->fns[seq](&q, &k, &v, &table, (int64_t)job->tokens[seq], &out);
+}
+
+static tq_status find_attention(tq_runtime *rt, const tq_kv_cache_v0 *c,
+                                const tq_attention_params_v0 *p, int kind,
+                                uint32_t group, attention_fn *out) {
+  if (!is_identifier(c->k_format) || !is_identifier(c->v_format))
+    return TQ_STATUS_INVALID_ARGUMENT;
+  char name[384];
+  int n = snprintf(name, sizeof name, "tq_%s_%s_%s_d%u_g%u",
+                   kind == KIND_DECODE ? "decode" : "prefill", c->k_format,
+                   c->v_format, c->head_dim, group);
+  if (p->causal)
+    n += snprintf(name + n, sizeof name - (size_t)n, "_causal");
+  if (p->window)
+    n += snprintf(name + n, sizeof name - (size_t)n, "_w%u", p->window);
+  if (p->softcap > 0.0f)
+    n += snprintf(name + n, sizeof name - (size_t)n, "_sc%lld",
+                  (long long)(p->softcap * 100.0f + 0.5f));
+  if (n >= (int)sizeof name)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  kernel k;
+  tq_status status = lookup(rt, name, &k);
+  if (status != TQ_STATUS_OK)
+    return status;
+  if (k.info[INFO_KIND] != kind || k.info[INFO_HEAD_DIM] != c->head_dim ||
+      k.info[INFO_GROUP] != group ||
+      k.info[INFO_K_ROW_BYTES] != (int64_t)c->k_row_bytes ||
+      k.info[INFO_V_ROW_BYTES] != (int64_t)c->v_row_bytes)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  *out = (attention_fn)k.entry;
+  return TQ_STATUS_OK;
+}
+
+tq_status tq_attention(tq_runtime *rt, const tq_kv_cache_v0 *cache,
+                       const tq_attention_params_v0 *params, const float *q,
+                       float *out) {
+  if (!rt || !params)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  tq_status status = check_cache(cache);
+  if (status != TQ_STATUS_OK)
+    return status;
+  if (params->version != TQ_ATTENTION_PARAMS_VERSION_0 ||
+      params->size != sizeof(*params))
+    return TQ_STATUS_VERSION_MISMATCH;
+  if (!params->q_indptr || !q || !out || params->num_q_heads == 0 ||
+      params->num_q_heads % cache->num_kv_heads != 0 ||
+      !(params->softcap >= 0.0f) || params->q_indptr[0] != 0)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  if (cache->num_seqs == 0)
+    return TQ_STATUS_OK;
+  const uint32_t group = params->num_q_heads / cache->num_kv_heads;
+  size_t per_seq = sizeof(attention_fn) + sizeof(uint64_t);
+  void *scratch = rt->allocator.allocate(
+      rt->allocator.user, per_seq * cache->num_seqs, _Alignof(uint64_t));
+  int32_t *identity = identity_table(rt, cache->num_seqs);
+  if (!scratch || !identity) {
+    if (scratch)
+      rt->allocator.release(rt->allocator.user, scratch);
+    if (identity)
+      rt->allocator.release(rt->allocator.user, identity);
+    return TQ_STATUS_OUT_OF_MEMORY;
+  }
+  attention_job job = {cache, params, identity, q, out,
+                       (attention_fn *)((uint64_t *)scratch + cache->num_seqs),
+                       (uint64_t *)scratch, group};
+  /* Plan: every sequence's kernel and token count, before launching. */
+  for (uint32_t s = 0; s < cache->num_seqs && status == TQ_STATUS_OK; ++s) {
+    int32_t rows = params->q_indptr[s + 1] - params->q_indptr[s];
+    job.fns[s] = NULL;
+    if (rows < 0) {
+      status = TQ_STATUS_INVALID_ARGUMENT;
+      break;
+    }
+    status = tq_kv_cache_tokens(cache, s, &job.tokens[s]);
+    if (status != TQ_STATUS_OK || rows == 0)
+      continue;
+    if (params->causal && (uint64_t)rows > job.tokens[s]) {
+      status = TQ_STATUS_OUT_OF_RANGE;
+      break;
+    }
+    status = find_attention(rt, cache, params,
+                            rows == 1 ? KIND_DECODE : KIND_PREFILL, group,
+                            &job.fns[s]);
+  }
+  if (status == TQ_STATUS_OK)
+    tq_thread_pool_run(rt->pool,
+                       (uint64_t)cache->num_seqs * cache->num_kv_heads,
+                       attention_item, &job);
+  rt->allocator.release(rt->allocator.user, identity);
+  rt->allocator.release(rt->allocator.user, scratch);
+  return status;
+}

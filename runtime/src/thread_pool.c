@@ -1,0 +1,135 @@
+/*===- thread_pool.c - A fork-join pool for kernel grids ----------------===*/
+
+#include "thread_pool.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+struct tq_thread_pool {
+  tq_allocator_v0 allocator;
+  uint32_t num_workers;
+  pthread_t *workers;
+  pthread_mutex_t mutex;
+  pthread_cond_t wake;
+  pthread_cond_t done;
+  /* The current grid; generation changes when a new one is posted. */
+  uint64_t generation;
+  tq_grid_fn fn;
+  void *ctx;
+  uint64_t n;
+  atomic_uint_fast64_t next;
+  uint32_t active;
+  bool stopping;
+};
+
+/* Claims and runs grid indices until none are left. */
+static void drain(tq_thread_pool *pool, tq_grid_fn fn, void *ctx,
+                  uint64_t n) {
+  for (;;) {
+    uint64_t i = atomic_fetch_add(&pool->next, 1);
+    if (i >= n)
+      return;
+    fn(ctx, i);
+  }
+}
+
+static void *worker_main(void *arg) {
+  tq_thread_pool *pool = arg;
+  uint64_t seen = 0;
+  pthread_mutex_lock(&pool->mutex);
+  for (;;) {
+    while (!pool->stopping && pool->generation == seen)
+      pthread_cond_wait(&pool->wake, &pool->mutex);
+    if (pool->stopping)
+      break;
+    seen = pool->generation;
+    tq_grid_fn fn = pool->fn;
+    void *ctx = pool->ctx;
+    uint64_t n = pool->n;
+    pool->active++;
+    pthread_mutex_unlock(&pool->mutex);
+    drain(pool, fn, ctx, n);
+    pthread_mutex_lock(&pool->mutex);
+    if (--pool->active == 0)
+      pthread_cond_broadcast(&pool->done);
+  }
+  pthread_mutex_unlock(&pool->mutex);
+  return NULL;
+}
+
+tq_status tq_thread_pool_create(uint32_t num_threads,
+                                const tq_allocator_v0 *allocator,
+                                tq_thread_pool **out_pool) {
+  tq_thread_pool *pool =
+      allocator->allocate(allocator->user, sizeof(*pool), _Alignof(max_align_t));
+  if (!pool)
+    return TQ_STATUS_OUT_OF_MEMORY;
+  *pool = (tq_thread_pool){0};
+  pool->allocator = *allocator;
+  pool->num_workers = num_threads > 1 ? num_threads - 1 : 0;
+  atomic_init(&pool->next, 0);
+  pthread_mutex_init(&pool->mutex, NULL);
+  pthread_cond_init(&pool->wake, NULL);
+  pthread_cond_init(&pool->done, NULL);
+  if (pool->num_workers) {
+    pool->workers = allocator->allocate(
+        allocator->user, sizeof(pthread_t) * pool->num_workers,
+        _Alignof(pthread_t));
+    if (!pool->workers) {
+      tq_thread_pool_destroy(pool);
+      return TQ_STATUS_OUT_OF_MEMORY;
+    }
+    for (uint32_t i = 0; i < pool->num_workers; ++i)
+      if (pthread_create(&pool->workers[i], NULL, worker_main, pool) != 0) {
+        pool->num_workers = i;
+        tq_thread_pool_destroy(pool);
+        return TQ_STATUS_OUT_OF_MEMORY;
+      }
+  }
+  *out_pool = pool;
+  return TQ_STATUS_OK;
+}
+
+void tq_thread_pool_destroy(tq_thread_pool *pool) {
+  if (!pool)
+    return;
+  pthread_mutex_lock(&pool->mutex);
+  pool->stopping = true;
+  pthread_cond_broadcast(&pool->wake);
+  pthread_mutex_unlock(&pool->mutex);
+  for (uint32_t i = 0; i < pool->num_workers; ++i)
+    pthread_join(pool->workers[i], NULL);
+  pthread_cond_destroy(&pool->wake);
+  pthread_cond_destroy(&pool->done);
+  pthread_mutex_destroy(&pool->mutex);
+  tq_allocator_v0 allocator = pool->allocator;
+  if (pool->workers)
+    allocator.release(allocator.user, pool->workers);
+  allocator.release(allocator.user, pool);
+}
+
+void tq_thread_pool_run(tq_thread_pool *pool, uint64_t n, tq_grid_fn fn,
+                        void *ctx) {
+  if (n == 0)
+    return;
+  if (pool->num_workers == 0 || n == 1) {
+    for (uint64_t i = 0; i < n; ++i)
+      fn(ctx, i);
+    return;
+  }
+  pthread_mutex_lock(&pool->mutex);
+  pool->fn = fn;
+  pool->ctx = ctx;
+  pool->n = n;
+  atomic_store(&pool->next, 0);
+  pool->generation++;
+  pthread_cond_broadcast(&pool->wake);
+  pthread_mutex_unlock(&pool->mutex);
+  drain(pool, fn, ctx, n);
+  /* Wait until every worker that joined this grid has finished. */
+  pthread_mutex_lock(&pool->mutex);
+  while (pool->active > 0)
+    pthread_cond_wait(&pool->done, &pool->mutex);
+  pthread_mutex_unlock(&pool->mutex);
+}

@@ -52,6 +52,9 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
   bufferization::BufferDeallocationPipelineOptions dealloc;
   bufferization::buildBufferDeallocationPipeline(pm, dealloc);
 
+  // Copies through strided views would otherwise call memrefCopy from
+  // MLIR's runtime library; kernels stay self-contained.
+  pm.addPass(createTQMemRefCopyToLinalg());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   pm.addPass(createForallToForLoopPass());
   pm.addPass(memref::createExpandStridedMetadataPass());

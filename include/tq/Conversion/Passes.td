@@ -36,4 +36,24 @@ def TQLowerToLoops : Pass<"tq-lower-to-loops", "::mlir::ModuleOp"> {
   ];
 }
 
+def TQMemRefCopyToLinalg : Pass<"tq-memref-copy-to-linalg"> {
+  let summary = "Turn memref.copy into linalg.copy loop nests";
+  let description = [{
+    Bufferization copies between strided views as `memref.copy`, which the
+    LLVM lowering turns into a call to a runtime-library function
+    (`memrefCopy`). Kernels must not depend on that library, so this pass
+    rewrites every copy as `linalg.copy`, which `convert-linalg-to-loops`
+    lowers to plain loads and stores.
+
+    ```mlir
+    memref.copy %a, %b : memref<?xf32, strided<[?]>> to memref<?xf32>
+    ```
+    becomes
+    ```mlir
+    linalg.copy ins(%a : memref<?xf32, strided<[?]>>) outs(%b : memref<?xf32>)
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
 #endif // TQ_CONVERSION_PASSES_TD

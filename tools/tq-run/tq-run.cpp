@@ -1,0 +1,261 @@
+//===- tq-run.cpp - Run TurboQuant attention kernels on files -------------===//
+//
+//   tq-run attention --k-format F --v-format G --head-dim D --q-heads H
+//          --kv-heads KH [--causal] [--window W] [--softcap C] [--scale S]
+//          [--page-size P] [--library DIR] [--num-threads N]
+//          --q Q.f32 --k K.f32 --v V.f32 --out O.f32
+//
+// Q is [n_q][H][D], K and V are [n_kv][KH][D] (little-endian float32,
+// row-major). K/V are appended into a paged cache through the append
+// kernels, then decode (n_q = 1) or prefill (n_q > 1; causal queries are
+// the last n_q positions) runs, and O ([n_q][H][D]) is written. Kernels
+// come from --library (a tq-aot directory) or are compiled on the fly into
+// a temporary one.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tq/Dialect/TQ/IR/TQDialect.h"
+#include "tq/Quant/Format.h"
+#include "tq/Target/KernelLibrary.h"
+#include "tq/tq_runtime.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+using namespace mlir;
+using namespace mlir::tq;
+namespace cl = llvm::cl;
+
+namespace {
+
+cl::opt<std::string> command(cl::Positional, cl::desc("<command: attention>"),
+                             cl::Required);
+cl::opt<std::string> kFormat("k-format", cl::desc("K cache format"),
+                             cl::Required);
+cl::opt<std::string> vFormat("v-format", cl::desc("V cache format"),
+                             cl::Required);
+cl::opt<unsigned> headDim("head-dim", cl::desc("head dim D"), cl::Required);
+cl::opt<unsigned> qHeads("q-heads", cl::desc("query heads H"), cl::Required);
+cl::opt<unsigned> kvHeads("kv-heads", cl::desc("KV heads KH"), cl::Required);
+cl::opt<bool> causal("causal", cl::desc("causal masking"));
+cl::opt<unsigned> window("window", cl::desc("sliding window (0: none)"),
+                         cl::init(0));
+cl::opt<float> softcap("softcap", cl::desc("logit soft-cap (0: none)"),
+                       cl::init(0.0f));
+cl::opt<float> scale("scale", cl::desc("logit scale (default 1/sqrt(D))"),
+                     cl::init(0.0f));
+cl::opt<unsigned> pageSize("page-size", cl::desc("tokens per page"),
+                           cl::init(16));
+cl::opt<std::string> library("library",
+                             cl::desc("tq-aot kernel library directory"));
+cl::opt<unsigned> threads("num-threads", cl::desc("worker threads (0: all)"),
+                          cl::init(0));
+cl::opt<std::string> qFile("q", cl::desc("Q.f32 [n_q][H][D]"), cl::Required);
+cl::opt<std::string> kFile("k", cl::desc("K.f32 [n_kv][KH][D]"), cl::Required);
+cl::opt<std::string> vFile("v", cl::desc("V.f32 [n_kv][KH][D]"), cl::Required);
+cl::opt<std::string> outFile("out", cl::desc("O.f32 [n_q][H][D]"),
+                             cl::Required);
+
+[[noreturn]] void fail(const llvm::Twine &message) {
+  llvm::errs() << "tq-run: error: " << message << "\n";
+  std::exit(1);
+}
+
+/// Rows of `width` floats; fails on a missing file, a partial row, or
+/// non-finite values.
+std::vector<float> readRows(const std::string &path, size_t width,
+                            const char *what) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false);
+  if (!buffer)
+    fail("cannot open '" + path + "': " + buffer.getError().message());
+  size_t bytes = (*buffer)->getBufferSize();
+  if (bytes == 0)
+    fail(llvm::Twine(what) + " file '" + path + "' is empty");
+  if (bytes % (width * 4) != 0)
+    fail(llvm::Twine(what) + " file '" + path + "' has " +
+         llvm::Twine(bytes) + " bytes, not a whole number of rows of " +
+         llvm::Twine(width) + " float32");
+  std::vector<float> v(bytes / 4);
+  std::memcpy(v.data(), (*buffer)->getBufferStart(), bytes);
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(v[i]))
+      fail(llvm::Twine(what) + " file '" + path + "': value " +
+           llvm::Twine(i) + " (row " + llvm::Twine(i / width) +
+           ") is not finite");
+  return v;
+}
+
+void check(tq_status status, const char *what) {
+  if (status != TQ_STATUS_OK)
+    fail(llvm::Twine(what) + " failed: " + tq_status_string(status));
+}
+
+/// Compiles the kernels this run needs into `dir`.
+void compileKernels(const std::string &dir, bool prefill) {
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  registry.insert<TQDialect>();
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  std::vector<RuntimeKernelSpec> specs;
+  RuntimeKernelSpec append;
+  append.kind = RuntimeKernelKind::Append;
+  append.headDim = headDim;
+  append.keyFormat = kFormat;
+  specs.push_back(append);
+  if (vFormat != kFormat) {
+    append.keyFormat = vFormat;
+    specs.push_back(append);
+  }
+  RuntimeKernelSpec attention;
+  attention.kind =
+      prefill ? RuntimeKernelKind::Prefill : RuntimeKernelKind::Decode;
+  attention.keyFormat = kFormat;
+  attention.valueFormat = vFormat;
+  attention.headDim = headDim;
+  attention.group = qHeads / kvHeads;
+  attention.causal = causal;
+  attention.window = window;
+  attention.softcap = softcap;
+  specs.push_back(attention);
+  KernelLibraryOptions options;
+  options.outputDir = dir;
+  std::string error;
+  if (!writeKernelLibrary(context, specs, options, nullptr, error))
+    fail("compiling kernels: " + error);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "tq-run: run TurboQuant attention on files\n\n"
+                              "  Q is [n_q][H][D], K and V are [n_kv][KH][D],"
+                              " O is [n_q][H][D]\n  (little-endian float32, "
+                              "row-major).\n");
+  if (command != "attention")
+    fail("unknown command '" + command + "' (attention)");
+  for (const std::string &f : {kFormat.getValue(), vFormat.getValue()})
+    if (!::tq::quant::Format::get(f, headDim))
+      fail(::tq::quant::Format::get(f, headDim).status().message());
+  if (kvHeads == 0 || qHeads == 0 || qHeads % kvHeads != 0)
+    fail("--q-heads must be a positive multiple of --kv-heads");
+  if (pageSize == 0)
+    fail("--page-size must be positive");
+  if (softcap < 0.0f || scale < 0.0f || !std::isfinite(scale))
+    fail("--softcap and --scale must be finite and non-negative");
+
+  const size_t d = headDim;
+  std::vector<float> q = readRows(qFile, qHeads * d, "Q");
+  std::vector<float> k = readRows(kFile, kvHeads * d, "K");
+  std::vector<float> v = readRows(vFile, kvHeads * d, "V");
+  if (k.size() != v.size())
+    fail("K and V hold different numbers of tokens");
+  const size_t nq = q.size() / (qHeads * d), nkv = k.size() / (kvHeads * d);
+  if (causal && nq > nkv)
+    fail("causal attention needs n_q (" + llvm::Twine(nq) + ") <= n_kv (" +
+         llvm::Twine(nkv) + ")");
+  // A custom scale is applied to the queries: the kernels use 1/sqrt(D).
+  if (scale > 0.0f) {
+    float factor = scale * std::sqrt(float(d));
+    for (float &x : q)
+      x *= factor;
+  }
+
+  std::string dir = library;
+  llvm::SmallString<128> temp;
+  if (dir.empty()) {
+    if (llvm::sys::fs::createUniqueDirectory("tq-run", temp))
+      fail("cannot create a temporary directory");
+    dir = temp.str().str();
+    compileKernels(dir, nq > 1);
+  }
+  std::string lib = dir + "/libtqkernels.so";
+  tq_runtime_options_v0 options = {TQ_RUNTIME_OPTIONS_VERSION_0,
+                                   sizeof(tq_runtime_options_v0), lib.c_str(),
+                                   threads, 0};
+  tq_runtime *rt = nullptr;
+  check(tq_runtime_create(&options, nullptr, &rt),
+        "loading the kernel library");
+
+  auto kf = ::tq::quant::Format::get(kFormat, headDim);
+  auto vf = ::tq::quant::Format::get(vFormat, headDim);
+  const uint32_t pages = uint32_t((nkv + pageSize - 1) / pageSize);
+  std::vector<uint8_t> kPool(size_t(pages) * pageSize * kvHeads *
+                             kf->rowBytes());
+  std::vector<uint8_t> vPool(size_t(pages) * pageSize * kvHeads *
+                             vf->rowBytes());
+  std::vector<int32_t> indptr = {0, int32_t(pages)}, indices(pages);
+  for (uint32_t p = 0; p < pages; ++p)
+    indices[p] = int32_t(p);
+  std::vector<int32_t> lastLen = {int32_t(nkv - size_t(pages - 1) * pageSize)};
+  tq_kv_cache_v0 cache = {};
+  cache.version = TQ_KV_CACHE_VERSION_0;
+  cache.size = sizeof(cache);
+  cache.k_format = kFormat.c_str();
+  cache.v_format = vFormat.c_str();
+  cache.head_dim = headDim;
+  cache.num_kv_heads = kvHeads;
+  cache.page_size = pageSize;
+  cache.layout = TQ_LAYOUT_PAGED;
+  cache.k_row_bytes = uint32_t(kf->rowBytes());
+  cache.v_row_bytes = uint32_t(vf->rowBytes());
+  cache.num_pages = pages;
+  cache.k_pages = kPool.data();
+  cache.v_pages = vPool.data();
+  cache.num_seqs = 1;
+  cache.indptr = indptr.data();
+  cache.indices = indices.data();
+  cache.last_page_len = lastLen.data();
+  check(tq_append(rt, &cache, 0, 0, uint32_t(nkv), k.data(), v.data()),
+        "append");
+
+  std::vector<int32_t> qIndptr = {0, int32_t(nq)};
+  tq_attention_params_v0 params = {TQ_ATTENTION_PARAMS_VERSION_0,
+                                   sizeof(params),
+                                   qHeads,
+                                   causal ? 1u : 0u,
+                                   window,
+                                   softcap,
+                                   qIndptr.data()};
+  std::vector<float> out(q.size());
+  check(tq_attention(rt, &cache, &params, q.data(), out.data()), "attention");
+  tq_runtime_destroy(rt);
+  if (!temp.empty())
+    llvm::sys::fs::remove_directories(temp);
+
+  std::error_code ec;
+  std::string partial = outFile + ".tmp-tq-run";
+  {
+    llvm::raw_fd_ostream os(partial, ec, llvm::sys::fs::OF_None);
+    if (ec)
+      fail("cannot create '" + outFile + "': " + ec.message());
+    os.write(reinterpret_cast<const char *>(out.data()), out.size() * 4);
+    if (os.has_error()) {
+      os.clear_error();
+      llvm::sys::fs::remove(partial);
+      fail("cannot write '" + outFile + "'");
+    }
+  }
+  if (llvm::sys::fs::rename(partial, outFile)) {
+    llvm::sys::fs::remove(partial);
+    fail("cannot write '" + outFile + "'");
+  }
+  return 0;
+}

@@ -234,8 +234,11 @@ bool mlir::tq::writeKernelLibrary(MLIRContext &context,
   // Link the objects into the shared library the runtime loads.
   llvm::ErrorOr<std::string> driver =
       llvm::sys::findProgramByName(options.linker);
+  if (!driver) // Any C compiler driver links a shared library.
+    driver = llvm::sys::findProgramByName("cc");
   if (!driver) {
-    error = "cannot find the linker driver '" + options.linker + "'";
+    error = "cannot find the linker driver '" + options.linker +
+            "' (nor 'cc') on PATH";
     return false;
   }
   std::string library = options.outputDir + "/libtqkernels.so";

@@ -1,0 +1,496 @@
+//===- RuntimeTest.cpp - The C runtime over tq-aot kernel libraries -------===//
+//
+// The kernel libraries are written by tq-aot in ctest fixtures
+// (unittests/Runtime/CMakeLists.txt) into the directories the build passes
+// as TQ_TEST_KERNELS_PLAIN / TQ_TEST_KERNELS_MASKED (environment variables
+// of the same names override them). This binary links only the runtime and
+// lib/Quant, so it also runs under ASan and UBSan.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tq/Quant/Attention.h"
+#include "tq/Quant/Format.h"
+#include "tq/Quant/Random.h"
+#include "tq/tq_runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+using namespace tq::quant;
+
+namespace {
+
+/// <dir>/libtqkernels.so, or empty when the library was not built.
+std::string libraryPath(const char *variable, const char *builtIn) {
+  const char *dir = std::getenv(variable);
+  std::string path = std::string(dir ? dir : builtIn) + "/libtqkernels.so";
+  FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f)
+    return {};
+  std::fclose(f);
+  return path;
+}
+
+struct Runtime {
+  tq_runtime *rt = nullptr;
+  explicit Runtime(const std::string &path, uint32_t threads = 2) {
+    tq_runtime_options_v0 o = {TQ_RUNTIME_OPTIONS_VERSION_0, sizeof(o),
+                               path.c_str(), threads, 0};
+    EXPECT_EQ(tq_runtime_create(&o, nullptr, &rt), TQ_STATUS_OK) << path;
+  }
+  ~Runtime() { tq_runtime_destroy(rt); }
+};
+
+/// A batch of sequences in a paged (or contiguous) cache, with the float
+/// rows kept for the reference.
+struct Batch {
+  std::string kFormat, vFormat;
+  unsigned dim, kvHeads, qHeads;
+  std::vector<unsigned> lengths, queries;
+  uint32_t pageSize;
+  bool contiguous = false;
+
+  std::vector<std::vector<float>> k, v; // per sequence [len][KH][D]
+  std::vector<uint8_t> kPool, vPool;
+  std::vector<int32_t> indptr, indices, lastLen, seqLens;
+  uint64_t numPages = 0;
+  tq_kv_cache_v0 cache{};
+
+  void build(uint64_t seed) {
+    Format kf = *Format::get(kFormat, dim), vf = *Format::get(vFormat, dim);
+    SplitMix64 rng(seed);
+    indptr = {0};
+    std::vector<int32_t> order;
+    for (unsigned s = 0; s < lengths.size(); ++s) {
+      unsigned pages =
+          contiguous ? 1 : (lengths[s] + pageSize - 1) / pageSize;
+      indptr.push_back(indptr.back() + int32_t(pages));
+      lastLen.push_back(lengths[s] == 0
+                            ? 0
+                            : int32_t(lengths[s] - (pages - 1) * pageSize));
+      seqLens.push_back(int32_t(lengths[s]));
+    }
+    // Pages in a shuffled order, plus two spares nobody owns.
+    numPages = uint64_t(indptr.back()) + 2;
+    SplitMix64 shuffle(seed ^ 0x5eed);
+    std::vector<int32_t> perm(numPages);
+    std::iota(perm.begin(), perm.end(), 0);
+    for (size_t i = perm.size(); i > 1; --i) // Fisher-Yates
+      std::swap(perm[i - 1], perm[shuffle.next() % i]);
+    indices.assign(perm.begin(), perm.begin() + indptr.back());
+    if (contiguous)
+      numPages = lengths.size();
+    kPool.assign(numPages * pageSize * kvHeads * kf.rowBytes(), 0xCD);
+    vPool.assign(numPages * pageSize * kvHeads * vf.rowBytes(), 0xCD);
+    for (unsigned len : lengths) {
+      std::vector<float> kr(size_t(len) * kvHeads * dim),
+          vr(size_t(len) * kvHeads * dim);
+      for (float &x : kr)
+        x = float(rng.gaussian());
+      for (float &x : vr)
+        x = float(rng.gaussian());
+      k.push_back(std::move(kr));
+      v.push_back(std::move(vr));
+    }
+    cache.version = TQ_KV_CACHE_VERSION_0;
+    cache.size = sizeof(cache);
+    cache.k_format = kFormat.c_str();
+    cache.v_format = vFormat.c_str();
+    cache.head_dim = dim;
+    cache.num_kv_heads = kvHeads;
+    cache.page_size = pageSize;
+    cache.layout = contiguous ? TQ_LAYOUT_CONTIGUOUS : TQ_LAYOUT_PAGED;
+    cache.k_row_bytes = uint32_t(kf.rowBytes());
+    cache.v_row_bytes = uint32_t(vf.rowBytes());
+    cache.num_pages = numPages;
+    cache.k_pages = kPool.data();
+    cache.v_pages = vPool.data();
+    cache.num_seqs = uint32_t(lengths.size());
+    cache.indptr = indptr.data();
+    cache.indices = indices.data();
+    cache.last_page_len = lastLen.data();
+    cache.seq_lens = seqLens.data();
+  }
+
+  /// Appends every sequence's rows in two chunks (exercising start > 0).
+  void append(tq_runtime *rt) {
+    for (uint32_t s = 0; s < lengths.size(); ++s) {
+      unsigned first = lengths[s] / 2;
+      ASSERT_EQ(tq_append(rt, &cache, s, 0, first, k[s].data(), v[s].data()),
+                TQ_STATUS_OK);
+      size_t offset = size_t(first) * kvHeads * dim;
+      ASSERT_EQ(tq_append(rt, &cache, s, first, lengths[s] - first,
+                          k[s].data() + offset, v[s].data() + offset),
+                TQ_STATUS_OK);
+    }
+  }
+};
+
+/// Runs attention over the batch and compares each sequence with
+/// lib/Quant's reference over the same encoded rows.
+std::vector<float> checkAttention(tq_runtime *rt, Batch &b, bool causal,
+                                  unsigned window, float softcap) {
+  Format kf = *Format::get(b.kFormat, b.dim), vf = *Format::get(b.vFormat, b.dim);
+  std::vector<int32_t> qIndptr = {0};
+  for (unsigned n : b.queries)
+    qIndptr.push_back(qIndptr.back() + int32_t(n));
+  SplitMix64 rng(99);
+  std::vector<float> q(size_t(qIndptr.back()) * b.qHeads * b.dim);
+  for (float &x : q)
+    x = float(rng.gaussian());
+  std::vector<float> out(q.size(), NAN);
+  tq_attention_params_v0 p = {TQ_ATTENTION_PARAMS_VERSION_0, sizeof(p),
+                              b.qHeads, causal ? 1u : 0u, window, softcap,
+                              qIndptr.data()};
+  EXPECT_EQ(tq_attention(rt, &b.cache, &p, q.data(), out.data()),
+            TQ_STATUS_OK);
+  for (unsigned s = 0; s < b.lengths.size(); ++s) {
+    if (b.queries[s] == 0)
+      continue;
+    // Encode with the library, as the append kernel must have.
+    std::vector<uint8_t> kc(size_t(b.lengths[s]) * b.kvHeads * kf.rowBytes()),
+        vc(size_t(b.lengths[s]) * b.kvHeads * vf.rowBytes());
+    for (size_t r = 0; r < size_t(b.lengths[s]) * b.kvHeads; ++r) {
+      EXPECT_TRUE(kf.encodeRow(std::span<const float>(b.k[s]).subspan(
+                                   r * b.dim, b.dim),
+                               std::span<uint8_t>(kc).subspan(
+                                   r * kf.rowBytes(), kf.rowBytes()))
+                      .ok());
+      EXPECT_TRUE(vf.encodeRow(std::span<const float>(b.v[s]).subspan(
+                                   r * b.dim, b.dim),
+                               std::span<uint8_t>(vc).subspan(
+                                   r * vf.rowBytes(), vf.rowBytes()))
+                      .ok());
+    }
+    AttentionShape shape{b.queries[s], b.qHeads, b.kvHeads, b.dim,
+                         b.lengths[s]};
+    AttentionOptions o;
+    o.causal = causal;
+    o.window = window;
+    o.softcap = softcap;
+    size_t first = size_t(qIndptr[s]) * b.qHeads * b.dim;
+    size_t count = size_t(b.queries[s]) * b.qHeads * b.dim;
+    std::vector<double> ref(count);
+    EXPECT_TRUE(referenceAttentionQuantized(
+                    shape, o, std::span<const float>(q).subspan(first, count),
+                    kf, kc, vf, vc, ref)
+                    .ok());
+    double worst = 0;
+    for (size_t i = 0; i < count; ++i)
+      worst = std::max(worst, std::fabs(out[first + i] - ref[i]));
+    EXPECT_LT(worst, 1e-4) << "sequence " << s << " (" << b.lengths[s]
+                           << " tokens, " << b.queries[s] << " queries)";
+  }
+  return out;
+}
+
+class RuntimeTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    plain = libraryPath("TQ_TEST_KERNELS_PLAIN", TQ_TEST_KERNELS_PLAIN);
+    masked = libraryPath("TQ_TEST_KERNELS_MASKED", TQ_TEST_KERNELS_MASKED);
+    if (plain.empty() || masked.empty())
+      GTEST_SKIP() << "kernel libraries not found under "
+                   << TQ_TEST_KERNELS_PLAIN << " / " << TQ_TEST_KERNELS_MASKED
+                   << " (ctest builds them first with tq-aot)";
+  }
+  std::string plain, masked;
+};
+
+Batch ragged(const char *k, const char *v, unsigned dim, unsigned group,
+             uint32_t pageSize) {
+  Batch b;
+  b.kFormat = k;
+  b.vFormat = v;
+  b.dim = dim;
+  b.kvHeads = 2;
+  b.qHeads = 2 * group;
+  b.lengths = {1, 17, 40, 0, 5};
+  b.queries = {1, 1, 1, 0, 1};
+  b.pageSize = pageSize;
+  return b;
+}
+
+TEST_F(RuntimeTest, DecodeRaggedBatchesMatchReference) {
+  Runtime r(plain);
+  for (auto [k, v] : {std::pair{"turbo3_0", "q8_0"}, {"polar4", "q8_0"},
+                      {"turbo3_0", "turbo3_0"}})
+    for (unsigned dim : {64u, 96u})
+      for (unsigned group : {1u, 3u}) {
+        SCOPED_TRACE(std::string(k) + "/" + v + " d=" + std::to_string(dim) +
+                     " g=" + std::to_string(group));
+        Batch b = ragged(k, v, dim, group, 16);
+        b.build(dim * 10 + group);
+        b.append(r.rt);
+        checkAttention(r.rt, b, false, 0, 0.0f);
+      }
+}
+
+TEST_F(RuntimeTest, PrefillMatchesReference) {
+  Runtime r(plain);
+  Batch b = ragged("polar4", "q8_0", 96, 3, 16);
+  b.queries = {1, 4, 7, 0, 2};
+  b.build(7);
+  b.append(r.rt);
+  checkAttention(r.rt, b, false, 0, 0.0f);
+}
+
+TEST_F(RuntimeTest, CausalWindowSoftcap) {
+  Runtime r(masked);
+  Batch b = ragged("tq3_0", "f16", 64, 2, 16);
+  b.queries = {1, 3, 9, 0, 5};
+  b.build(11);
+  b.append(r.rt);
+  checkAttention(r.rt, b, true, 8, 20.0f);
+}
+
+/// Page sizes 1, 16 and 128, and the contiguous layout: identical output.
+TEST_F(RuntimeTest, PagedAndContiguousAgree) {
+  Runtime r(plain);
+  std::vector<float> first;
+  for (int variant = 0; variant < 4; ++variant) {
+    Batch b = ragged("turbo3_0", "q8_0", 64, 3, variant == 0   ? 1
+                                               : variant == 1 ? 16
+                                                              : 128);
+    b.contiguous = variant == 3;
+    b.build(5);
+    b.append(r.rt);
+    std::vector<float> out = checkAttention(r.rt, b, false, 0, 0.0f);
+    if (variant == 0)
+      first = out;
+    else
+      EXPECT_EQ(out, first) << "variant " << variant;
+  }
+}
+
+/// Append writes the library's bytes into the right slots and nothing else.
+TEST_F(RuntimeTest, AppendWritesLibraryBytesInPlace) {
+  Runtime r(plain);
+  Batch b = ragged("polar4", "q8_0", 96, 1, 16);
+  b.build(3);
+  std::vector<uint8_t> before = b.kPool;
+  b.append(r.rt);
+  Format kf = *Format::get("polar4", 96);
+  std::vector<bool> written(b.kPool.size(), false);
+  for (uint32_t s = 0; s < b.lengths.size(); ++s)
+    for (unsigned t = 0; t < b.lengths[s]; ++t)
+      for (unsigned h = 0; h < b.kvHeads; ++h) {
+        size_t page = size_t(b.indices[size_t(b.indptr[s]) + t / b.pageSize]);
+        size_t at = ((page * b.pageSize + t % b.pageSize) * b.kvHeads + h) *
+                    kf.rowBytes();
+        std::vector<uint8_t> want(kf.rowBytes());
+        ASSERT_TRUE(kf.encodeRow(std::span<const float>(b.k[s]).subspan(
+                                     (size_t(t) * b.kvHeads + h) * 96, 96),
+                                 want)
+                        .ok());
+        EXPECT_EQ(0, std::memcmp(&b.kPool[at], want.data(), want.size()))
+            << "seq " << s << " token " << t << " head " << h;
+        for (size_t i = 0; i < want.size(); ++i)
+          written[at + i] = true;
+      }
+  for (size_t i = 0; i < b.kPool.size(); ++i)
+    if (!written[i])
+      ASSERT_EQ(b.kPool[i], before[i]) << "byte " << i << " was touched";
+}
+
+//===----------------------------------------------------------------------===//
+// Malformed calls return a status and never crash
+//===----------------------------------------------------------------------===//
+
+TEST_F(RuntimeTest, CreateErrors) {
+  tq_runtime *rt = reinterpret_cast<tq_runtime *>(1);
+  tq_runtime_options_v0 o = {TQ_RUNTIME_OPTIONS_VERSION_0, sizeof(o),
+                             "/nonexistent/libtqkernels.so", 1, 0};
+  EXPECT_EQ(tq_runtime_create(&o, nullptr, &rt), TQ_STATUS_UNAVAILABLE);
+  EXPECT_EQ(rt, nullptr);
+  EXPECT_EQ(tq_runtime_create(nullptr, nullptr, &rt),
+            TQ_STATUS_INVALID_ARGUMENT);
+  o.size = 8;
+  EXPECT_EQ(tq_runtime_create(&o, nullptr, &rt),
+            TQ_STATUS_VERSION_MISMATCH);
+  o.size = sizeof(o);
+  o.version = 7;
+  EXPECT_EQ(tq_runtime_create(&o, nullptr, &rt),
+            TQ_STATUS_VERSION_MISMATCH);
+  o.version = TQ_RUNTIME_OPTIONS_VERSION_0;
+  o.library_path = nullptr;
+  EXPECT_EQ(tq_runtime_create(&o, nullptr, &rt),
+            TQ_STATUS_INVALID_ARGUMENT);
+  tq_allocator_v0 bad = {TQ_ALLOCATOR_VERSION_0, 4, nullptr, nullptr,
+                         nullptr};
+  o.library_path = plain.c_str();
+  EXPECT_EQ(tq_runtime_create(&o, &bad, &rt), TQ_STATUS_VERSION_MISMATCH);
+  bad.size = sizeof(bad);
+  EXPECT_EQ(tq_runtime_create(&o, &bad, &rt), TQ_STATUS_INVALID_ARGUMENT);
+  EXPECT_STREQ(tq_status_string(TQ_STATUS_OUT_OF_RANGE), "out of range");
+  EXPECT_EQ(tq_runtime_abi_version(), TQ_RUNTIME_ABI_VERSION);
+}
+
+/// Counts allocations so a test can check nothing leaks through the
+/// caller's allocator.
+struct CountingAllocator {
+  int live = 0;
+  static void *allocate(void *user, size_t bytes, size_t alignment) {
+    ++static_cast<CountingAllocator *>(user)->live;
+    return std::aligned_alloc(alignment,
+                              (bytes + alignment - 1) / alignment * alignment);
+  }
+  static void release(void *user, void *p) {
+    --static_cast<CountingAllocator *>(user)->live;
+    std::free(p);
+  }
+};
+
+TEST_F(RuntimeTest, CallerAllocatorIsUsedAndBalanced) {
+  CountingAllocator counter;
+  tq_allocator_v0 a = {TQ_ALLOCATOR_VERSION_0, sizeof(a), &counter,
+                       CountingAllocator::allocate,
+                       CountingAllocator::release};
+  tq_runtime_options_v0 o = {TQ_RUNTIME_OPTIONS_VERSION_0, sizeof(o),
+                             plain.c_str(), 3, 0};
+  tq_runtime *rt = nullptr;
+  ASSERT_EQ(tq_runtime_create(&o, &a, &rt), TQ_STATUS_OK);
+  EXPECT_GT(counter.live, 0);
+  Batch b = ragged("turbo3_0", "q8_0", 64, 1, 16);
+  b.build(1);
+  b.append(rt);
+  checkAttention(rt, b, false, 0, 0.0f);
+  tq_runtime_destroy(rt);
+  EXPECT_EQ(counter.live, 0);
+}
+
+TEST_F(RuntimeTest, MalformedDescriptorsAreRejected) {
+  Runtime r(plain);
+  Batch good = ragged("turbo3_0", "q8_0", 64, 1, 16);
+  good.build(2);
+  std::vector<float> rows(64 * 2 * 64, 0.5f), q(5 * 2 * 64, 0.1f),
+      out(q.size(), 0.0f);
+  std::vector<int32_t> qIndptr = {0, 1, 2, 3, 3, 4};
+  tq_attention_params_v0 p = {TQ_ATTENTION_PARAMS_VERSION_0, sizeof(p), 2, 0,
+                              0, 0.0f, qIndptr.data()};
+  auto attention = [&](const tq_kv_cache_v0 &c) {
+    return tq_attention(r.rt, &c, &p, q.data(), out.data());
+  };
+  auto append = [&](const tq_kv_cache_v0 &c) {
+    return tq_append(r.rt, &c, 1, 0, 1, rows.data(), rows.data());
+  };
+  auto expectBoth = [&](tq_kv_cache_v0 c, tq_status want, const char *what) {
+    EXPECT_EQ(attention(c), want) << what;
+    EXPECT_EQ(append(c), want) << what;
+  };
+  ASSERT_EQ(attention(good.cache), TQ_STATUS_OK);
+
+  tq_kv_cache_v0 c = good.cache;
+  c.version = 3;
+  expectBoth(c, TQ_STATUS_VERSION_MISMATCH, "version");
+  c = good.cache;
+  c.size = 64;
+  expectBoth(c, TQ_STATUS_VERSION_MISMATCH, "size");
+  c = good.cache;
+  c.k_pages = nullptr;
+  expectBoth(c, TQ_STATUS_INVALID_ARGUMENT, "null pool");
+  c = good.cache;
+  c.k_format = nullptr;
+  expectBoth(c, TQ_STATUS_INVALID_ARGUMENT, "null format");
+  c = good.cache;
+  c.indptr = nullptr;
+  expectBoth(c, TQ_STATUS_INVALID_ARGUMENT, "null page table");
+  c = good.cache;
+  c.layout = 9;
+  expectBoth(c, TQ_STATUS_INVALID_ARGUMENT, "layout");
+  c = good.cache;
+  c.head_dim = 0;
+  expectBoth(c, TQ_STATUS_INVALID_ARGUMENT, "head dim 0");
+  c = good.cache;
+  c.head_dim = 80; // no kernel at this head dim
+  expectBoth(c, TQ_STATUS_NOT_FOUND, "head dim mismatch");
+  c = good.cache;
+  c.k_row_bytes = 49; // the kernel's format writes 50-byte rows
+  expectBoth(c, TQ_STATUS_INVALID_ARGUMENT, "row bytes mismatch");
+  c = good.cache;
+  c.k_format = "turbo9_0";
+  expectBoth(c, TQ_STATUS_NOT_FOUND, "unknown format");
+  c = good.cache;
+  c.k_format = "../evil";
+  expectBoth(c, TQ_STATUS_INVALID_ARGUMENT, "format not an identifier");
+  std::vector<int32_t> badIndices = good.indices;
+  badIndices[1] = int32_t(good.numPages);
+  c = good.cache;
+  c.indices = badIndices.data();
+  expectBoth(c, TQ_STATUS_OUT_OF_RANGE, "page index out of range");
+  badIndices[1] = -1;
+  expectBoth(c, TQ_STATUS_OUT_OF_RANGE, "negative page index");
+  std::vector<int32_t> badIndptr = good.indptr;
+  std::swap(badIndptr[1], badIndptr[2]);
+  c = good.cache;
+  c.indptr = badIndptr.data();
+  expectBoth(c, TQ_STATUS_INVALID_ARGUMENT, "decreasing indptr");
+  std::vector<int32_t> badLast = good.lastLen;
+  badLast[1] = 17;
+  c = good.cache;
+  c.last_page_len = badLast.data();
+  expectBoth(c, TQ_STATUS_OUT_OF_RANGE, "last page longer than a page");
+  c = good.cache;
+  c.num_pages = uint64_t(1) << 62;
+  expectBoth(c, TQ_STATUS_OVERFLOW, "pool size overflows");
+
+  // Call-level errors.
+  EXPECT_EQ(tq_append(r.rt, &good.cache, 9, 0, 1, rows.data(), rows.data()),
+            TQ_STATUS_OUT_OF_RANGE);
+  EXPECT_EQ(tq_append(r.rt, &good.cache, 1, 30, 3, rows.data(), rows.data()),
+            TQ_STATUS_OUT_OF_RANGE); // 2 pages of 16: capacity 32
+  EXPECT_EQ(tq_append(r.rt, &good.cache, 1, 0, 1, nullptr, rows.data()),
+            TQ_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(tq_append(nullptr, &good.cache, 1, 0, 1, rows.data(), rows.data()),
+            TQ_STATUS_INVALID_ARGUMENT);
+  tq_attention_params_v0 bp = p;
+  bp.num_q_heads = 3; // not a multiple of 2 kv heads
+  EXPECT_EQ(tq_attention(r.rt, &good.cache, &bp, q.data(), out.data()),
+            TQ_STATUS_INVALID_ARGUMENT);
+  bp = p;
+  bp.size = 16;
+  EXPECT_EQ(tq_attention(r.rt, &good.cache, &bp, q.data(), out.data()),
+            TQ_STATUS_VERSION_MISMATCH);
+  bp = p;
+  bp.q_indptr = nullptr;
+  EXPECT_EQ(tq_attention(r.rt, &good.cache, &bp, q.data(), out.data()),
+            TQ_STATUS_INVALID_ARGUMENT);
+  std::vector<int32_t> badQ = {0, 1, 0, 3, 3, 4};
+  bp = p;
+  bp.q_indptr = badQ.data();
+  EXPECT_EQ(tq_attention(r.rt, &good.cache, &bp, q.data(), out.data()),
+            TQ_STATUS_INVALID_ARGUMENT);
+  bp = p;
+  bp.causal = 1; // the plain library has no causal kernels
+  EXPECT_EQ(tq_attention(r.rt, &good.cache, &bp, q.data(), out.data()),
+            TQ_STATUS_NOT_FOUND);
+  EXPECT_EQ(tq_attention(r.rt, &good.cache, &p, nullptr, out.data()),
+            TQ_STATUS_INVALID_ARGUMENT);
+  uint64_t tokens = 0;
+  EXPECT_EQ(tq_kv_cache_tokens(&good.cache, 2, &tokens), TQ_STATUS_OK);
+  EXPECT_EQ(tokens, 40u);
+  EXPECT_EQ(tq_kv_cache_tokens(&good.cache, 5, &tokens),
+            TQ_STATUS_OUT_OF_RANGE);
+}
+
+TEST_F(RuntimeTest, CausalNeedsEnoughTokens) {
+  Runtime r(masked);
+  Batch b = ragged("tq3_0", "f16", 64, 2, 16);
+  b.build(4);
+  b.append(r.rt);
+  std::vector<int32_t> qIndptr = {0, 2, 3, 4, 4, 5}; // 2 queries over 1 token
+  std::vector<float> q(5 * 4 * 64, 0.1f), out(q.size());
+  tq_attention_params_v0 p = {TQ_ATTENTION_PARAMS_VERSION_0, sizeof(p), 4, 1,
+                              8, 20.0f, qIndptr.data()};
+  EXPECT_EQ(tq_attention(r.rt, &b.cache, &p, q.data(), out.data()),
+            TQ_STATUS_OUT_OF_RANGE);
+}
+
+} // namespace

@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tq/Dialect/TQ/IR/TQDialect.h"
+#include "tq/Quant/Attention.h"
 #include "tq/Quant/Format.h"
 #include "tq/Target/KernelLibrary.h"
 #include "tq/tq_runtime.h"
@@ -28,6 +29,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cmath>
@@ -67,6 +69,13 @@ cl::opt<std::string> kFile("k", cl::desc("K.f32 [n_kv][KH][D]"), cl::Required);
 cl::opt<std::string> vFile("v", cl::desc("V.f32 [n_kv][KH][D]"), cl::Required);
 cl::opt<std::string> outFile("out", cl::desc("O.f32 [n_q][H][D]"),
                              cl::Required);
+cl::opt<bool> checkResult(
+    "check",
+    cl::desc("also compute lib/Quant's double-precision attention over the "
+             "cache the append kernels wrote; print the largest difference "
+             "and fail if it exceeds --tolerance"));
+cl::opt<double> tolerance("tolerance", cl::desc("--check limit"),
+                          cl::init(1e-4));
 
 [[noreturn]] void fail(const llvm::Twine &message) {
   llvm::errs() << "tq-run: error: " << message << "\n";
@@ -237,6 +246,42 @@ int main(int argc, char **argv) {
   std::vector<float> out(q.size());
   check(tq_attention(rt, &cache, &params, q.data(), out.data()), "attention");
   tq_runtime_destroy(rt);
+  if (checkResult) {
+    // Gather the rows the append kernels wrote, in token order.
+    auto gather = [&](const std::vector<uint8_t> &pool, size_t rowBytes) {
+      std::vector<uint8_t> rows(nkv * kvHeads * rowBytes);
+      for (size_t t = 0; t < nkv; ++t) {
+        size_t page = size_t(indices[t / pageSize]);
+        const uint8_t *src =
+            &pool[((page * pageSize + t % pageSize) * kvHeads) * rowBytes];
+        std::memcpy(&rows[t * kvHeads * rowBytes], src, kvHeads * rowBytes);
+      }
+      return rows;
+    };
+    std::vector<uint8_t> kRows = gather(kPool, kf->rowBytes());
+    std::vector<uint8_t> vRows = gather(vPool, vf->rowBytes());
+    ::tq::quant::AttentionShape shape{unsigned(nq), qHeads, kvHeads, headDim,
+                                      unsigned(nkv)};
+    ::tq::quant::AttentionOptions opts;
+    opts.causal = causal;
+    opts.window = window;
+    opts.softcap = softcap;
+    std::vector<double> ref(out.size());
+    ::tq::quant::Status s = ::tq::quant::referenceAttentionQuantized(
+        shape, opts, q, *kf, kRows, *vf, vRows, ref);
+    if (!s)
+      fail("reference attention: " + s.message());
+    double worst = 0;
+    for (size_t i = 0; i < out.size(); ++i)
+      worst = std::max(worst, std::fabs(out[i] - ref[i]));
+    llvm::outs() << "max |kernel - reference| = "
+                 << llvm::format("%.3e", worst) << " over " << out.size()
+                 << " values\n";
+    if (!(worst <= tolerance))
+      fail("kernel output differs from the reference by " +
+           std::to_string(worst) + " (tolerance " +
+           std::to_string(double(tolerance)) + ")");
+  }
   if (!temp.empty())
     llvm::sys::fs::remove_directories(temp);
 

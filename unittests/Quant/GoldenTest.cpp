@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -72,6 +73,11 @@ struct GoldenCase {
   GoldenFormat format;
   std::string name;
 };
+
+/// Keeps test names readable in ctest (instead of a byte dump).
+void PrintTo(const GoldenCase &c, std::ostream *os) {
+  *os << c.format.dir << "/" << c.name;
+}
 
 std::vector<GoldenCase> allCases(bool onlyRotatedDequant) {
   std::vector<GoldenCase> cases;

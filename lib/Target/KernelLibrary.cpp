@@ -79,6 +79,11 @@ bool compileKernel(MLIRContext &context, const RuntimeKernelSpec &spec,
   pipeline.tileSize = options.tileSize;
   pipeline.splits =
       spec.kind == RuntimeKernelKind::Decode ? options.decodeSplits : 1;
+  if (options.naive) {
+    pipeline.hoistRotations = false;
+    pipeline.fuseCodebook = false;
+    pipeline.tileSize = 0;
+  }
   PassManager pm(&context);
   buildTQToLLVMPipeline(pm, pipeline);
   if (failed(pm.run(*module))) {

@@ -32,6 +32,10 @@ struct KernelLibraryOptions {
   /// Flash tile and split-KV settings for decode / prefill kernels.
   int64_t tileSize = 64;
   int64_t decodeSplits = 4;
+  /// Build the naive pipeline instead (every cached row dequantised and
+  /// un-rotated, no codebook fusion, no tiling): the dequantise-then-attend
+  /// baseline of tq-bench.
+  bool naive = false;
   /// The C compiler driver used to link the shared library.
   std::string linker = "clang";
 };

@@ -1,0 +1,331 @@
+//===- tq-bench.cpp - Decode throughput against the machine's limits ------===//
+//
+// A benchmark, not a test. For each format and context length it times
+// decode steps through the runtime and reports, side by side in the same
+// run:
+//   - the compressed kernel (tq-aot's fused, tiled, split-KV decode),
+//   - the f16 flash-attention baseline (the same harness, f16 K/V),
+//   - the dequantise-then-attend baseline (the naive pipeline: every cached
+//     row decoded and un-rotated, then dense attention),
+// with bytes of KV read per step, achieved GB/s as a share of a memory
+// bandwidth probe, and the time relative to the roofline
+// max(bytes / bandwidth, flops / FMA rate), both probed in the same run.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tq/Dialect/TQ/IR/TQDialect.h"
+#include "tq/Quant/Format.h"
+#include "tq/Quant/Random.h"
+#include "tq/Target/KernelLibrary.h"
+#include "tq/tq_runtime.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/raw_ostream.h"
+#include "llvm/TargetParser/Host.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <thread>
+#include <vector>
+
+using namespace mlir;
+using namespace mlir::tq;
+namespace cl = llvm::cl;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+cl::opt<std::string> formats("formats", cl::desc("K/V formats to measure"),
+                             cl::init("turbo3_0,polar4,q8_0"));
+cl::opt<std::string> contexts("contexts", cl::desc("context lengths"),
+                              cl::init("1024,4096,16384,65536"));
+cl::opt<unsigned> headDim("head-dim", cl::init(128));
+cl::opt<unsigned> qHeads("q-heads", cl::init(32));
+cl::opt<unsigned> kvHeads("kv-heads", cl::init(8));
+cl::opt<unsigned> numThreads("num-threads", cl::desc("0: all CPUs"),
+                             cl::init(0));
+cl::opt<unsigned> repeat("repeat", cl::desc("timed steps per point"),
+                         cl::init(3));
+cl::opt<bool> skipNaive("skip-naive",
+                        cl::desc("skip the dequantise-then-attend baseline"));
+cl::opt<std::string> report("report",
+                            cl::desc("also write the markdown report here"));
+
+[[noreturn]] void fail(const llvm::Twine &message) {
+  llvm::errs() << "tq-bench: error: " << message << "\n";
+  std::exit(1);
+}
+
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+unsigned threadCount() {
+  return numThreads ? numThreads
+                    : std::max(1u, std::thread::hardware_concurrency());
+}
+
+/// Read bandwidth: every thread sums its share of a 512 MiB buffer.
+double probeBandwidth() {
+  const size_t n = (512u << 20) / sizeof(uint64_t);
+  std::vector<uint64_t> data(n, 1);
+  const unsigned t = threadCount();
+  double best = 0;
+  for (int round = 0; round < 3; ++round) {
+    std::atomic<uint64_t> sink{0};
+    auto start = Clock::now();
+    std::vector<std::thread> workers;
+    for (unsigned w = 0; w < t; ++w)
+      workers.emplace_back([&, w] {
+        uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        size_t begin = n * w / t, end = n * (w + 1) / t;
+        for (size_t i = begin; i + 4 <= end; i += 4) {
+          s0 += data[i];
+          s1 += data[i + 1];
+          s2 += data[i + 2];
+          s3 += data[i + 3];
+        }
+        sink += s0 + s1 + s2 + s3;
+      });
+    for (auto &w : workers)
+      w.join();
+    best = std::max(best, double(n * 8) / seconds(start, Clock::now()));
+  }
+  return best;
+}
+
+/// Peak multiply-add rate (flops, counting a multiply-add as 2): each
+/// thread runs independent chains the compiler can vectorise.
+double probeFma() {
+  const unsigned t = threadCount();
+  const int chains = 64, iterations = 2000000;
+  std::atomic<double> sink{0};
+  auto start = Clock::now();
+  std::vector<std::thread> workers;
+  for (unsigned w = 0; w < t; ++w)
+    workers.emplace_back([&] {
+      float acc[chains];
+      for (int c = 0; c < chains; ++c)
+        acc[c] = float(c);
+      for (int i = 0; i < iterations; ++i)
+        for (int c = 0; c < chains; ++c)
+          acc[c] = acc[c] * 0.999999f + 1e-7f;
+      double s = 0;
+      for (float a : acc)
+        s += a;
+      sink = sink + s;
+    });
+  for (auto &w : workers)
+    w.join();
+  return 2.0 * chains * double(iterations) * t /
+         seconds(start, Clock::now());
+}
+
+struct Library {
+  std::string dir;
+  tq_runtime *rt = nullptr;
+};
+
+Library buildLibrary(MLIRContext &context, const std::vector<std::string> &fs,
+                     bool naive) {
+  llvm::SmallString<128> dir;
+  if (llvm::sys::fs::createUniqueDirectory("tq-bench", dir))
+    fail("cannot create a temporary directory");
+  std::vector<RuntimeKernelSpec> specs;
+  for (const std::string &f : fs) {
+    RuntimeKernelSpec s;
+    s.kind = RuntimeKernelKind::Decode;
+    s.keyFormat = s.valueFormat = f;
+    s.headDim = headDim;
+    s.group = qHeads / kvHeads;
+    specs.push_back(s);
+  }
+  KernelLibraryOptions options;
+  options.outputDir = dir.str().str();
+  options.naive = naive;
+  std::string error;
+  auto progress = [&](size_t i, size_t n, const std::string &name) {
+    llvm::errs() << "  compiling [" << (i + 1) << "/" << n << "] " << name
+                 << (naive ? " (naive)" : "") << "\n";
+  };
+  if (!writeKernelLibrary(context, specs, options, progress, error))
+    fail(error);
+  Library lib;
+  lib.dir = options.outputDir;
+  std::string so = lib.dir + "/libtqkernels.so";
+  tq_runtime_options_v0 o = {TQ_RUNTIME_OPTIONS_VERSION_0, sizeof(o),
+                             so.c_str(), numThreads, 0};
+  if (tq_runtime_create(&o, nullptr, &lib.rt) != TQ_STATUS_OK)
+    fail("cannot load " + so);
+  return lib;
+}
+
+struct Point {
+  double seconds = 0;
+  uint64_t kvBytes = 0;
+};
+
+/// Times decode steps over a contiguous cache of `tokens` rows. The pools
+/// hold 1024 distinct encoded Gaussian rows tiled over the context.
+Point timeDecode(tq_runtime *rt, const std::string &format, uint64_t tokens) {
+  auto f = ::tq::quant::Format::get(format, headDim);
+  const size_t rowBytes = f->rowBytes();
+  const size_t tokenBytes = kvHeads * rowBytes;
+  std::vector<uint8_t> distinct(1024 * tokenBytes);
+  ::tq::quant::SplitMix64 rng(42);
+  std::vector<float> row(headDim);
+  for (size_t r = 0; r < 1024 * size_t(kvHeads); ++r) {
+    for (float &x : row)
+      x = float(rng.gaussian());
+    (void)f->encodeRow(row, std::span<uint8_t>(distinct).subspan(
+                                r * rowBytes, rowBytes));
+  }
+  std::vector<uint8_t> k(tokens * tokenBytes), v;
+  for (uint64_t t = 0; t < tokens; ++t)
+    std::memcpy(&k[t * tokenBytes], &distinct[(t % 1024) * tokenBytes],
+                tokenBytes);
+  v = k;
+  int32_t lens[1] = {int32_t(tokens)};
+  tq_kv_cache_v0 cache = {};
+  cache.version = TQ_KV_CACHE_VERSION_0;
+  cache.size = sizeof(cache);
+  cache.k_format = cache.v_format = format.c_str();
+  cache.head_dim = headDim;
+  cache.num_kv_heads = kvHeads;
+  cache.page_size = uint32_t(tokens);
+  cache.layout = TQ_LAYOUT_CONTIGUOUS;
+  cache.k_row_bytes = cache.v_row_bytes = uint32_t(rowBytes);
+  cache.num_pages = 1;
+  cache.k_pages = k.data();
+  cache.v_pages = v.data();
+  cache.num_seqs = 1;
+  cache.seq_lens = lens;
+  std::vector<float> q(size_t(qHeads) * headDim), out(q.size());
+  for (float &x : q)
+    x = float(rng.gaussian());
+  int32_t qIndptr[2] = {0, 1};
+  tq_attention_params_v0 p = {TQ_ATTENTION_PARAMS_VERSION_0, sizeof(p),
+                              qHeads, 0, 0, 0.0f, qIndptr};
+  if (tq_attention(rt, &cache, &p, q.data(), out.data()) != TQ_STATUS_OK)
+    fail("attention failed for " + format);
+  double best = 1e30;
+  for (unsigned r = 0; r < repeat; ++r) {
+    auto start = Clock::now();
+    (void)tq_attention(rt, &cache, &p, q.data(), out.data());
+    best = std::min(best, seconds(start, Clock::now()));
+  }
+  return {best, 2 * tokens * tokenBytes};
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "tq-bench: decode throughput vs roofline\n");
+  if (kvHeads == 0 || qHeads % kvHeads != 0)
+    fail("--q-heads must be a multiple of --kv-heads");
+  std::vector<std::string> fs;
+  for (llvm::StringRef f : llvm::split(formats, ','))
+    if (!f.empty()) {
+      if (!::tq::quant::Format::get(f, headDim))
+        fail("unknown format '" + f + "'");
+      fs.push_back(f.str());
+    }
+  std::vector<uint64_t> ctxs;
+  for (llvm::StringRef c : llvm::split(contexts, ',')) {
+    uint64_t v;
+    if (c.getAsInteger(10, v) || v == 0)
+      fail("bad context '" + c + "'");
+    ctxs.push_back(v);
+  }
+  std::vector<std::string> withBaseline = fs;
+  if (std::find(fs.begin(), fs.end(), "f16") == fs.end())
+    withBaseline.push_back("f16");
+
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  registry.insert<TQDialect>();
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+
+  llvm::errs() << "probing memory bandwidth and FMA throughput ("
+               << threadCount() << " threads)...\n";
+  const double bandwidth = probeBandwidth();
+  const double fma = probeFma();
+  llvm::errs() << "building kernels...\n";
+  Library fused = buildLibrary(context, withBaseline, false);
+  Library naive;
+  if (!skipNaive)
+    naive = buildLibrary(context, fs, true);
+
+  std::string text;
+  llvm::raw_string_ostream md(text);
+  std::time_t now = std::time(nullptr);
+  char date[32];
+  std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
+  md << "## Decode, " << date << ", " << llvm::sys::getHostCPUName() << ", "
+     << threadCount() << " threads\n\n"
+     << "head dim " << headDim << ", " << qHeads << " query heads, "
+     << kvHeads << " KV heads, one query; best of " << repeat
+     << " steps. Probed in this run: read bandwidth "
+     << llvm::format("%.1f", bandwidth / 1e9) << " GB/s, multiply-add "
+     << llvm::format("%.1f", fma / 1e9) << " GFLOP/s.\n\n"
+     << "| format | context | kernel | ms/step | KV MB/step | GB/s | % of "
+        "bandwidth | x roofline |\n|---|---|---|---|---|---|---|---|\n";
+  auto row = [&](const std::string &f, uint64_t ctx, const char *kind,
+                 Point p) {
+    double flops = 4.0 * qHeads * double(ctx) * headDim;
+    double roofline =
+        std::max(double(p.kvBytes) / bandwidth, flops / fma);
+    md << "| " << f << " | " << ctx << " | " << kind << " | "
+       << llvm::format("%.2f", p.seconds * 1e3) << " | "
+       << llvm::format("%.2f", p.kvBytes / 1e6) << " | "
+       << llvm::format("%.2f", p.kvBytes / p.seconds / 1e9) << " | "
+       << llvm::format("%.1f", 100.0 * p.kvBytes / p.seconds / bandwidth)
+       << " | " << llvm::format("%.1f", p.seconds / roofline) << " |\n";
+  };
+  for (uint64_t ctx : ctxs) {
+    for (const std::string &f : withBaseline) {
+      llvm::errs() << "  " << f << " @ " << ctx << "\n";
+      row(f, ctx, f == "f16" ? "f16 baseline (fused)" : "fused",
+          timeDecode(fused.rt, f, ctx));
+      // The naive library holds the requested formats only.
+      bool requested = std::find(fs.begin(), fs.end(), f) != fs.end();
+      if (!skipNaive && requested)
+        row(f, ctx, "dequantise-then-attend", timeDecode(naive.rt, f, ctx));
+    }
+  }
+  md.flush();
+  llvm::outs() << text;
+  if (!report.empty()) {
+    std::error_code ec;
+    llvm::raw_fd_ostream out(report, ec, llvm::sys::fs::OF_Append);
+    if (ec)
+      fail("cannot write '" + report + "': " + ec.message());
+    out << text << "\n";
+  }
+  tq_runtime_destroy(fused.rt);
+  if (naive.rt)
+    tq_runtime_destroy(naive.rt);
+  llvm::sys::fs::remove_directories(fused.dir);
+  if (!naive.dir.empty())
+    llvm::sys::fs::remove_directories(naive.dir);
+  return 0;
+}

@@ -46,6 +46,8 @@ commands:
   demo    [--rows N] [--dim D]
           Encodes the built-in K/V sample (Gaussian with outlier channels,
           default 256 rows of 128) with every format and prints the table.
+  sample  --rows N --dim D [--seed S] OUT.f32
+          Writes the built-in sample (seed S, default 20260525) as float32.
 
 Errors print one line on stderr and exit with status 1.
 )";
@@ -81,7 +83,8 @@ Args parseArgs(int argc, char **argv) {
       } else {
         fail("option --" + key + " needs a value");
       }
-      if (key != "format" && key != "dim" && key != "queries" && key != "rows")
+      if (key != "format" && key != "dim" && key != "queries" && key != "rows" &&
+          key != "seed")
         fail("unknown option --" + key);
       args.options[key] = value;
     } else {
@@ -282,6 +285,17 @@ int runFormats(const Args &args) {
   return 0;
 }
 
+int runSample(const Args &args) {
+  expectPositional(args, 1, "OUT.f32");
+  unsigned rows = parseCount(args, "rows", 0, true);
+  unsigned dim = parseCount(args, "dim", 0, true);
+  unsigned seed = parseCount(args, "seed", 20260525, false);
+  std::vector<float> sample = makeOutlierSample(rows, dim, seed);
+  writeFileAtomically(args.positional[0], sample.data(),
+                      sample.size() * sizeof(float));
+  return 0;
+}
+
 int runDemo(const Args &args) {
   expectPositional(args, 0, "no files");
   unsigned rows = parseCount(args, "rows", 256, false);
@@ -327,5 +341,7 @@ int main(int argc, char **argv) {
     return runFormats(args);
   if (args.command == "demo")
     return runDemo(args);
+  if (args.command == "sample")
+    return runSample(args);
   fail("unknown command '" + args.command + "' (try 'tq-quant --help')");
 }

@@ -32,6 +32,7 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -76,6 +77,10 @@ cl::opt<bool> checkResult(
              "and fail if it exceeds --tolerance"));
 cl::opt<double> tolerance("tolerance", cl::desc("--check limit"),
                           cl::init(1e-4));
+cl::opt<unsigned> repeat(
+    "repeat", cl::desc("time this many extra attention calls and print the "
+                       "best (0: none)"),
+    cl::init(0));
 
 [[noreturn]] void fail(const llvm::Twine &message) {
   llvm::errs() << "tq-run: error: " << message << "\n";
@@ -245,6 +250,20 @@ int main(int argc, char **argv) {
                                    qIndptr.data()};
   std::vector<float> out(q.size());
   check(tq_attention(rt, &cache, &params, q.data(), out.data()), "attention");
+  if (repeat > 0) {
+    double best = 1e30;
+    for (unsigned r = 0; r < repeat; ++r) {
+      auto start = std::chrono::steady_clock::now();
+      check(tq_attention(rt, &cache, &params, q.data(), out.data()),
+            "attention");
+      best = std::min(best, std::chrono::duration<double>(
+                                std::chrono::steady_clock::now() - start)
+                                .count());
+    }
+    llvm::outs() << (nq == 1 ? "decode" : "prefill") << ": "
+                 << llvm::format("%.3f", best * 1e3) << " ms per call ("
+                 << nkv << " tokens, best of " << repeat << ")\n";
+  }
   tq_runtime_destroy(rt);
   if (checkResult) {
     // Gather the rows the append kernels wrote, in token order.
@@ -277,6 +296,18 @@ int main(int argc, char **argv) {
     llvm::outs() << "max |kernel - reference| = "
                  << llvm::format("%.3e", worst) << " over " << out.size()
                  << " values\n";
+    // And how far the compressed cache moves the result from exact
+    // attention over the float K/V.
+    std::vector<double> exact(out.size());
+    if (::tq::quant::referenceAttention(shape, opts, q, k, v, exact)) {
+      double err = 0, norm = 0;
+      for (size_t i = 0; i < out.size(); ++i) {
+        err += (out[i] - exact[i]) * (out[i] - exact[i]);
+        norm += exact[i] * exact[i];
+      }
+      llvm::outs() << "relative error vs exact attention = "
+                   << llvm::format("%.4f", std::sqrt(err / norm)) << "\n";
+    }
     if (!(worst <= tolerance))
       fail("kernel output differs from the reference by " +
            std::to_string(worst) + " (tolerance " +

@@ -250,7 +250,7 @@ TEST_F(Execution, AsymmetricPairs) {
 
 /// Padded and block-diagonal rotations at every head dim.
 TEST_F(Execution, HeadDims) {
-  for (unsigned d : {64u, 96u, 128u, 160u, 256u}) {
+  for (unsigned d : {64u, 80u, 96u, 112u, 128u, 160u, 192u, 256u}) {
     check(make("polar3", "turbo3_0", d));
     check(make("tq3_0", "haar4", d));
     check(make("tqprod2", "q8_0", d));
@@ -258,7 +258,7 @@ TEST_F(Execution, HeadDims) {
 }
 
 TEST_F(Execution, GqaGroups) {
-  for (unsigned group : {1u, 4u, 7u}) {
+  for (unsigned group : {1u, 2u, 4u, 6u, 7u, 8u}) {
     Config c = make("turbo3_0", "polar4", 64);
     c.kvHeads = 2;
     c.queryHeads = 2 * group;

@@ -2,6 +2,7 @@
 
 #include "tq/Target/KernelLibrary.h"
 
+#include "tq/Dialect/TQ/IR/TQDialect.h"
 #include "tq/Pipelines/Pipelines.h"
 #include "tq/Quant/Format.h"
 
@@ -10,6 +11,10 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
@@ -200,6 +205,18 @@ void writeHeader(llvm::raw_ostream &os,
 }
 
 } // namespace
+
+std::unique_ptr<MLIRContext> mlir::tq::createKernelCompilerContext() {
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  registry.insert<TQDialect>();
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  auto context = std::make_unique<MLIRContext>(registry);
+  context->loadAllAvailableDialects();
+  return context;
+}
 
 bool mlir::tq::writeKernelLibrary(MLIRContext &context,
                                   const std::vector<RuntimeKernelSpec> &specs,

@@ -15,12 +15,7 @@
 #include "tq/Quant/Format.h"
 #include "tq/Target/KernelLibrary.h"
 
-#include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
-#include "mlir/InitAllDialects.h"
-#include "mlir/InitAllExtensions.h"
-#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
@@ -180,14 +175,8 @@ int main(int argc, char **argv) {
         }
       }
 
-  DialectRegistry registry;
-  registerAllDialects(registry);
-  registerAllExtensions(registry);
-  registry.insert<TQDialect>();
-  registerBuiltinDialectTranslation(registry);
-  registerLLVMDialectTranslation(registry);
-  MLIRContext context(registry);
-  context.loadAllAvailableDialects();
+  std::unique_ptr<MLIRContext> owned = createKernelCompilerContext();
+  MLIRContext &context = *owned;
 
   KernelLibraryOptions options;
   options.outputDir = outputDir;

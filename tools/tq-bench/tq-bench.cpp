@@ -19,11 +19,6 @@
 #include "tq/Target/KernelLibrary.h"
 #include "tq/tq_runtime.h"
 
-#include "mlir/IR/DialectRegistry.h"
-#include "mlir/InitAllDialects.h"
-#include "mlir/InitAllExtensions.h"
-#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -256,14 +251,8 @@ int main(int argc, char **argv) {
   if (std::find(fs.begin(), fs.end(), "f16") == fs.end())
     withBaseline.push_back("f16");
 
-  DialectRegistry registry;
-  registerAllDialects(registry);
-  registerAllExtensions(registry);
-  registry.insert<TQDialect>();
-  registerBuiltinDialectTranslation(registry);
-  registerLLVMDialectTranslation(registry);
-  MLIRContext context(registry);
-  context.loadAllAvailableDialects();
+  std::unique_ptr<MLIRContext> owned = createKernelCompilerContext();
+  MLIRContext &context = *owned;
 
   llvm::errs() << "probing memory bandwidth and FMA throughput ("
                << threadCount() << " threads)...\n";

@@ -20,11 +20,6 @@
 #include "tq/Target/KernelLibrary.h"
 #include "tq/tq_runtime.h"
 
-#include "mlir/IR/DialectRegistry.h"
-#include "mlir/InitAllDialects.h"
-#include "mlir/InitAllExtensions.h"
-#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
@@ -118,14 +113,8 @@ void check(tq_status status, const char *what) {
 
 /// Compiles the kernels this run needs into `dir`.
 void compileKernels(const std::string &dir, bool prefill) {
-  DialectRegistry registry;
-  registerAllDialects(registry);
-  registerAllExtensions(registry);
-  registry.insert<TQDialect>();
-  registerBuiltinDialectTranslation(registry);
-  registerLLVMDialectTranslation(registry);
-  MLIRContext context(registry);
-  context.loadAllAvailableDialects();
+  std::unique_ptr<MLIRContext> owned = createKernelCompilerContext();
+  MLIRContext &context = *owned;
   std::vector<RuntimeKernelSpec> specs;
   RuntimeKernelSpec append;
   append.kind = RuntimeKernelKind::Append;

@@ -18,6 +18,7 @@
 #include "mlir/IR/MLIRContext.h"
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,10 @@ struct KernelLibraryOptions {
 
 /// Called before each kernel is compiled: (index, total, name).
 using KernelProgress = std::function<void(size_t, size_t, const std::string &)>;
+
+/// A context that can build, lower and translate kernels: every upstream
+/// dialect and extension, the tq dialect, and the LLVM IR translations.
+std::unique_ptr<MLIRContext> createKernelCompilerContext();
 
 /// Compiles every spec and writes the library. On failure returns false
 /// with `error` naming the kernel and the reason.

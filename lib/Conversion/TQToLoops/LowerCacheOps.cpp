@@ -102,19 +102,9 @@ struct LowerFromBytes : public OpConversionPattern<FromBytesOp> {
   LogicalResult
   matchAndRewrite(FromBytesOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    Location loc = op.getLoc();
-    Value bytes = adaptor.getBytes();
-    auto type = cast<RankedTensorType>(bytes.getType());
-    SmallVector<int64_t> shape = {1};
-    shape.append(type.getShape().begin(), type.getShape().end());
-    SmallVector<OpFoldResult> outputShape = {rewriter.getIndexAttr(1)};
-    for (unsigned i = 0; i < 3; ++i)
-      outputShape.push_back(sizeOf(rewriter, loc, bytes, i));
-    Value pool = tensor::ExpandShapeOp::create(
-        rewriter, loc, RankedTensorType::get(shape, type.getElementType()),
-        bytes, ArrayRef<ReassociationIndices>{{0, 1}, {2}, {3}}, outputShape);
-    rewriter.replaceOpWithNewOp<tensor::CastOp>(
-        op, getTypeConverter()->convertType(op.getType()), pool);
+    rewriter.replaceOp(op, createSinglePagePool(
+                               rewriter, op.getLoc(), adaptor.getBytes(),
+                               getTypeConverter()->convertType(op.getType())));
     return success();
   }
 };

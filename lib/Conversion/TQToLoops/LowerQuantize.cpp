@@ -595,17 +595,9 @@ struct LowerQuantize : public OpConversionPattern<QuantizeOp> {
     }
     // 3. Bytes, as a pool of one page.
     Value bytes = pack(enc, e);
-    auto bytesType = cast<RankedTensorType>(bytes.getType());
-    SmallVector<int64_t> shape = {1};
-    shape.append(bytesType.getShape().begin(), bytesType.getShape().end());
-    SmallVector<OpFoldResult> outputShape = {rewriter.getIndexAttr(1)};
-    for (unsigned k = 0; k < 3; ++k)
-      outputShape.push_back(sizeOf(rewriter, loc, bytes, k));
-    Value pool = tensor::ExpandShapeOp::create(
-        rewriter, loc, RankedTensorType::get(shape, rewriter.getI8Type()),
-        bytes, ArrayRef<ReassociationIndices>{{0, 1}, {2}, {3}}, outputShape);
-    rewriter.replaceOpWithNewOp<tensor::CastOp>(
-        op, getTypeConverter()->convertType(op.getType()), pool);
+    rewriter.replaceOp(op, createSinglePagePool(
+                               rewriter, loc, bytes,
+                               getTypeConverter()->convertType(op.getType())));
     return success();
   }
 };

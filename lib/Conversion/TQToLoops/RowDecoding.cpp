@@ -34,6 +34,20 @@ Value mlir::tq::createF32Matrix(OpBuilder &b, Location loc,
                                    DenseElementsAttr::get(type, values));
 }
 
+Value mlir::tq::createSinglePagePool(OpBuilder &b, Location loc, Value bytes,
+                                     Type poolType) {
+  auto type = cast<RankedTensorType>(bytes.getType());
+  SmallVector<int64_t> shape = {1};
+  shape.append(type.getShape().begin(), type.getShape().end());
+  SmallVector<OpFoldResult> outputShape = {b.getIndexAttr(1)};
+  for (unsigned i = 0; i < 3; ++i)
+    outputShape.push_back(tensor::getMixedSize(b, loc, bytes, i));
+  Value pool = tensor::ExpandShapeOp::create(
+      b, loc, RankedTensorType::get(shape, type.getElementType()), bytes,
+      ArrayRef<ReassociationIndices>{{0, 1}, {2}, {3}}, outputShape);
+  return tensor::CastOp::create(b, loc, poolType, pool);
+}
+
 CacheAccess mlir::tq::resolveCacheAccess(OpBuilder &b, Location loc,
                                          Value cache, Value pages) {
   CacheAccess access;

@@ -37,6 +37,11 @@ struct CacheAccess {
 CacheAccess resolveCacheAccess(OpBuilder &b, Location loc, Value cache,
                                Value pages);
 
+/// Contiguous bytes [tokens, kv_heads, row_bytes] as a pool of one page,
+/// cast to `poolType` (the converted cache type).
+Value createSinglePagePool(OpBuilder &b, Location loc, Value bytes,
+                           Type poolType);
+
 /// Element decoder for one cache. Constants are created once, where the
 /// decoder is built (outside the loop nests that use it).
 class RowDecoder {

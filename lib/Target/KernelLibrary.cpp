@@ -82,6 +82,7 @@ bool compileKernel(MLIRContext &context, const RuntimeKernelSpec &spec,
   }
   TQPipelineOptions pipeline;
   pipeline.tileSize = options.tileSize;
+  pipeline.lookup = options.lookup;
   pipeline.splits =
       spec.kind == RuntimeKernelKind::Decode ? options.decodeSplits : 1;
   if (options.naive) {

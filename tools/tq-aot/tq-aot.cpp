@@ -44,6 +44,11 @@ cl::opt<std::string> headDims("head-dim", cl::desc("head dims (comma list)"),
                               cl::Required);
 cl::opt<std::string> groups("gqa", cl::desc("query heads per KV head"),
                             cl::init("1"));
+cl::opt<std::string> lookup(
+    "lookup",
+    cl::desc("centroid lookup of fused kernels: tile (decode each KV tile "
+             "once per GQA group), select or lut"),
+    cl::init("tile"));
 cl::opt<bool> causal("causal", cl::desc("causal masking"));
 cl::opt<int64_t> window("window", cl::desc("sliding window (0: none)"),
                         cl::init(0));
@@ -183,6 +188,10 @@ int main(int argc, char **argv) {
   options.cpu = chip;
   options.tileSize = tileSize;
   options.decodeSplits = splits;
+  if (auto l = symbolizeLookupStrategy(lookup))
+    options.lookup = *l;
+  else
+    fail("unknown --lookup '" + lookup + "' (tile, select, lut)");
   std::string error;
   auto progress = [&](size_t i, size_t n, const std::string &name) {
     if (!quiet)

@@ -54,6 +54,11 @@ cl::opt<unsigned> numThreads("num-threads", cl::desc("0: all CPUs"),
                              cl::init(0));
 cl::opt<unsigned> repeat("repeat", cl::desc("timed steps per point"),
                          cl::init(3));
+cl::opt<std::string> lookup(
+    "lookup",
+    cl::desc("centroid lookup of fused kernels: tile (decode each KV tile "
+             "once per GQA group), select or lut"),
+    cl::init("tile"));
 cl::opt<bool> skipNaive("skip-naive",
                         cl::desc("skip the dequantise-then-attend baseline"));
 cl::opt<std::string> report("report",
@@ -151,6 +156,10 @@ Library buildLibrary(MLIRContext &context, const std::vector<std::string> &fs,
   KernelLibraryOptions options;
   options.outputDir = dir.str().str();
   options.naive = naive;
+  if (auto l = symbolizeLookupStrategy(lookup))
+    options.lookup = *l;
+  else
+    fail("unknown --lookup '" + lookup + "' (tile, select, lut)");
   std::string error;
   auto progress = [&](size_t i, size_t n, const std::string &name) {
     llvm::errs() << "  compiling [" << (i + 1) << "/" << n << "] " << name

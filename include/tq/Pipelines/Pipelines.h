@@ -41,7 +41,10 @@ struct TQPipelineOptions : public PassPipelineOptions<TQPipelineOptions> {
       llvm::cl::values(clEnumValN(LookupStrategy::select, "select",
                                   "codebook in registers"),
                        clEnumValN(LookupStrategy::lut, "lut",
-                                  "per-query lookup table"))};
+                                  "per-query lookup table"),
+                       clEnumValN(LookupStrategy::tile, "tile",
+                                  "decode each KV tile once into a dense "
+                                  "buffer shared by the GQA group"))};
 };
 
 /// tq.attention -> the fused tq form (decompose, hoist, fuse, tile,

@@ -13,6 +13,7 @@
 #ifndef TQ_TARGET_KERNELLIBRARY_H
 #define TQ_TARGET_KERNELLIBRARY_H
 
+#include "tq/Dialect/TQ/IR/TQDialect.h"
 #include "tq/Pipelines/RuntimeKernels.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -37,6 +38,8 @@ struct KernelLibraryOptions {
   /// un-rotated, no codebook fusion, no tiling): the dequantise-then-attend
   /// baseline of tq-bench.
   bool naive = false;
+  /// How fused kernels read centroids (see tq-fuse-codebook).
+  LookupStrategy lookup = LookupStrategy::tile;
   /// The C compiler driver used to link the shared library.
   std::string linker = "clang";
 };

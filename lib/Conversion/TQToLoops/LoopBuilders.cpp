@@ -45,6 +45,13 @@ AffineMap mlir::tq::projection(MLIRContext *context, unsigned numLoops,
   return AffineMap::get(numLoops, 0, exprs, context);
 }
 
+Value mlir::tq::multiplyAdd(OpBuilder &b, Location loc, Value acc, Value x,
+                            Value y) {
+  auto flags = arith::FastMathFlags::reassoc | arith::FastMathFlags::contract;
+  Value product = arith::MulFOp::create(b, loc, x, y, flags);
+  return arith::AddFOp::create(b, loc, acc, product, flags);
+}
+
 OpFoldResult mlir::tq::sizeOf(OpBuilder &b, Location loc, Value value,
                               unsigned i) {
   return tensor::getMixedSize(b, loc, value, i);

@@ -37,6 +37,12 @@ Value createLoopNest(OpBuilder &b, Location loc, Value init,
 AffineMap projection(MLIRContext *context, unsigned numLoops,
                      ArrayRef<unsigned> dims);
 
+/// acc + x * y for the attention reductions (dot products, weighted sums),
+/// marked reassociable and contractible so LLVM may vectorise the
+/// reduction and use FMA. Never used by the encoders, which must reproduce
+/// the library's rounding exactly.
+Value multiplyAdd(OpBuilder &b, Location loc, Value acc, Value x, Value y);
+
 /// The size of dim `i` of `value` as an OpFoldResult.
 OpFoldResult sizeOf(OpBuilder &b, Location loc, Value value, unsigned i);
 

@@ -35,12 +35,6 @@ Value zeroIndex(OpBuilder &b, Location loc) {
   return arith::ConstantIndexOp::create(b, loc, 0);
 }
 
-/// acc + x * y.
-Value multiplyAdd(OpBuilder &b, Location loc, Value acc, Value x, Value y) {
-  return arith::AddFOp::create(b, loc, acc,
-                               arith::MulFOp::create(b, loc, x, y));
-}
-
 /// sqrt(pi/2) / m, the QJL estimator's constant.
 float qjlConstant(const quant::FormatSpec &spec) {
   return float(std::sqrt(M_PI / 2.0) / spec.qjl->rows());
@@ -220,6 +214,16 @@ struct LowerScore : public OpConversionPattern<ScoreOp> {
   matchAndRewrite(ScoreOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
+    if (op.getLookup() == LookupStrategy::tile) {
+      // Decode the (tile of the) cache once into a dense buffer, shared by
+      // every query head of a GQA group, then take dense products.
+      CacheType keys = op.getKeys().getType();
+      Value dense = GatherOp::create(rewriter, loc, keys.getRotatedType(),
+                                     op.getKeys());
+      rewriter.replaceOpWithNewOp<QKOp>(op, op.getType(), op.getQuery(),
+                                        dense);
+      return success();
+    }
     MLIRContext *ctx = rewriter.getContext();
     CacheType cacheType = op.getKeys().getType();
     int64_t qHeads = op.getQuery().getType().getDimSize(1);
@@ -354,6 +358,14 @@ struct LowerAccumulate : public OpConversionPattern<AccumulateOp> {
   matchAndRewrite(AccumulateOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
+    if (op.getLookup() == LookupStrategy::tile) {
+      CacheType values = op.getValues().getType();
+      Value dense = GatherOp::create(rewriter, loc, values.getRotatedType(),
+                                     op.getValues());
+      rewriter.replaceOpWithNewOp<PVOp>(op, op.getType(), op.getProbs(),
+                                        dense);
+      return success();
+    }
     MLIRContext *ctx = rewriter.getContext();
     CacheType cacheType = op.getValues().getType();
     int64_t qHeads = op.getProbs().getType().getDimSize(1);

@@ -28,12 +28,6 @@ Value f32Const(OpBuilder &b, Location loc, float v) {
   return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
 }
 
-/// acc + x * y.
-Value multiplyAdd(OpBuilder &b, Location loc, Value acc, Value x, Value y) {
-  return arith::AddFOp::create(b, loc, acc,
-                               arith::MulFOp::create(b, loc, x, y));
-}
-
 struct LowerRotate : public OpConversionPattern<RotateOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult

@@ -20,7 +20,8 @@ def TQ_RotationKind : I32EnumAttr<"RotationKind",
 def TQ_LookupStrategy : I32EnumAttr<"LookupStrategy",
     "how fused ops read centroids", [
       I32EnumAttrCase<"select", 0>,
-      I32EnumAttrCase<"lut", 1>
+      I32EnumAttrCase<"lut", 1>,
+      I32EnumAttrCase<"tile", 2>
     ]> {
   let cppNamespace = "::mlir::tq";
   let genSpecializedAttr = 0;

@@ -83,7 +83,10 @@ def TQFuseCodebook : Pass<"tq-fuse-codebook"> {
                clEnumValN(::mlir::tq::LookupStrategy::select, "select",
                           "keep the codebook in registers and select"),
                clEnumValN(::mlir::tq::LookupStrategy::lut, "lut",
-                          "build a per-query lookup table"))}]>
+                          "build a per-query lookup table"),
+               clEnumValN(::mlir::tq::LookupStrategy::tile, "tile",
+                          "decode each KV tile once into a dense buffer "
+                          "shared by the GQA group"))}]>
   ];
 }
 

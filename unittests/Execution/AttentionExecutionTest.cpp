@@ -51,7 +51,9 @@ struct Config {
                   causal ? " causal" : "", window ? " window" : "",
                   softcap > 0 ? " softcap" : "", mask ? " mask" : "",
                   hoist ? "" : " naive",
-                  lookup == mlir::tq::LookupStrategy::lut ? " lut" : "");
+                  lookup == mlir::tq::LookupStrategy::lut    ? " lut"
+                  : lookup == mlir::tq::LookupStrategy::tile ? " tile"
+                                                             : "");
     return buf;
   }
 };
@@ -346,6 +348,10 @@ TEST_F(Execution, PipelineVariantsAgree) {
     check(c);
     c.hoist = true;
     c.lookup = mlir::tq::LookupStrategy::lut;
+    check(c);
+    c.lookup = mlir::tq::LookupStrategy::tile;
+    c.tileSize = 5;
+    c.splits = 2;
     check(c);
   }
 }

@@ -51,6 +51,22 @@ func.func @score_lut(%q: tensor<1x2x64xf32>, %kb: tensor<?x2x18xi8>) -> tensor<1
 
 // -----
 
+// lookup = tile decodes the keys once into a dense 5x1x128 buffer, then both
+// query heads of the group take dense products with it (the reduction is
+// marked reassociable so LLVM may vectorise it).
+// CHECK-LABEL: func @score_tile
+// CHECK: %[[DENSE:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<5x1x128xf32>)
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %[[DENSE]] : tensor<1x2x128xf32>, tensor<5x1x128xf32>)
+// CHECK: arith.mulf %{{.*}}, %{{.*}} fastmath<reassoc,contract> : f32
+// CHECK: arith.addf %{{.*}}, %{{.*}} fastmath<reassoc,contract> : f32
+func.func @score_tile(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x50xi8>) -> tensor<1x2x5xf32> {
+  %k = tq.from_bytes %kb : tensor<5x1x50xi8> -> !tq.cache<5x1x128, #tq.format<"turbo3_0">>
+  %s = tq.score %q, %k {lookup = #tq.lookup<tile>} : tensor<1x2x128xf32>, !tq.cache<5x1x128, #tq.format<"turbo3_0">> -> tensor<1x2x5xf32>
+  return %s : tensor<1x2x5xf32>
+}
+
+// -----
+
 // tqprod adds the QJL correction through S q: a constant 32x32 projection,
 // S q per query, and a sign-weighted sum per key.
 // CHECK-LABEL: func @score_tqprod

@@ -19,12 +19,22 @@ Value mlir::tq::createLoopNest(OpBuilder &b, Location loc, Value init,
                                ValueRange inputs, ArrayRef<AffineMap> inputMaps,
                                AffineMap outputMap, unsigned numLoops,
                                unsigned numReductions, LoopBody body) {
-  SmallVector<AffineMap> maps(inputMaps);
-  maps.push_back(outputMap);
   SmallVector<utils::IteratorType> iterators(numLoops,
                                              utils::IteratorType::parallel);
   for (unsigned i = numLoops - numReductions; i < numLoops; ++i)
     iterators[i] = utils::IteratorType::reduction;
+  return createLoopNest(b, loc, init, inputs, inputMaps, outputMap, iterators,
+                        body);
+}
+
+Value mlir::tq::createLoopNest(OpBuilder &b, Location loc, Value init,
+                               ValueRange inputs, ArrayRef<AffineMap> inputMaps,
+                               AffineMap outputMap,
+                               ArrayRef<utils::IteratorType> iterators,
+                               LoopBody body) {
+  const unsigned numLoops = iterators.size();
+  SmallVector<AffineMap> maps(inputMaps);
+  maps.push_back(outputMap);
   auto generic = linalg::GenericOp::create(
       b, loc, TypeRange{init.getType()}, inputs, ValueRange{init}, maps,
       iterators, [&](OpBuilder &nb, Location nloc, ValueRange args) {

@@ -33,6 +33,13 @@ Value createLoopNest(OpBuilder &b, Location loc, Value init,
                      AffineMap outputMap, unsigned numLoops,
                      unsigned numReductions, LoopBody body);
 
+/// The same with explicit iterator types, for nests whose reduction is not
+/// the innermost loop (e.g. a weighted sum that streams over the head dim).
+Value createLoopNest(OpBuilder &b, Location loc, Value init,
+                     ValueRange inputs, ArrayRef<AffineMap> inputMaps,
+                     AffineMap outputMap,
+                     ArrayRef<utils::IteratorType> iterators, LoopBody body);
+
 /// (d0, ..., dn-1) -> (d[dims[0]], d[dims[1]], ...).
 AffineMap projection(MLIRContext *context, unsigned numLoops,
                      ArrayRef<unsigned> dims);

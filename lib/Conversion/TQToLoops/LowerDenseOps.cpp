@@ -104,14 +104,19 @@ struct LowerPV : public OpConversionPattern<PVOp> {
          sizeOf(rewriter, loc, v, 2)},
         rewriter.getF32Type(), rewriter.getF32FloatAttr(0.0f));
     MLIRContext *ctx = rewriter.getContext();
-    // Loops (i, h, d, t).
-    AffineExpr i, h, d, t;
-    bindDims(ctx, i, h, d, t);
+    // Loops (i, h, t, d): the reduction over tokens sits outside the head
+    // dim, so the innermost loop streams contiguous rows (out[.., d] +=
+    // p * v[t, .., d]) and vectorises.
+    AffineExpr i, h, t, d;
+    bindDims(ctx, i, h, t, d);
+    using utils::IteratorType;
     Value result = createLoopNest(
         rewriter, loc, init, {p, v},
         {AffineMap::get(4, 0, {i, h, t}, ctx),
          AffineMap::get(4, 0, {t, h.floorDiv(*g), d}, ctx)},
-        AffineMap::get(4, 0, {i, h, d}, ctx), 4, 1,
+        AffineMap::get(4, 0, {i, h, d}, ctx),
+        {IteratorType::parallel, IteratorType::parallel,
+         IteratorType::reduction, IteratorType::parallel},
         [](OpBuilder &b, Location loc, ValueRange, ValueRange in, Value acc) {
           return multiplyAdd(b, loc, acc, in[0], in[1]);
         });

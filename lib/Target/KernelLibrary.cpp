@@ -6,6 +6,7 @@
 #include "tq/Pipelines/Pipelines.h"
 #include "tq/Quant/Format.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -61,70 +62,24 @@ std::unique_ptr<llvm::TargetMachine> makeTargetMachine(const std::string &cpu,
   return tm;
 }
 
-/// Lowers one kernel to an object file.
-bool compileKernel(MLIRContext &context, const RuntimeKernelSpec &spec,
-                   const KernelLibraryOptions &options,
-                   llvm::TargetMachine &tm, const std::string &objectPath,
-                   std::string &error) {
-  std::string diagnostics;
-  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
-    llvm::raw_string_ostream os(diagnostics);
-    os << diag << "\n";
-    return success();
-  });
-  Location loc = UnknownLoc::get(&context);
-  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
-  OpBuilder builder(module->getBodyRegion());
-  if (failed(buildRuntimeKernel(builder, loc, spec,
-                                [&] { return emitError(loc); }))) {
-    error = diagnostics;
-    return false;
-  }
-  TQPipelineOptions pipeline;
-  pipeline.tileSize = options.tileSize;
-  pipeline.lookup = options.lookup;
-  pipeline.splits =
-      spec.kind == RuntimeKernelKind::Decode ? options.decodeSplits : 1;
-  if (options.naive) {
-    pipeline.hoistRotations = false;
-    pipeline.fuseCodebook = false;
-    pipeline.tileSize = 0;
-  }
+/// Lowers `module` with the tq pipelines, lets `annotate` add to the
+/// lowered module, and writes its machine code to `objectPath`.
+bool emitObject(MLIRContext &context, ModuleOp module,
+                const TQPipelineOptions &pipeline, llvm::TargetMachine &tm,
+                const std::string &objectPath, const std::string &name,
+                function_ref<void(ModuleOp)> annotate,
+                std::string &diagnostics, std::string &error) {
   PassManager pm(&context);
   buildTQToLLVMPipeline(pm, pipeline);
-  if (failed(pm.run(*module))) {
+  if (failed(pm.run(module))) {
     error = "lowering failed: " + diagnostics;
     return false;
   }
-  // The runtime checks a cache against the kernel's own description:
-  // <name>_info = {1, kind, head_dim, group, k_row_bytes, v_row_bytes,
-  //                causal, window} as int64.
-  {
-    auto rowBytes = [&](const std::string &f) -> int64_t {
-      auto format = ::tq::quant::Format::get(f, spec.headDim);
-      return format ? int64_t(format->rowBytes()) : 0;
-    };
-    SmallVector<int64_t> info = {
-        1,
-        int64_t(spec.kind),
-        int64_t(spec.headDim),
-        int64_t(spec.group),
-        rowBytes(spec.keyFormat),
-        spec.kind == RuntimeKernelKind::Append ? 0 : rowBytes(spec.valueFormat),
-        spec.causal ? 1 : 0,
-        spec.window};
-    OpBuilder b(module->getBodyRegion());
-    auto type = LLVM::LLVMArrayType::get(b.getI64Type(), info.size());
-    LLVM::GlobalOp::create(
-        b, loc, type, /*isConstant=*/true, LLVM::Linkage::External,
-        spec.name() + "_info",
-        DenseElementsAttr::get(
-            RankedTensorType::get({int64_t(info.size())}, b.getI64Type()),
-            ArrayRef<int64_t>(info)));
-  }
+  if (annotate)
+    annotate(module);
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule =
-      translateModuleToLLVMIR(*module, llvmContext, spec.name());
+      translateModuleToLLVMIR(module, llvmContext, name);
   if (!llvmModule) {
     error = "translation to LLVM IR failed: " + diagnostics;
     return false;
@@ -149,6 +104,70 @@ bool compileKernel(MLIRContext &context, const RuntimeKernelSpec &spec,
   }
   codegen.run(*llvmModule);
   return true;
+}
+
+/// Fills `pipeline` from the library options.
+void configurePipeline(TQPipelineOptions &pipeline,
+                       const KernelLibraryOptions &options, bool decode) {
+  pipeline.tileSize = options.tileSize;
+  pipeline.lookup = options.lookup;
+  pipeline.splits = decode ? options.decodeSplits : 1;
+  if (options.naive) {
+    pipeline.hoistRotations = false;
+    pipeline.fuseCodebook = false;
+    pipeline.tileSize = 0;
+  }
+}
+
+/// Builds and compiles one runtime kernel.
+bool compileKernel(MLIRContext &context, const RuntimeKernelSpec &spec,
+                   const KernelLibraryOptions &options,
+                   llvm::TargetMachine &tm, const std::string &objectPath,
+                   std::string &error) {
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+    llvm::raw_string_ostream os(diagnostics);
+    os << diag << "\n";
+    return success();
+  });
+  Location loc = UnknownLoc::get(&context);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  OpBuilder builder(module->getBodyRegion());
+  if (failed(buildRuntimeKernel(builder, loc, spec,
+                                [&] { return emitError(loc); }))) {
+    error = diagnostics;
+    return false;
+  }
+  // The runtime checks a cache against the kernel's own description:
+  // <name>_info = {1, kind, head_dim, group, k_row_bytes, v_row_bytes,
+  //                causal, window} as int64.
+  auto addInfo = [&](ModuleOp lowered) {
+    auto rowBytes = [&](const std::string &f) -> int64_t {
+      auto format = ::tq::quant::Format::get(f, spec.headDim);
+      return format ? int64_t(format->rowBytes()) : 0;
+    };
+    SmallVector<int64_t> info = {
+        1,
+        int64_t(spec.kind),
+        int64_t(spec.headDim),
+        int64_t(spec.group),
+        rowBytes(spec.keyFormat),
+        spec.kind == RuntimeKernelKind::Append ? 0 : rowBytes(spec.valueFormat),
+        spec.causal ? 1 : 0,
+        spec.window};
+    OpBuilder b(lowered.getBodyRegion());
+    auto type = LLVM::LLVMArrayType::get(b.getI64Type(), info.size());
+    LLVM::GlobalOp::create(
+        b, loc, type, /*isConstant=*/true, LLVM::Linkage::External,
+        spec.name() + "_info",
+        DenseElementsAttr::get(
+            RankedTensorType::get({int64_t(info.size())}, b.getI64Type()),
+            ArrayRef<int64_t>(info)));
+  };
+  TQPipelineOptions pipeline;
+  configurePipeline(pipeline, options, spec.kind == RuntimeKernelKind::Decode);
+  return emitObject(context, *module, pipeline, tm, objectPath, spec.name(),
+                    addInfo, diagnostics, error);
 }
 
 llvm::json::Object describe(const RuntimeKernelSpec &spec) {
@@ -219,12 +238,75 @@ std::unique_ptr<MLIRContext> mlir::tq::createKernelCompilerContext() {
   return context;
 }
 
+namespace {
+/// An entry point of a user-supplied IR module, described from its lowered
+/// C interface.
+struct InputEntry {
+  std::string name;
+  std::vector<std::string> cTypes; // C parameter types, in order
+};
+
+std::string cTypeOf(Type type) {
+  if (isa<LLVM::LLVMPointerType>(type))
+    return "void *";
+  if (type.isInteger(64))
+    return "int64_t";
+  if (type.isInteger(32))
+    return "int32_t";
+  if (type.isF32())
+    return "float";
+  if (type.isF64())
+    return "double";
+  return "/* unsupported */ void *";
+}
+
+/// Lowers one input module; records its public functions' C interfaces.
+bool compileInput(MLIRContext &context, ModuleOp input,
+                  const KernelLibraryOptions &options, llvm::TargetMachine &tm,
+                  const std::string &objectPath, const std::string &name,
+                  std::vector<InputEntry> &entries, std::string &error) {
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+    llvm::raw_string_ostream os(diagnostics);
+    os << diag << "\n";
+    return success();
+  });
+  OwningOpRef<ModuleOp> module = cast<ModuleOp>(input->clone());
+  std::vector<std::string> publicFuncs;
+  module->walk([&](func::FuncOp f) {
+    if (f.isPublic() && !f.isDeclaration()) {
+      f->setAttr("llvm.emit_c_interface", UnitAttr::get(&context));
+      publicFuncs.push_back(f.getName().str());
+    }
+  });
+  if (publicFuncs.empty()) {
+    error = "has no public function to compile";
+    return false;
+  }
+  auto record = [&](ModuleOp lowered) {
+    for (const std::string &f : publicFuncs)
+      if (auto wrapper =
+              lowered.lookupSymbol<LLVM::LLVMFuncOp>("_mlir_ciface_" + f)) {
+        InputEntry e{f, {}};
+        for (Type t : wrapper.getFunctionType().getParams())
+          e.cTypes.push_back(cTypeOf(t));
+        entries.push_back(std::move(e));
+      }
+  };
+  TQPipelineOptions pipeline;
+  configurePipeline(pipeline, options, /*decode=*/false);
+  return emitObject(context, *module, pipeline, tm, objectPath, name, record,
+                    diagnostics, error);
+}
+} // namespace
+
 bool mlir::tq::writeKernelLibrary(MLIRContext &context,
                                   const std::vector<RuntimeKernelSpec> &specs,
                                   const KernelLibraryOptions &options,
                                   const KernelProgress &progress,
-                                  std::string &error) {
-  if (specs.empty()) {
+                                  std::string &error,
+                                  ArrayRef<ModuleOp> inputs) {
+  if (specs.empty() && inputs.empty()) {
     error = "no kernels to compile";
     return false;
   }
@@ -240,10 +322,34 @@ bool mlir::tq::writeKernelLibrary(MLIRContext &context,
 
   std::vector<std::string> objects;
   llvm::json::Array entries;
+  const size_t total = specs.size() + inputs.size();
+  std::vector<InputEntry> inputEntries;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::string name = "input" + std::to_string(i);
+    if (progress)
+      progress(i, total, name);
+    std::string object = options.outputDir + "/obj/" + name + ".o";
+    std::string why;
+    size_t before = inputEntries.size();
+    if (!compileInput(context, inputs[i], options, *tm, object, name,
+                      inputEntries, why)) {
+      error = "input " + std::to_string(i) + ": " + why;
+      return false;
+    }
+    objects.push_back(object);
+    for (size_t e = before; e < inputEntries.size(); ++e) {
+      llvm::json::Object o;
+      o["name"] = inputEntries[e].name;
+      o["entry"] = "_mlir_ciface_" + inputEntries[e].name;
+      o["kind"] = "ir";
+      o["input"] = int64_t(i);
+      entries.push_back(std::move(o));
+    }
+  }
   for (size_t i = 0; i < specs.size(); ++i) {
     const RuntimeKernelSpec &spec = specs[i];
     if (progress)
-      progress(i, specs.size(), spec.name());
+      progress(inputs.size() + i, total, spec.name());
     std::string object = options.outputDir + "/obj/" + spec.name() + ".o";
     std::string why;
     if (!compileKernel(context, spec, options, *tm, object, why)) {
@@ -300,5 +406,18 @@ bool mlir::tq::writeKernelLibrary(MLIRContext &context,
     return false;
   }
   writeHeader(header, specs);
+  if (!inputEntries.empty()) {
+    header << "\n/* Entry points of the IR given with --input: memref "
+              "arguments and results\n * are pointers to descriptors "
+              "(results first), as MLIR's C interface\n * defines them. */\n"
+              "#ifdef __cplusplus\nextern \"C\" {\n#endif\n";
+    for (const InputEntry &e : inputEntries) {
+      header << "void _mlir_ciface_" << e.name << "(";
+      for (size_t a = 0; a < e.cTypes.size(); ++a)
+        header << (a ? ", " : "") << e.cTypes[a];
+      header << ");\n";
+    }
+    header << "#ifdef __cplusplus\n}\n#endif\n";
+  }
   return true;
 }

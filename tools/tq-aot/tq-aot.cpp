@@ -2,7 +2,8 @@
 //
 //   tq-aot --target=cpu [--chip=C] --kind=decode,prefill,append
 //          --k-format=F[,F...] [--v-format=G[,G...]] --head-dim=D[,D...]
-//          [--gqa=N[,N...]] [--causal] [--window=W] [--softcap=C] -o DIR
+//          [--gqa=N[,N...]] [--causal] [--window=W] [--softcap=C]
+//          [--input=FILE.mlir ...] -o DIR
 //
 // compiles the Cartesian product of the listed kinds, formats, head dims
 // and GQA groups into a kernel library (see include/tq/Target/
@@ -16,6 +17,8 @@
 #include "tq/Target/KernelLibrary.h"
 
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Parser/Parser.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
@@ -36,12 +39,12 @@ cl::opt<std::string> chip("chip", cl::desc("CPU name (default: host)"),
 cl::opt<std::string> kinds("kind", cl::desc("append,decode,prefill"),
                            cl::init("decode"));
 cl::opt<std::string> kFormats("k-format",
-                              cl::desc("K formats (comma list, or all)"),
-                              cl::Required);
+                              cl::desc("K formats (comma list, or all)"));
+cl::list<std::string> inputFiles(
+    "input", cl::desc("MLIR files whose public functions are compiled too"));
 cl::opt<std::string> vFormats(
     "v-format", cl::desc("V formats (default: each K format with itself)"));
-cl::opt<std::string> headDims("head-dim", cl::desc("head dims (comma list)"),
-                              cl::Required);
+cl::opt<std::string> headDims("head-dim", cl::desc("head dims (comma list)"));
 cl::opt<std::string> groups("gqa", cl::desc("query heads per KV head"),
                             cl::init("1"));
 cl::opt<std::string> lookup(
@@ -136,11 +139,18 @@ int main(int argc, char **argv) {
     else
       fail("unknown kind '" + k + "' (append, decode, prefill)");
   }
-  std::vector<std::string> ks = formatList(kFormats, "k-format");
+  if (kFormats.empty() && inputFiles.empty())
+    fail("nothing to compile: give --k-format/--head-dim specs or --input");
+  if (!kFormats.empty() && headDims.empty())
+    fail("--k-format needs --head-dim");
+  std::vector<std::string> ks =
+      kFormats.empty() ? std::vector<std::string>{}
+                       : formatList(kFormats, "k-format");
   std::vector<std::string> vs =
       vFormats.empty() ? std::vector<std::string>{}
                        : formatList(vFormats, "v-format");
-  std::vector<unsigned> dims = numberList(headDims, "head-dim");
+  std::vector<unsigned> dims =
+      headDims.empty() ? std::vector<unsigned>{} : numberList(headDims, "head-dim");
   std::vector<unsigned> gqas = numberList(groups, "gqa");
 
   std::vector<RuntimeKernelSpec> specs;
@@ -197,10 +207,25 @@ int main(int argc, char **argv) {
     if (!quiet)
       llvm::errs() << "[" << (i + 1) << "/" << n << "] " << name << "\n";
   };
-  if (!writeKernelLibrary(context, specs, options, progress, error))
+  std::vector<OwningOpRef<ModuleOp>> parsed;
+  std::vector<ModuleOp> inputs;
+  for (const std::string &file : inputFiles) {
+    std::string diagnostics;
+    ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+      llvm::raw_string_ostream os(diagnostics);
+      os << diag << "\n";
+      return success();
+    });
+    OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(file, &context);
+    if (!module)
+      fail("cannot parse '" + file + "': " + diagnostics);
+    inputs.push_back(*module);
+    parsed.push_back(std::move(module));
+  }
+  if (!writeKernelLibrary(context, specs, options, progress, error, inputs))
     fail(error);
   if (!quiet)
-    llvm::errs() << "wrote " << specs.size() << " kernel(s) to " << outputDir
-                 << "/libtqkernels.so\n";
+    llvm::errs() << "wrote " << specs.size() + inputs.size()
+                 << " kernel(s) to " << outputDir << "/libtqkernels.so\n";
   return 0;
 }

@@ -16,6 +16,7 @@
 #include "tq/Dialect/TQ/IR/TQDialect.h"
 #include "tq/Pipelines/RuntimeKernels.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 
 #include <functional>
@@ -51,12 +52,15 @@ using KernelProgress = std::function<void(size_t, size_t, const std::string &)>;
 /// dialect and extension, the tq dialect, and the LLVM IR translations.
 std::unique_ptr<MLIRContext> createKernelCompilerContext();
 
-/// Compiles every spec and writes the library. On failure returns false
-/// with `error` naming the kernel and the reason.
+/// Compiles every spec, and every public function of `inputs` (IR given
+/// by the user, e.g. `tq-aot --input`; each gets a C interface), and writes
+/// the library. On failure returns false with `error` naming the kernel and
+/// the reason.
 bool writeKernelLibrary(MLIRContext &context,
                         const std::vector<RuntimeKernelSpec> &specs,
                         const KernelLibraryOptions &options,
-                        const KernelProgress &progress, std::string &error);
+                        const KernelProgress &progress, std::string &error,
+                        ArrayRef<ModuleOp> inputs = {});
 
 } // namespace mlir::tq
 

@@ -19,7 +19,8 @@ config.substitutions.append(
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
-    ["tq-aot", "tq-opt", "tq-quant", "tq-run"], [config.tqc_tools_dir])
+    ["tq-aot", "tq-bench", "tq-opt", "tq-quant", "tq-run"],
+    [config.tqc_tools_dir])
 
 # Tests that need the golden vectors from ../shared/golden declare
 # REQUIRES: golden and are reported unsupported when the folder is missing.

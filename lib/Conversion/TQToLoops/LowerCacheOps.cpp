@@ -150,6 +150,7 @@ struct LowerGather : public OpConversionPattern<GatherOp> {
     CacheAccess access =
         resolveCacheAccess(rewriter, loc, op.getCache(), adaptor.getCache());
     RowDecoder dec(rewriter, loc, cacheType.getQuantFormat(), access);
+    dec.precompute(rewriter, loc, cacheType.getNumKvHeads());
     const quant::FormatSpec &spec = dec.spec();
     const int64_t width = cacheType.getPaddedDim();
     const int64_t kvHeads = cacheType.getNumKvHeads();
@@ -234,6 +235,7 @@ struct LowerScore : public OpConversionPattern<ScoreOp> {
     CacheAccess access =
         resolveCacheAccess(rewriter, loc, op.getKeys(), adaptor.getKeys());
     RowDecoder dec(rewriter, loc, cacheType.getQuantFormat(), access);
+    dec.precompute(rewriter, loc, cacheType.getNumKvHeads());
     const quant::FormatSpec &spec = dec.spec();
     const int64_t width = cacheType.getPaddedDim();
     const bool useLut = op.getLookup() == LookupStrategy::lut &&
@@ -376,6 +378,7 @@ struct LowerAccumulate : public OpConversionPattern<AccumulateOp> {
     CacheAccess access =
         resolveCacheAccess(rewriter, loc, op.getValues(), adaptor.getValues());
     RowDecoder dec(rewriter, loc, cacheType.getQuantFormat(), access);
+    dec.precompute(rewriter, loc, cacheType.getNumKvHeads());
     const quant::FormatSpec &spec = dec.spec();
     const int64_t width = cacheType.getPaddedDim();
     Value groupConst = arith::ConstantIndexOp::create(rewriter, loc, group);

@@ -2,6 +2,7 @@
 
 #include "RowDecoding.h"
 
+#include "LoopBuilders.h"
 #include "tq/Dialect/TQ/IR/TQDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -87,6 +88,13 @@ RowDecoder::RowDecoder(OpBuilder &b, Location loc, quant::Format format,
 
 Value RowDecoder::byteAt(OpBuilder &b, Location loc, Value t, Value kvHead,
                          Value offset) const {
+  if (pages_) {
+    Value page = tensor::ExtractOp::create(b, loc, pages_, ValueRange{t});
+    Value slot = tensor::ExtractOp::create(b, loc, slots_, ValueRange{t});
+    Value byte = tensor::ExtractOp::create(
+        b, loc, access_.pages, ValueRange{page, slot, kvHead, offset});
+    return arith::ExtUIOp::create(b, loc, b.getI32Type(), byte);
+  }
   Value row = arith::AddIOp::create(b, loc, access_.tokenOffset, t);
   Value page = indexConst(b, loc, 0), slot = row;
   if (access_.table) {
@@ -147,6 +155,12 @@ Value RowDecoder::blockBase(OpBuilder &b, Location loc, Value j) const {
 Value RowDecoder::scale(OpBuilder &b, Location loc, Value t, Value kvHead,
                         Value j) const {
   const quant::FormatSpec &s = spec();
+  if (scales_) {
+    Value block =
+        arith::DivUIOp::create(b, loc, j, indexConst(b, loc, s.blockLen));
+    return tensor::ExtractOp::create(b, loc, scales_,
+                                     ValueRange{t, kvHead, block});
+  }
   Value at = arith::AddIOp::create(b, loc, blockBase(b, loc, j),
                                    indexConst(b, loc, s.scaleOffset));
   return s.scaleType == quant::ScalarType::F16 ? halfAt(b, loc, t, kvHead, at)
@@ -199,6 +213,57 @@ Value RowDecoder::element(OpBuilder &b, Location loc, Value t, Value kvHead,
     return arith::MulFOp::create(b, loc, scale(b, loc, t, kvHead, j),
                                  centroid(b, loc, index(b, loc, t, kvHead, j)));
   }
+}
+
+void RowDecoder::precompute(OpBuilder &b, Location loc, int64_t kvHeads) {
+  MLIRContext *ctx = b.getContext();
+  auto tokenMap = AffineMap::getMultiDimIdentityMap(1, ctx);
+  SmallVector<OpFoldResult> tokens = {access_.numTokens};
+  // Row t of the cache: page table[(offset + t) / page_size], slot
+  // (offset + t) % page_size (page 0, slot offset + t without a table).
+  auto rowOf = [&](bool wantPage) {
+    Value init = tensor::EmptyOp::create(b, loc, tokens, b.getIndexType());
+    return createLoopNest(
+        b, loc, init, {}, {}, tokenMap, 1, 0,
+        [&](OpBuilder &nb, Location nloc, ValueRange idx, ValueRange,
+            Value) -> Value {
+          Value row = arith::AddIOp::create(nb, nloc, access_.tokenOffset,
+                                            idx[0]);
+          if (!access_.table)
+            return wantPage ? indexConst(nb, nloc, 0) : row;
+          if (!wantPage)
+            return arith::RemUIOp::create(nb, nloc, row, pageSize_);
+          Value entry = arith::DivUIOp::create(nb, nloc, row, pageSize_);
+          Value page = tensor::ExtractOp::create(nb, nloc, access_.table,
+                                                 ValueRange{entry});
+          return arith::IndexCastOp::create(nb, nloc, nb.getIndexType(),
+                                            page);
+        });
+  };
+  // Without a table the address is plain arithmetic on t; with one, the
+  // division and the table load move out of the element loops.
+  if (access_.table) {
+    Value pages = rowOf(true), slots = rowOf(false);
+    pages_ = pages;
+    slots_ = slots;
+  }
+  const quant::FormatSpec &s = spec();
+  if (s.scaleRule == quant::ScaleRule::None)
+    return;
+  SmallVector<OpFoldResult> sizes = {access_.numTokens,
+                                     b.getIndexAttr(kvHeads),
+                                     b.getIndexAttr(s.blocksPerRow())};
+  Value init = tensor::EmptyOp::create(b, loc, sizes, b.getF32Type());
+  // Computed with the page tensors in place, before scales_ is set.
+  Value scales = createLoopNest(
+      b, loc, init, {}, {}, AffineMap::getMultiDimIdentityMap(3, ctx), 3, 0,
+      [&](OpBuilder &nb, Location nloc, ValueRange idx, ValueRange,
+          Value) -> Value {
+        Value j = arith::MulIOp::create(nb, nloc, idx[2],
+                                        indexConst(nb, nloc, s.blockLen));
+        return scale(nb, nloc, idx[0], idx[1], j);
+      });
+  scales_ = scales;
 }
 
 Value RowDecoder::residualNorm(OpBuilder &b, Location loc, Value t,

@@ -72,6 +72,12 @@ public:
   Value qjlSign(OpBuilder &b, Location loc, Value t, Value kvHead,
                 Value i) const;
 
+  /// Builds, outside any loop nest, each row's page and slot (index
+  /// tensors over the tokens) and each block's scale; afterwards the
+  /// element accessors read those instead of recomputing the page lookup
+  /// and the scale conversion for every value.
+  void precompute(OpBuilder &b, Location loc, int64_t kvHeads);
+
 private:
   /// Byte offset of the block holding element j within its row.
   Value blockBase(OpBuilder &b, Location loc, Value j) const;
@@ -89,6 +95,9 @@ private:
   CacheAccess access_;
   Value pageSize_;
   Value codebook_;
+  // Set by precompute(): tensor<tokens x index> and
+  // tensor<tokens x kv_heads x blocks x f32>.
+  Value pages_, slots_, scales_;
 };
 
 /// A constant tensor<rows x cols x f32> (row-major values).

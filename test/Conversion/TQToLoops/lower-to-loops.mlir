@@ -1,23 +1,25 @@
 // RUN: tq-opt %s -split-input-file --tq-lower-to-loops -verify-diagnostics | FileCheck %s
 
-// Scoring turbo3_0 keys: each element reads its group's fp16 norm (two
-// bytes -> i16 -> f16 -> f32), assembles the 3-bit index from the 2-bit
-// plane at byte 2 and the 1-bit plane at byte 34, and reads the centroid
-// from a constant table. GQA: kv head = query head / 2.
+// Scoring turbo3_0 keys: each row's fp16 norm is decoded once (two bytes
+// -> i16 -> f16 -> f32) into a scale tensor; each element assembles its
+// 3-bit index from the 2-bit plane at byte 2 and the 1-bit plane at byte
+// 34, reads its centroid from a constant table and multiplies by the
+// row's scale. GQA: kv head = query head / 2.
 // CHECK-LABEL: func @score_turbo3
 // CHECK-SAME: (%[[Q:.*]]: tensor<1x2x128xf32>, %[[KB:.*]]: tensor<5x1x50xi8>)
 // The contiguous bytes become a pool of one page.
 // CHECK: %[[POOL:.*]] = tensor.expand_shape %[[KB]] {{\[}}[0, 1], [2], [3]] output_shape [1, 5, 1, 50] : tensor<5x1x50xi8> into tensor<1x5x1x50xi8>
 // CHECK: %[[CAST:.*]] = tensor.cast %[[POOL]] : tensor<1x5x1x50xi8> to tensor<?x?x1x50xi8>
 // CHECK: %[[CB:.*]] = arith.constant dense<[-1.906850e-01, {{.*}}, 1.906850e-01]> : tensor<8xf32>
-// CHECK: linalg.generic
-// CHECK-SAME: iterator_types = ["parallel", "parallel", "parallel", "reduction"]
-// CHECK-SAME: ins(%[[Q]] : tensor<1x2x128xf32>)
-// CHECK: %[[H:.*]] = linalg.index 1
-// CHECK: %[[KVH:.*]] = arith.divui %[[H]], %c2
-// CHECK: tensor.extract %[[CAST]][%c0{{.*}}, %{{.*}}, %[[KVH]], %{{.*}}] : tensor<?x?x1x50xi8>
+// CHECK: %[[SCALES:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<5x1x1xf32>)
+// CHECK: tensor.extract %[[CAST]][%c0{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] : tensor<?x?x1x50xi8>
 // CHECK: arith.bitcast %{{.*}} : i16 to f16
 // CHECK: arith.extf %{{.*}} : f16 to f32
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "reduction"]{{.*}} ins(%[[Q]] : tensor<1x2x128xf32>)
+// CHECK: %[[H:.*]] = linalg.index 1
+// CHECK: %[[KVH:.*]] = arith.divui %[[H]], %c2
+// CHECK: tensor.extract %[[SCALES]][%{{.*}}, %[[KVH]], %{{.*}}] : tensor<5x1x1xf32>
+// CHECK: tensor.extract %[[CAST]][%c0{{.*}}, %{{.*}}, %[[KVH]], %{{.*}}] : tensor<?x?x1x50xi8>
 // CHECK: arith.shrui
 // CHECK: arith.andi %{{.*}}, %c3_i32
 // CHECK: %c34 = arith.constant 34 : index
@@ -37,8 +39,7 @@ func.func @score_turbo3(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x50xi8>) -> tens
 // lookup = lut first builds lut[i, h, d, c] = q[i, h, d] * C[c], then reads
 // it with the decoded index.
 // CHECK-LABEL: func @score_lut
-// CHECK: %[[LUT:.*]] = linalg.generic
-// CHECK-SAME: iterator_types = ["parallel", "parallel", "parallel", "parallel"]
+// CHECK: %[[LUT:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "parallel"]
 // CHECK: arith.mulf
 // CHECK: -> tensor<1x2x64x4xf32>
 // CHECK: linalg.generic
@@ -124,20 +125,22 @@ func.func @boundary(%c: !tq.cache<?x8x128, #tq.format<"turbo2_0">>) -> !tq.cache
 
 // -----
 
-// A paged cache: token t (plus the tile offset) reads page table[t / 16] at
-// slot t % 16.
+// A paged cache: row t (plus the tile offset) lives in page table[t / 16]
+// at slot t % 16; both are computed once per row, outside the element
+// loops, and every byte read uses them.
 // CHECK-LABEL: func @paged
 // CHECK-SAME: (%[[Q:.*]]: tensor<1x1x32xf32>, %[[POOL:.*]]: tensor<?x16x1x34xi8>, %[[TABLE:.*]]: tensor<?xi32>, %[[N:.*]]: index, %[[T0:.*]]: index)
 // CHECK: %[[CAST:.*]] = tensor.cast %[[POOL]] : tensor<?x16x1x34xi8> to tensor<?x?x1x34xi8>
 // CHECK: %[[PS:.*]] = tensor.dim %[[CAST]], %c1
-// CHECK: linalg.generic
-// CHECK: %[[T:.*]] = linalg.index 2
-// CHECK: %[[ROW:.*]] = arith.addi %{{.*}}, %[[T]] : index
-// CHECK: %[[ENTRY:.*]] = arith.divui %[[ROW]], %[[PS]] : index
+// CHECK: %[[PAGES:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<?xindex>)
+// CHECK: %[[ENTRY:.*]] = arith.divui %{{.*}}, %[[PS]] : index
 // CHECK: %[[PAGE:.*]] = tensor.extract %[[TABLE]][%[[ENTRY]]] : tensor<?xi32>
-// CHECK: %[[P:.*]] = arith.index_cast %[[PAGE]] : i32 to index
-// CHECK: %[[SLOT:.*]] = arith.remui %[[ROW]], %[[PS]] : index
-// CHECK: tensor.extract %[[CAST]][%[[P]], %[[SLOT]], %{{.*}}, %{{.*}}] : tensor<?x?x1x34xi8>
+// CHECK: arith.index_cast %[[PAGE]] : i32 to index
+// CHECK: %[[SLOTS:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<?xindex>)
+// CHECK: arith.remui %{{.*}}, %[[PS]] : index
+// CHECK: %[[P:.*]] = tensor.extract %[[PAGES]][%{{.*}}] : tensor<?xindex>
+// CHECK: %[[S:.*]] = tensor.extract %[[SLOTS]][%{{.*}}] : tensor<?xindex>
+// CHECK: tensor.extract %[[CAST]][%[[P]], %[[S]], %{{.*}}, %{{.*}}] : tensor<?x?x1x34xi8>
 func.func @paged(%q: tensor<1x1x32xf32>, %pool: tensor<?x16x1x34xi8>, %table: tensor<?xi32>, %n: index, %t0: index) -> tensor<1x1x?xf32> {
   %k = tq.from_pages %pool[%table], %n : tensor<?x16x1x34xi8>, tensor<?xi32> -> !tq.cache<?x1x32, #tq.format<"q8_0">>
   %kt = tq.slice_tokens %k[%t0, %n] : !tq.cache<?x1x32, #tq.format<"q8_0">> -> !tq.cache<?x1x32, #tq.format<"q8_0">>

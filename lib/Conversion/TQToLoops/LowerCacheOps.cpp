@@ -12,6 +12,7 @@
 #include "LoopBuilders.h"
 #include "LoweringPatterns.h"
 #include "RowDecoding.h"
+#include "VectorGather.h"
 
 #include "tq/Dialect/TQ/IR/TQDialect.h"
 
@@ -154,6 +155,14 @@ struct LowerGather : public OpConversionPattern<GatherOp> {
     const quant::FormatSpec &spec = dec.spec();
     const int64_t width = cacheType.getPaddedDim();
     const int64_t kvHeads = cacheType.getNumKvHeads();
+    // Formats whose values are scale * C[idx] decode a whole row at a time
+    // with vector ops.
+    FailureOr<Value> vectorised =
+        emitVectorGather(rewriter, loc, dec, kvHeads);
+    if (succeeded(vectorised)) {
+      rewriter.replaceOp(op, *vectorised);
+      return success();
+    }
     SmallVector<OpFoldResult> sizes = {access.numTokens,
                                        rewriter.getIndexAttr(kvHeads),
                                        rewriter.getIndexAttr(width)};

@@ -86,23 +86,24 @@ RowDecoder::RowDecoder(OpBuilder &b, Location loc, quant::Format format,
   }
 }
 
+std::pair<Value, Value> RowDecoder::rowAddress(OpBuilder &b, Location loc,
+                                               Value t) const {
+  if (pages_)
+    return {tensor::ExtractOp::create(b, loc, pages_, ValueRange{t}),
+            tensor::ExtractOp::create(b, loc, slots_, ValueRange{t})};
+  Value row = arith::AddIOp::create(b, loc, access_.tokenOffset, t);
+  if (!access_.table)
+    return {indexConst(b, loc, 0), row};
+  Value entry = arith::DivUIOp::create(b, loc, row, pageSize_);
+  Value page =
+      tensor::ExtractOp::create(b, loc, access_.table, ValueRange{entry});
+  page = arith::IndexCastOp::create(b, loc, b.getIndexType(), page);
+  return {page, arith::RemUIOp::create(b, loc, row, pageSize_)};
+}
+
 Value RowDecoder::byteAt(OpBuilder &b, Location loc, Value t, Value kvHead,
                          Value offset) const {
-  if (pages_) {
-    Value page = tensor::ExtractOp::create(b, loc, pages_, ValueRange{t});
-    Value slot = tensor::ExtractOp::create(b, loc, slots_, ValueRange{t});
-    Value byte = tensor::ExtractOp::create(
-        b, loc, access_.pages, ValueRange{page, slot, kvHead, offset});
-    return arith::ExtUIOp::create(b, loc, b.getI32Type(), byte);
-  }
-  Value row = arith::AddIOp::create(b, loc, access_.tokenOffset, t);
-  Value page = indexConst(b, loc, 0), slot = row;
-  if (access_.table) {
-    Value entry = arith::DivUIOp::create(b, loc, row, pageSize_);
-    page = tensor::ExtractOp::create(b, loc, access_.table, ValueRange{entry});
-    page = arith::IndexCastOp::create(b, loc, b.getIndexType(), page);
-    slot = arith::RemUIOp::create(b, loc, row, pageSize_);
-  }
+  auto [page, slot] = rowAddress(b, loc, t);
   Value byte = tensor::ExtractOp::create(
       b, loc, access_.pages, ValueRange{page, slot, kvHead, offset});
   return arith::ExtUIOp::create(b, loc, b.getI32Type(), byte);

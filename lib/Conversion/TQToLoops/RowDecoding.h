@@ -72,6 +72,11 @@ public:
   Value qjlSign(OpBuilder &b, Location loc, Value t, Value kvHead,
                 Value i) const;
 
+  /// Page and slot of cache row t (index values).
+  std::pair<Value, Value> rowAddress(OpBuilder &b, Location loc,
+                                     Value t) const;
+  const CacheAccess &access() const { return access_; }
+
   /// Builds, outside any loop nest, each row's page and slot (index
   /// tensors over the tokens) and each block's scale; afterwards the
   /// element accessors read those instead of recomputing the page lookup

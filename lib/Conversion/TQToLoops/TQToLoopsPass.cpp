@@ -12,6 +12,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/Patterns.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 namespace mlir::tq {
 #define GEN_PASS_DEF_TQLOWERTOLOOPS
@@ -62,7 +63,7 @@ struct TQLowerToLoopsPass
     target.addIllegalDialect<TQDialect>();
     target.addLegalDialect<arith::ArithDialect, linalg::LinalgDialect,
                            math::MathDialect, scf::SCFDialect,
-                           tensor::TensorDialect>();
+                           tensor::TensorDialect, vector::VectorDialect>();
     target.addDynamicallyLegalOp<tensor::PadOp, tensor::ExtractSliceOp>(
         [](Operation *op) { return !isLoweredPadding(op); });
     target.addDynamicallyLegalOp<func::FuncOp>([&](func::FuncOp op) {

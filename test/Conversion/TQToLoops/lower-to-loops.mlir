@@ -52,11 +52,20 @@ func.func @score_lut(%q: tensor<1x2x64xf32>, %kb: tensor<?x2x18xi8>) -> tensor<1
 
 // -----
 
-// lookup = tile decodes the keys once into a dense 5x1x128 buffer, then both
-// query heads of the group take dense products with it (the reduction is
-// marked reassociable so LLVM may vectorise it).
+// lookup = tile decodes the keys once into a dense 5x1x128 buffer — a row
+// at a time with vector ops: the row's 50 bytes are one vector, each bit
+// plane is spread to one lane per value by a constant shuffle, shifted and
+// masked per lane, the centroid picked by a select chain and scaled — then
+// both query heads of the group take dense products with it (the reduction
+// is reassociable so LLVM may vectorise it).
 // CHECK-LABEL: func @score_tile
-// CHECK: %[[DENSE:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<5x1x128xf32>)
+// CHECK: %[[DENSE:.*]] = scf.for %[[T:.*]] = %c0{{.*}} to %c5{{.*}} step %c1{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<5x1x128xf32>)
+// CHECK: %[[ROW:.*]] = vector.transfer_read %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}], %{{.*}} {in_bounds = [true]} : tensor<?x?x1x50xi8>, vector<50xi8>
+// CHECK: vector.shuffle %[[ROW]], %[[ROW]] [2, 2, 2, 2, 3, 3, 3, 3,
+// CHECK: arith.shrui %{{.*}}, %{{.*}} : vector<128xi32>
+// CHECK: vector.shuffle %[[ROW]], %[[ROW]] [34, 34, 34, 34, 34, 34, 34, 34, 35,
+// CHECK: arith.select %{{.*}}, %{{.*}}, %{{.*}} : vector<128xi1>, vector<128xf32>
+// CHECK: vector.transfer_write %{{.*}}, %{{.*}}[%[[T]], %{{.*}}, %{{.*}}] {in_bounds = [true]} : vector<128xf32>, tensor<5x1x128xf32>
 // CHECK: linalg.generic {{.*}} ins(%{{.*}}, %[[DENSE]] : tensor<1x2x128xf32>, tensor<5x1x128xf32>)
 // CHECK: arith.mulf %{{.*}}, %{{.*}} fastmath<reassoc,contract> : f32
 // CHECK: arith.addf %{{.*}}, %{{.*}} fastmath<reassoc,contract> : f32

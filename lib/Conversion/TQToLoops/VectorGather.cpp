@@ -1,0 +1,161 @@
+//===- VectorGather.cpp - Whole-row vector decode of packed rows ----------===//
+
+#include "VectorGather.h"
+
+#include "LoopBuilders.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+using namespace mlir::tq;
+namespace quant = ::tq::quant;
+
+namespace {
+
+Value splatI32(OpBuilder &b, Location loc, VectorType type, ArrayRef<int32_t> v) {
+  return arith::ConstantOp::create(
+      b, loc, DenseElementsAttr::get(type, ArrayRef<int32_t>(v)));
+}
+
+} // namespace
+
+FailureOr<Value> mlir::tq::emitVectorGather(OpBuilder &b, Location loc,
+                                            const RowDecoder &decoder,
+                                            int64_t kvHeads) {
+  const quant::FormatSpec &spec = decoder.spec();
+  switch (spec.family) {
+  case quant::FormatFamily::Tq3:
+  case quant::FormatFamily::Tq3Legacy:
+  case quant::FormatFamily::Turbo:
+  case quant::FormatFamily::Polar:
+    break;
+  default:
+    return failure();
+  }
+  if (!spec.codebook || spec.codebook->centroids.size() > 16 ||
+      spec.scaleType != quant::ScalarType::F16)
+    return failure();
+  const int64_t p = spec.paddedDim, rowBytes = int64_t(spec.rowBytes());
+  const int64_t blocks = spec.blocksPerRow();
+  const CacheAccess &access = decoder.access();
+  auto i8Row = VectorType::get({rowBytes}, b.getI8Type());
+  auto i32Vec = VectorType::get({p}, b.getI32Type());
+  auto f32Vec = VectorType::get({p}, b.getF32Type());
+
+  // Constant per-lane byte positions and shifts of every plane.
+  struct PlaneLanes {
+    SmallVector<int64_t> bytes;
+    SmallVector<int32_t> shifts;
+    int32_t mask, indexShift;
+  };
+  SmallVector<PlaneLanes> planes;
+  for (const quant::BitPlane &plane : spec.indexPlanes) {
+    PlaneLanes lanes;
+    lanes.mask = (1 << plane.bits) - 1;
+    lanes.indexShift = int32_t(plane.shift);
+    for (int64_t j = 0; j < p; ++j) {
+      int64_t block = j / spec.blockLen, inBlock = j % spec.blockLen;
+      int64_t bit = inBlock * plane.bits;
+      lanes.bytes.push_back(block * spec.bytesPerBlock + plane.byteOffset +
+                            bit / 8);
+      lanes.shifts.push_back(int32_t(bit % 8));
+    }
+    planes.push_back(std::move(lanes));
+  }
+  // Which block each lane belongs to, for per-block scales.
+  SmallVector<Value> blockMasks;
+  if (blocks > 1)
+    for (int64_t blk = 1; blk < blocks; ++blk) {
+      SmallVector<bool> m(p);
+      for (int64_t j = 0; j < p; ++j)
+        m[j] = j / spec.blockLen == blk;
+      blockMasks.push_back(arith::ConstantOp::create(
+          b, loc,
+          DenseElementsAttr::get(VectorType::get({p}, b.getI1Type()),
+                                 ArrayRef<bool>(m))));
+    }
+
+  Value tokens = getValueOrCreateConstantIndexOp(b, loc, access.numTokens);
+  SmallVector<OpFoldResult> sizes = {access.numTokens, b.getIndexAttr(kvHeads),
+                                     b.getIndexAttr(p)};
+  Value init = tensor::EmptyOp::create(b, loc, sizes, b.getF32Type());
+  Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
+  Value c1 = arith::ConstantIndexOp::create(b, loc, 1);
+  Value heads = arith::ConstantIndexOp::create(b, loc, kvHeads);
+  Value zeroByte = arith::ConstantIntOp::create(b, loc, b.getI8Type(), 0);
+  Value zeroF = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
+
+  auto rows = scf::ForOp::create(
+      b, loc, c0, tokens, c1, ValueRange{init},
+      [&](OpBuilder &b, Location loc, Value t, ValueRange outer) {
+        auto perHead = scf::ForOp::create(
+            b, loc, c0, heads, c1, ValueRange{outer[0]},
+            [&](OpBuilder &b, Location loc, Value h, ValueRange inner) {
+              auto [page, slot] = decoder.rowAddress(b, loc, t);
+              Value row = vector::TransferReadOp::create(
+                  b, loc, i8Row, access.pages, ValueRange{page, slot, h, c0},
+                  zeroByte, ArrayRef<bool>{true});
+              Value index = splatI32(b, loc, i32Vec,
+                                     SmallVector<int32_t>(p, 0));
+              for (const PlaneLanes &lanes : planes) {
+                // One lane per value: the byte holding its bits.
+                Value spread = vector::ShuffleOp::create(
+                    b, loc, VectorType::get({p}, b.getI8Type()), row, row,
+                    b.getDenseI64ArrayAttr(lanes.bytes));
+                Value wide = arith::ExtUIOp::create(b, loc, i32Vec, spread);
+                Value field = arith::ShRUIOp::create(
+                    b, loc, wide, splatI32(b, loc, i32Vec, lanes.shifts));
+                field = arith::AndIOp::create(
+                    b, loc, field,
+                    splatI32(b, loc, i32Vec,
+                             SmallVector<int32_t>(p, lanes.mask)));
+                if (lanes.indexShift)
+                  field = arith::ShLIOp::create(
+                      b, loc, field,
+                      splatI32(b, loc, i32Vec,
+                               SmallVector<int32_t>(p, lanes.indexShift)));
+                index = arith::OrIOp::create(b, loc, index, field);
+              }
+              // Centroids by a compare/select chain over the levels.
+              const std::vector<float> &c = spec.codebook->centroids;
+              Value value = vector::BroadcastOp::create(
+                  b, loc, f32Vec,
+                  arith::ConstantOp::create(b, loc, b.getF32FloatAttr(c[0])));
+              for (size_t level = 1; level < c.size(); ++level) {
+                Value isLevel = arith::CmpIOp::create(
+                    b, loc, arith::CmpIPredicate::eq, index,
+                    splatI32(b, loc, i32Vec,
+                             SmallVector<int32_t>(p, int32_t(level))));
+                Value centroid = vector::BroadcastOp::create(
+                    b, loc, f32Vec,
+                    arith::ConstantOp::create(b, loc,
+                                              b.getF32FloatAttr(c[level])));
+                value = arith::SelectOp::create(b, loc, isLevel, centroid,
+                                                value);
+              }
+              // Per-block scales (precomputed), spread over their lanes.
+              Value scale = vector::BroadcastOp::create(
+                  b, loc, f32Vec, decoder.scale(b, loc, t, h, c0));
+              for (int64_t blk = 1; blk < blocks; ++blk) {
+                Value j = arith::ConstantIndexOp::create(b, loc,
+                                                         blk * spec.blockLen);
+                Value s = vector::BroadcastOp::create(
+                    b, loc, f32Vec, decoder.scale(b, loc, t, h, j));
+                scale = arith::SelectOp::create(b, loc, blockMasks[blk - 1],
+                                                s, scale);
+              }
+              Value decoded = arith::MulFOp::create(b, loc, scale, value);
+              Value written = vector::TransferWriteOp::create(
+                  b, loc, decoded, inner[0], ValueRange{t, h, c0},
+                  ArrayRef<bool>{true})
+                  .getResult();
+              scf::YieldOp::create(b, loc, written);
+            });
+        scf::YieldOp::create(b, loc, perHead.getResult(0));
+      });
+  (void)zeroF;
+  return rows.getResult(0);
+}

@@ -26,18 +26,23 @@ FailureOr<Value> mlir::tq::emitVectorGather(OpBuilder &b, Location loc,
                                             const RowDecoder &decoder,
                                             int64_t kvHeads) {
   const quant::FormatSpec &spec = decoder.spec();
+  const bool linear = spec.family == quant::FormatFamily::Q8_0 ||
+                      spec.family == quant::FormatFamily::F16;
   switch (spec.family) {
   case quant::FormatFamily::Tq3:
   case quant::FormatFamily::Tq3Legacy:
   case quant::FormatFamily::Turbo:
   case quant::FormatFamily::Polar:
+    if (!spec.codebook || spec.codebook->centroids.size() > 16 ||
+        spec.scaleType != quant::ScalarType::F16)
+      return failure();
+    break;
+  case quant::FormatFamily::Q8_0:
+  case quant::FormatFamily::F16:
     break;
   default:
     return failure();
   }
-  if (!spec.codebook || spec.codebook->centroids.size() > 16 ||
-      spec.scaleType != quant::ScalarType::F16)
-    return failure();
   const int64_t p = spec.paddedDim, rowBytes = int64_t(spec.rowBytes());
   const int64_t blocks = spec.blocksPerRow();
   const CacheAccess &access = decoder.access();
@@ -67,7 +72,7 @@ FailureOr<Value> mlir::tq::emitVectorGather(OpBuilder &b, Location loc,
   }
   // Which block each lane belongs to, for per-block scales.
   SmallVector<Value> blockMasks;
-  if (blocks > 1)
+  if (blocks > 1 && spec.family != quant::FormatFamily::F16)
     for (int64_t blk = 1; blk < blocks; ++blk) {
       SmallVector<bool> m(p);
       for (int64_t j = 0; j < p; ++j)
@@ -78,6 +83,21 @@ FailureOr<Value> mlir::tq::emitVectorGather(OpBuilder &b, Location loc,
                                  ArrayRef<bool>(m))));
     }
 
+  // Per-block scales (precomputed), spread over their lanes.
+  auto blockScales = [&](OpBuilder &b, Location loc, Value t,
+                         Value h) -> Value {
+    Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
+    Value scale = vector::BroadcastOp::create(
+        b, loc, f32Vec, decoder.scale(b, loc, t, h, c0));
+    for (int64_t blk = 1; blk < blocks; ++blk) {
+      Value j = arith::ConstantIndexOp::create(b, loc, blk * spec.blockLen);
+      Value s = vector::BroadcastOp::create(b, loc, f32Vec,
+                                            decoder.scale(b, loc, t, h, j));
+      scale = arith::SelectOp::create(b, loc, blockMasks[blk - 1], s, scale);
+    }
+    return scale;
+  };
+
   Value tokens = getValueOrCreateConstantIndexOp(b, loc, access.numTokens);
   SmallVector<OpFoldResult> sizes = {access.numTokens, b.getIndexAttr(kvHeads),
                                      b.getIndexAttr(p)};
@@ -86,7 +106,6 @@ FailureOr<Value> mlir::tq::emitVectorGather(OpBuilder &b, Location loc,
   Value c1 = arith::ConstantIndexOp::create(b, loc, 1);
   Value heads = arith::ConstantIndexOp::create(b, loc, kvHeads);
   Value zeroByte = arith::ConstantIntOp::create(b, loc, b.getI8Type(), 0);
-  Value zeroF = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
 
   auto rows = scf::ForOp::create(
       b, loc, c0, tokens, c1, ValueRange{init},
@@ -98,6 +117,30 @@ FailureOr<Value> mlir::tq::emitVectorGather(OpBuilder &b, Location loc,
               Value row = vector::TransferReadOp::create(
                   b, loc, i8Row, access.pages, ValueRange{page, slot, h, c0},
                   zeroByte, ArrayRef<bool>{true});
+              Value decoded;
+              if (spec.family == quant::FormatFamily::F16) {
+                // The row is p little-endian halves.
+                Value halves = vector::BitCastOp::create(
+                    b, loc, VectorType::get({p}, b.getF16Type()), row);
+                decoded = arith::ExtFOp::create(b, loc, f32Vec, halves);
+              } else if (spec.family == quant::FormatFamily::Q8_0) {
+                // Lane j reads the int8 at its block's value offset.
+                Value spread = vector::ShuffleOp::create(
+                    b, loc, VectorType::get({p}, b.getI8Type()), row, row,
+                    b.getDenseI64ArrayAttr(planes.front().bytes));
+                decoded = arith::SIToFPOp::create(b, loc, f32Vec, spread);
+              }
+              if (linear) {
+                if (spec.family == quant::FormatFamily::Q8_0)
+                  decoded = arith::MulFOp::create(
+                      b, loc, blockScales(b, loc, t, h), decoded);
+                Value written = vector::TransferWriteOp::create(
+                                    b, loc, decoded, inner[0],
+                                    ValueRange{t, h, c0}, ArrayRef<bool>{true})
+                                    .getResult();
+                scf::YieldOp::create(b, loc, written);
+                return;
+              }
               Value index = splatI32(b, loc, i32Vec,
                                      SmallVector<int32_t>(p, 0));
               for (const PlaneLanes &lanes : planes) {
@@ -136,18 +179,8 @@ FailureOr<Value> mlir::tq::emitVectorGather(OpBuilder &b, Location loc,
                 value = arith::SelectOp::create(b, loc, isLevel, centroid,
                                                 value);
               }
-              // Per-block scales (precomputed), spread over their lanes.
-              Value scale = vector::BroadcastOp::create(
-                  b, loc, f32Vec, decoder.scale(b, loc, t, h, c0));
-              for (int64_t blk = 1; blk < blocks; ++blk) {
-                Value j = arith::ConstantIndexOp::create(b, loc,
-                                                         blk * spec.blockLen);
-                Value s = vector::BroadcastOp::create(
-                    b, loc, f32Vec, decoder.scale(b, loc, t, h, j));
-                scale = arith::SelectOp::create(b, loc, blockMasks[blk - 1],
-                                                s, scale);
-              }
-              Value decoded = arith::MulFOp::create(b, loc, scale, value);
+              decoded =
+                  arith::MulFOp::create(b, loc, blockScales(b, loc, t, h), value);
               Value written = vector::TransferWriteOp::create(
                   b, loc, decoded, inner[0], ValueRange{t, h, c0},
                   ArrayRef<bool>{true})
@@ -156,6 +189,5 @@ FailureOr<Value> mlir::tq::emitVectorGather(OpBuilder &b, Location loc,
             });
         scf::YieldOp::create(b, loc, perHead.getResult(0));
       });
-  (void)zeroF;
   return rows.getResult(0);
 }

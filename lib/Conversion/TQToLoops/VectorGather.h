@@ -16,10 +16,11 @@
 
 namespace mlir::tq {
 
-/// tensor<tokens x kv_heads x padded x f32> = scale * C[idx] for formats
+/// tensor<tokens x kv_heads x padded x f32>: scale * C[idx] for formats
 /// whose values are exactly that (tq3_0, tq3_0_legacy, turbo, polar) with
-/// at most 16 codebook levels; failure for the others (the caller falls
-/// back to the element-wise lowering). `decoder` must be precomputed.
+/// at most 16 codebook levels, d * int8 for q8_0, the halves of f16;
+/// failure for the others (haar4, tqprod: the caller falls back to the
+/// element-wise lowering). `decoder` must be precomputed.
 FailureOr<Value> emitVectorGather(OpBuilder &b, Location loc,
                                   const RowDecoder &decoder, int64_t kvHeads);
 

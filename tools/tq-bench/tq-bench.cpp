@@ -108,7 +108,8 @@ double probeBandwidth() {
 }
 
 /// Peak multiply-add rate (flops, counting a multiply-add as 2): each
-/// thread runs independent chains the compiler can vectorise.
+/// thread runs independent chains the compiler vectorises with the host's
+/// widest FMA (tq-bench is built with -march=native, like the kernels).
 double probeFma() {
   const unsigned t = threadCount();
   const int chains = 64, iterations = 2000000;

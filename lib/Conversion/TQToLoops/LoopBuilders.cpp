@@ -55,6 +55,10 @@ AffineMap mlir::tq::projection(MLIRContext *context, unsigned numLoops,
   return AffineMap::get(numLoops, 0, exprs, context);
 }
 
+Value mlir::tq::f32Const(OpBuilder &b, Location loc, float value) {
+  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(value));
+}
+
 Value mlir::tq::multiplyAdd(OpBuilder &b, Location loc, Value acc, Value x,
                             Value y) {
   auto flags = arith::FastMathFlags::reassoc | arith::FastMathFlags::contract;

@@ -50,6 +50,9 @@ AffineMap projection(MLIRContext *context, unsigned numLoops,
 /// the library's rounding exactly.
 Value multiplyAdd(OpBuilder &b, Location loc, Value acc, Value x, Value y);
 
+/// An f32 constant.
+Value f32Const(OpBuilder &b, Location loc, float value);
+
 /// The size of dim `i` of `value` as an OpFoldResult.
 OpFoldResult sizeOf(OpBuilder &b, Location loc, Value value, unsigned i);
 

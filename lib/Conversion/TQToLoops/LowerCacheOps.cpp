@@ -28,10 +28,6 @@ namespace quant = ::tq::quant;
 
 namespace {
 
-Value f32Const(OpBuilder &b, Location loc, float v) {
-  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
-}
-
 Value zeroIndex(OpBuilder &b, Location loc) {
   return arith::ConstantIndexOp::create(b, loc, 0);
 }

@@ -24,10 +24,6 @@ using namespace mlir::tq;
 
 namespace {
 
-Value f32Const(OpBuilder &b, Location loc, float v) {
-  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
-}
-
 struct LowerRotate : public OpConversionPattern<RotateOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult

@@ -26,10 +26,6 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-Value f32Const(OpBuilder &b, Location loc, float v) {
-  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
-}
-
 /// exp(x - max), or `ifEmpty` when max is -inf (nothing visible yet).
 Value guardedExp(OpBuilder &b, Location loc, Value x, Value max,
                  float ifEmpty) {

@@ -34,9 +34,6 @@ namespace quant = ::tq::quant;
 
 namespace {
 
-Value f32Const(OpBuilder &b, Location loc, float v) {
-  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
-}
 Value idx(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
 }

@@ -6,6 +6,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
@@ -96,7 +97,9 @@ func::FuncOp buildAttention(OpBuilder &b, Location loc,
   auto func = func::FuncOp::create(
       b, loc, spec.name(),
       b.getFunctionType(
-          {qType, kType, vType, tableType, b.getIndexType(), qType}, {}));
+          {qType, kType, vType, tableType, b.getIndexType(), b.getF32Type(),
+           qType},
+          {}));
   func->setAttr("llvm.emit_c_interface", b.getUnitAttr());
   Block *entry = func.addEntryBlock();
   OpBuilder::InsertionGuard guard(b);
@@ -104,6 +107,34 @@ func::FuncOp buildAttention(OpBuilder &b, Location loc,
   Value q = toTensor(b, loc, entry->getArgument(0), false);
   Value table = toTensor(b, loc, entry->getArgument(3), false);
   Value tokens = entry->getArgument(4);
+  // A logit scale s > 0 replaces the default 1/sqrt(D): the queries are
+  // multiplied by s * sqrt(D) (exact for s = 0, the default, factor 1).
+  {
+    Value s = entry->getArgument(5);
+    Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
+    Value custom =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, s, zero);
+    Value sqrtD = arith::ConstantOp::create(
+        b, loc, b.getF32FloatAttr(std::sqrt(float(spec.headDim))));
+    Value factor = arith::SelectOp::create(
+        b, loc, custom, arith::MulFOp::create(b, loc, s, sqrtD),
+        arith::ConstantOp::create(b, loc, b.getF32FloatAttr(1.0f)));
+    auto qType = cast<RankedTensorType>(q.getType());
+    SmallVector<OpFoldResult> sizes;
+    for (unsigned i = 0; i < 3; ++i)
+      sizes.push_back(tensor::getMixedSize(b, loc, q, i));
+    Value init = tensor::EmptyOp::create(b, loc, sizes, b.getF32Type());
+    auto id = AffineMap::getMultiDimIdentityMap(3, b.getContext());
+    q = linalg::GenericOp::create(
+            b, loc, TypeRange{qType}, ValueRange{q}, ValueRange{init},
+            ArrayRef<AffineMap>{id, id},
+            SmallVector<utils::IteratorType>(3, utils::IteratorType::parallel),
+            [&](OpBuilder &nb, Location nloc, ValueRange args) {
+              Value scaled = arith::MulFOp::create(nb, nloc, args[0], factor);
+              linalg::YieldOp::create(nb, nloc, scaled);
+            })
+            .getResult(0);
+  }
   Value k = FromPagesOp::create(b, loc, keys,
                                 toTensor(b, loc, entry->getArgument(1), false),
                                 table, tokens);
@@ -115,7 +146,7 @@ func::FuncOp buildAttention(OpBuilder &b, Location loc,
       spec.causal ? b.getUnitAttr() : UnitAttr(),
       b.getI64IntegerAttr(spec.window), b.getF32FloatAttr(spec.softcap));
   bufferization::MaterializeInDestinationOp::create(
-      b, loc, TypeRange{}, out, entry->getArgument(5), /*restrict=*/true,
+      b, loc, TypeRange{}, out, entry->getArgument(6), /*restrict=*/true,
       /*writable=*/true);
   func::ReturnOp::create(b, loc);
   return func;

@@ -219,7 +219,7 @@ void writeHeader(llvm::raw_ostream &os,
     else
       os << "void _mlir_ciface_" << spec.name()
          << "(tq_memref3 *q, tq_memref4 *k, tq_memref4 *v, tq_memref1 "
-            "*table, int64_t tokens, tq_memref3 *out);\n";
+            "*table, int64_t tokens, float scale, tq_memref3 *out);\n";
   }
   os << "\n#ifdef __cplusplus\n}\n#endif\n\n#endif /* TQ_KERNELS_H */\n";
 }

@@ -22,7 +22,7 @@ _Static_assert(sizeof(tq_allocator_v0) == 32, "tq_allocator_v0 is pinned");
 _Static_assert(sizeof(tq_runtime_options_v0) == 24,
                "tq_runtime_options_v0 is pinned");
 _Static_assert(sizeof(tq_kv_cache_v0) == 112, "tq_kv_cache_v0 is pinned");
-_Static_assert(sizeof(tq_attention_params_v0) == 32,
+_Static_assert(sizeof(tq_attention_params_v0) == 40,
                "tq_attention_params_v0 is pinned");
 
 /* MLIR's strided memref descriptors, the kernels' calling convention. */
@@ -40,7 +40,8 @@ typedef struct {
 } memref4;
 
 typedef void (*attention_fn)(memref3 *q, memref4 *k, memref4 *v,
-                             memref1 *table, int64_t tokens, memref3 *out);
+                             memref1 *table, int64_t tokens, float scale,
+                             memref3 *out);
 typedef void (*append_fn)(memref3 *rows, memref4 *pool, memref1 *table,
                           int64_t start);
 
@@ -438,7 +439,8 @@ static void attention_item(void *ctx, uint64_t index) {
   memref4 k = pool_view(c, c->k_pages, c->k_row_bytes, kvh);
   memref4 v = pool_view(c, c->v_pages, c->v_row_bytes, kvh);
   memref1 table = table_view(c, job->identity, seq);
-  job->fns[seq](&q, &k, &v, &table, (int64_t)job->tokens[seq], &out);
+  job->fns[seq](&q, &k, &v, &table, (int64_t)job->tokens[seq],
+                job->params->scale, &out);
 }
 
 static tq_status find_attention(tq_runtime *rt, const tq_kv_cache_v0 *c,
@@ -485,7 +487,8 @@ tq_status tq_attention(tq_runtime *rt, const tq_kv_cache_v0 *cache,
     return TQ_STATUS_VERSION_MISMATCH;
   if (!params->q_indptr || !q || !out || params->num_q_heads == 0 ||
       params->num_q_heads % cache->num_kv_heads != 0 ||
-      !(params->softcap >= 0.0f) || params->q_indptr[0] != 0)
+      !(params->softcap >= 0.0f) || !(params->scale >= 0.0f) ||
+      params->scale > 3.4e38f || params->q_indptr[0] != 0)
     return TQ_STATUS_INVALID_ARGUMENT;
   if (cache->num_seqs == 0)
     return TQ_STATUS_OK;

@@ -223,7 +223,7 @@ Point timeDecode(tq_runtime *rt, const std::string &format, uint64_t tokens) {
     x = float(rng.gaussian());
   int32_t qIndptr[2] = {0, 1};
   tq_attention_params_v0 p = {TQ_ATTENTION_PARAMS_VERSION_0, sizeof(p),
-                              qHeads, 0, 0, 0.0f, qIndptr};
+                              qHeads, 0, 0, 0.0f, 0.0f, 0, qIndptr};
   if (tq_attention(rt, &cache, &p, q.data(), out.data()) != TQ_STATUS_OK)
     fail("attention failed for " + format);
   double best = 1e30;

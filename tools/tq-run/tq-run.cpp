@@ -174,12 +174,6 @@ int main(int argc, char **argv) {
   if (causal && nq > nkv)
     fail("causal attention needs n_q (" + llvm::Twine(nq) + ") <= n_kv (" +
          llvm::Twine(nkv) + ")");
-  // A custom scale is applied to the queries: the kernels use 1/sqrt(D).
-  if (scale > 0.0f) {
-    float factor = scale * std::sqrt(float(d));
-    for (float &x : q)
-      x *= factor;
-  }
 
   std::string dir = library;
   llvm::SmallString<128> temp;
@@ -236,6 +230,8 @@ int main(int argc, char **argv) {
                                    causal ? 1u : 0u,
                                    window,
                                    softcap,
+                                   scale,
+                                   0,
                                    qIndptr.data()};
   std::vector<float> out(q.size());
   check(tq_attention(rt, &cache, &params, q.data(), out.data()), "attention");
@@ -271,6 +267,7 @@ int main(int argc, char **argv) {
     ::tq::quant::AttentionShape shape{unsigned(nq), qHeads, kvHeads, headDim,
                                       unsigned(nkv)};
     ::tq::quant::AttentionOptions opts;
+    opts.scale = scale;
     opts.causal = causal;
     opts.window = window;
     opts.softcap = softcap;

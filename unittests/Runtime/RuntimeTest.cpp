@@ -136,7 +136,8 @@ struct Batch {
 /// Runs attention over the batch and compares each sequence with
 /// lib/Quant's reference over the same encoded rows.
 std::vector<float> checkAttention(tq_runtime *rt, Batch &b, bool causal,
-                                  unsigned window, float softcap) {
+                                  unsigned window, float softcap,
+                                  float scale = 0.0f) {
   Format kf = *Format::get(b.kFormat, b.dim), vf = *Format::get(b.vFormat, b.dim);
   std::vector<int32_t> qIndptr = {0};
   for (unsigned n : b.queries)
@@ -146,8 +147,14 @@ std::vector<float> checkAttention(tq_runtime *rt, Batch &b, bool causal,
   for (float &x : q)
     x = float(rng.gaussian());
   std::vector<float> out(q.size(), NAN);
-  tq_attention_params_v0 p = {TQ_ATTENTION_PARAMS_VERSION_0, sizeof(p),
-                              b.qHeads, causal ? 1u : 0u, window, softcap,
+  tq_attention_params_v0 p = {TQ_ATTENTION_PARAMS_VERSION_0,
+                              sizeof(p),
+                              b.qHeads,
+                              causal ? 1u : 0u,
+                              window,
+                              softcap,
+                              scale,
+                              0,
                               qIndptr.data()};
   EXPECT_EQ(tq_attention(rt, &b.cache, &p, q.data(), out.data()),
             TQ_STATUS_OK);
@@ -172,6 +179,7 @@ std::vector<float> checkAttention(tq_runtime *rt, Batch &b, bool causal,
     AttentionShape shape{b.queries[s], b.qHeads, b.kvHeads, b.dim,
                          b.lengths[s]};
     AttentionOptions o;
+    o.scale = scale;
     o.causal = causal;
     o.window = window;
     o.softcap = softcap;
@@ -240,6 +248,15 @@ TEST_F(RuntimeTest, PrefillMatchesReference) {
   b.build(7);
   b.append(r.rt);
   checkAttention(r.rt, b, false, 0, 0.0f);
+}
+
+/// A logit scale other than 1/sqrt(D) (as Gemma-style models use).
+TEST_F(RuntimeTest, CustomLogitScale) {
+  Runtime r(plain);
+  Batch b = ragged("turbo3_0", "q8_0", 64, 3, 16);
+  b.build(8);
+  b.append(r.rt);
+  checkAttention(r.rt, b, false, 0, 0.0f, 0.3f);
 }
 
 TEST_F(RuntimeTest, CausalWindowSoftcap) {
@@ -373,8 +390,15 @@ TEST_F(RuntimeTest, MalformedDescriptorsAreRejected) {
   std::vector<float> rows(64 * 2 * 64, 0.5f), q(5 * 2 * 64, 0.1f),
       out(q.size(), 0.0f);
   std::vector<int32_t> qIndptr = {0, 1, 2, 3, 3, 4};
-  tq_attention_params_v0 p = {TQ_ATTENTION_PARAMS_VERSION_0, sizeof(p), 2, 0,
-                              0, 0.0f, qIndptr.data()};
+  tq_attention_params_v0 p = {TQ_ATTENTION_PARAMS_VERSION_0,
+                              sizeof(p),
+                              2,
+                              0,
+                              0,
+                              0.0f,
+                              0.0f,
+                              0,
+                              qIndptr.data()};
   auto attention = [&](const tq_kv_cache_v0 &c) {
     return tq_attention(r.rt, &c, &p, q.data(), out.data());
   };
@@ -455,6 +479,10 @@ TEST_F(RuntimeTest, MalformedDescriptorsAreRejected) {
   EXPECT_EQ(tq_attention(r.rt, &good.cache, &bp, q.data(), out.data()),
             TQ_STATUS_INVALID_ARGUMENT);
   bp = p;
+  bp.scale = -1.0f;
+  EXPECT_EQ(tq_attention(r.rt, &good.cache, &bp, q.data(), out.data()),
+            TQ_STATUS_INVALID_ARGUMENT);
+  bp = p;
   bp.size = 16;
   EXPECT_EQ(tq_attention(r.rt, &good.cache, &bp, q.data(), out.data()),
             TQ_STATUS_VERSION_MISMATCH);
@@ -487,8 +515,15 @@ TEST_F(RuntimeTest, CausalNeedsEnoughTokens) {
   b.append(r.rt);
   std::vector<int32_t> qIndptr = {0, 2, 3, 4, 4, 5}; // 2 queries over 1 token
   std::vector<float> q(5 * 4 * 64, 0.1f), out(q.size());
-  tq_attention_params_v0 p = {TQ_ATTENTION_PARAMS_VERSION_0, sizeof(p), 4, 1,
-                              8, 20.0f, qIndptr.data()};
+  tq_attention_params_v0 p = {TQ_ATTENTION_PARAMS_VERSION_0,
+                              sizeof(p),
+                              4,
+                              1,
+                              8,
+                              20.0f,
+                              0.0f,
+                              0,
+                              qIndptr.data()};
   EXPECT_EQ(tq_attention(r.rt, &b.cache, &p, q.data(), out.data()),
             TQ_STATUS_OUT_OF_RANGE);
 }

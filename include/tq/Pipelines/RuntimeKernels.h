@@ -11,6 +11,7 @@
 //       %v:     memref<? x ? x 1 x RV x i8, strided>   kv head) x row bytes
 //       %table: memref<? x i32, strided>           this sequence's pages
 //       %tokens: index                              tokens in the cache
+//       %scale: f32                                 logit scale (0: 1/sqrt(D))
 //       %out:   memref<? x G x D x f32, strided>)
 //
 //   append:    func.func @<name>(

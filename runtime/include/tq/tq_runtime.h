@@ -128,6 +128,8 @@ typedef struct tq_attention_params_v0 {
   uint32_t causal;  /* queries aligned to the last positions */
   uint32_t window;  /* 0: none */
   float softcap;    /* 0: none */
+  float scale;      /* logit scale; 0: 1/sqrt(head_dim) */
+  uint32_t reserved;
   /* Queries of sequence s are rows q_indptr[s] .. q_indptr[s+1] of q and
    * out ([rows][num_q_heads][head_dim] float). */
   const int32_t *q_indptr; /* num_seqs + 1 */

@@ -43,6 +43,32 @@ Value qjlMatrix(OpBuilder &b, Location loc, const quant::FormatSpec &spec) {
                          spec.qjl->dim());
 }
 
+/// What the codebook score / accumulate lowerings share: the decoder of the
+/// cache operand (scales and page lookups precomputed, outside the loop
+/// nests) and the GQA group size (query heads per kv head).
+struct GroupedCacheDecode {
+  RowDecoder dec;
+  int64_t group;
+  Value groupConst;
+};
+
+FailureOr<GroupedCacheDecode>
+prepareGroupedDecode(ConversionPatternRewriter &rewriter, Operation *op,
+                     ShapedType perQueryHead, Value cache,
+                     Value convertedCache) {
+  Location loc = op->getLoc();
+  const int64_t qHeads = perQueryHead.getDimSize(1);
+  if (ShapedType::isDynamic(qHeads))
+    return rewriter.notifyMatchFailure(op, "dynamic query heads");
+  auto cacheType = cast<CacheType>(cache.getType());
+  CacheAccess access = resolveCacheAccess(rewriter, loc, cache, convertedCache);
+  RowDecoder dec(rewriter, loc, cacheType.getQuantFormat(), access);
+  dec.precompute(rewriter, loc, cacheType.getNumKvHeads());
+  const int64_t group = qHeads / cacheType.getNumKvHeads();
+  Value groupConst = arith::ConstantIndexOp::create(rewriter, loc, group);
+  return GroupedCacheDecode{std::move(dec), group, groupConst};
+}
+
 /// haar4: scale / ||C[idx]|| of every row, tensor<tokens x kv_heads>.
 Value haarRowFactors(OpBuilder &b, Location loc, const RowDecoder &dec,
                      const CacheAccess &access, int64_t kvHeads) {
@@ -232,20 +258,20 @@ struct LowerScore : public OpConversionPattern<ScoreOp> {
     }
     MLIRContext *ctx = rewriter.getContext();
     CacheType cacheType = op.getKeys().getType();
-    int64_t qHeads = op.getQuery().getType().getDimSize(1);
-    if (ShapedType::isDynamic(qHeads))
-      return rewriter.notifyMatchFailure(op, "dynamic query heads");
-    const int64_t group = qHeads / cacheType.getNumKvHeads();
+    FailureOr<GroupedCacheDecode> prepared =
+        prepareGroupedDecode(rewriter, op, op.getQuery().getType(),
+                             op.getKeys(), adaptor.getKeys());
+    if (failed(prepared))
+      return failure();
+    const RowDecoder &dec = prepared->dec;
+    const CacheAccess &access = dec.access();
+    const int64_t group = prepared->group;
+    Value groupConst = prepared->groupConst;
     Value q = adaptor.getQuery();
-    CacheAccess access =
-        resolveCacheAccess(rewriter, loc, op.getKeys(), adaptor.getKeys());
-    RowDecoder dec(rewriter, loc, cacheType.getQuantFormat(), access);
-    dec.precompute(rewriter, loc, cacheType.getNumKvHeads());
     const quant::FormatSpec &spec = dec.spec();
     const int64_t width = cacheType.getPaddedDim();
     const bool useLut = op.getLookup() == LookupStrategy::lut &&
                         dec.codebook() && spec.codebook;
-    Value groupConst = arith::ConstantIndexOp::create(rewriter, loc, group);
     SmallVector<OpFoldResult> outSizes = {sizeOf(rewriter, loc, q, 0),
                                           sizeOf(rewriter, loc, q, 1),
                                           access.numTokens};
@@ -375,18 +401,18 @@ struct LowerAccumulate : public OpConversionPattern<AccumulateOp> {
     }
     MLIRContext *ctx = rewriter.getContext();
     CacheType cacheType = op.getValues().getType();
-    int64_t qHeads = op.getProbs().getType().getDimSize(1);
-    if (ShapedType::isDynamic(qHeads))
-      return rewriter.notifyMatchFailure(op, "dynamic query heads");
-    const int64_t group = qHeads / cacheType.getNumKvHeads();
+    FailureOr<GroupedCacheDecode> prepared =
+        prepareGroupedDecode(rewriter, op, op.getProbs().getType(),
+                             op.getValues(), adaptor.getValues());
+    if (failed(prepared))
+      return failure();
+    const RowDecoder &dec = prepared->dec;
+    const CacheAccess &access = dec.access();
+    const int64_t group = prepared->group;
+    Value groupConst = prepared->groupConst;
     Value p = adaptor.getProbs();
-    CacheAccess access =
-        resolveCacheAccess(rewriter, loc, op.getValues(), adaptor.getValues());
-    RowDecoder dec(rewriter, loc, cacheType.getQuantFormat(), access);
-    dec.precompute(rewriter, loc, cacheType.getNumKvHeads());
     const quant::FormatSpec &spec = dec.spec();
     const int64_t width = cacheType.getPaddedDim();
-    Value groupConst = arith::ConstantIndexOp::create(rewriter, loc, group);
     SmallVector<OpFoldResult> outSizes = {sizeOf(rewriter, loc, p, 0),
                                           sizeOf(rewriter, loc, p, 1),
                                           rewriter.getIndexAttr(width)};

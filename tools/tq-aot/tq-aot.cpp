@@ -16,8 +16,8 @@
 #include "tq/Quant/Format.h"
 #include "tq/Target/KernelLibrary.h"
 
-#include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -32,46 +32,56 @@ namespace cl = llvm::cl;
 
 namespace {
 
-cl::opt<std::string> target("target", cl::desc("cpu | nvptx | amdgcn"),
-                            cl::init("cpu"));
-cl::opt<std::string> chip("chip", cl::desc("CPU name (default: host)"),
+/// Only this tool's options appear in --help (not LLVM's).
+cl::OptionCategory toolOptions("tq-aot options");
+
+cl::opt<std::string> target("target", cl::cat(toolOptions),
+                            cl::desc("cpu | nvptx | amdgcn"), cl::init("cpu"));
+cl::opt<std::string> chip("chip", cl::cat(toolOptions),
+                          cl::desc("CPU name (default: host)"),
                           cl::init("host"));
-cl::opt<std::string> kinds("kind", cl::desc("append,decode,prefill"),
+cl::opt<std::string> kinds("kind", cl::cat(toolOptions),
+                           cl::desc("append,decode,prefill"),
                            cl::init("decode"));
-cl::opt<std::string> kFormats("k-format",
+cl::opt<std::string> kFormats("k-format", cl::cat(toolOptions),
                               cl::desc("K formats (comma list, or all)"));
-cl::list<std::string> inputFiles(
-    "input", cl::desc("MLIR files whose public functions are compiled too"));
-cl::opt<std::string> vFormats(
-    "v-format", cl::desc("V formats (default: each K format with itself)"));
-cl::opt<std::string> headDims("head-dim", cl::desc("head dims (comma list)"));
-cl::opt<std::string> groups("gqa", cl::desc("query heads per KV head"),
-                            cl::init("1"));
+cl::list<std::string>
+    inputFiles("input", cl::cat(toolOptions),
+               cl::desc("MLIR files whose public functions are compiled too"));
+cl::opt<std::string>
+    vFormats("v-format", cl::cat(toolOptions),
+             cl::desc("V formats (default: each K format with itself)"));
+cl::opt<std::string> headDims("head-dim", cl::cat(toolOptions),
+                              cl::desc("head dims (comma list)"));
+cl::opt<std::string> groups("gqa", cl::cat(toolOptions),
+                            cl::desc("query heads per KV head"), cl::init("1"));
 cl::opt<std::string> lookup(
-    "lookup",
+    "lookup", cl::cat(toolOptions),
     cl::desc("centroid lookup of fused kernels: tile (decode each KV tile "
              "once per GQA group), select or lut"),
     cl::init("tile"));
-cl::opt<bool> causal("causal", cl::desc("causal masking"));
-cl::opt<int64_t> window("window", cl::desc("sliding window (0: none)"),
-                        cl::init(0));
-cl::opt<float> softcap("softcap", cl::desc("logit soft-cap (0: none)"),
-                       cl::init(0.0f));
-cl::opt<int64_t> tileSize("tile-size", cl::desc("KV tile of the flash loop"),
-                          cl::init(64));
-cl::opt<int64_t> splits("splits", cl::desc("split-KV chunks of decode kernels"),
+cl::opt<bool> causal("causal", cl::cat(toolOptions),
+                     cl::desc("causal masking"));
+cl::opt<int64_t> window("window", cl::cat(toolOptions),
+                        cl::desc("sliding window (0: none)"), cl::init(0));
+cl::opt<float> softcap("softcap", cl::cat(toolOptions),
+                       cl::desc("logit soft-cap (0: none)"), cl::init(0.0f));
+cl::opt<int64_t> tileSize("tile-size", cl::cat(toolOptions),
+                          cl::desc("KV tile of the flash loop"), cl::init(64));
+cl::opt<int64_t> splits("splits", cl::cat(toolOptions),
+                        cl::desc("split-KV chunks of decode kernels"),
                         cl::init(4));
-cl::opt<std::string> outputDir("o", cl::desc("output directory"),
-                               cl::Required);
-cl::opt<bool> quiet("quiet", cl::desc("no progress output"));
+cl::opt<std::string> outputDir("o", cl::cat(toolOptions),
+                               cl::desc("output directory"), cl::Required);
+cl::opt<bool> quiet("quiet", cl::cat(toolOptions),
+                    cl::desc("no progress output"));
 
 [[noreturn]] void fail(const llvm::Twine &message) {
   llvm::errs() << "tq-aot: error: " << message << "\n";
   std::exit(1);
 }
 
-std::vector<std::string> splitList(const std::string &list,
-                                   const char *what) {
+std::vector<std::string> splitList(const std::string &list, const char *what) {
   std::vector<std::string> items;
   for (llvm::StringRef item : llvm::split(list, ','))
     if (!item.trim().empty())
@@ -81,8 +91,7 @@ std::vector<std::string> splitList(const std::string &list,
   return items;
 }
 
-std::vector<std::string> formatList(const std::string &list,
-                                    const char *what) {
+std::vector<std::string> formatList(const std::string &list, const char *what) {
   std::vector<std::string> names = splitList(list, what);
   if (names.size() == 1 && names[0] == "all") {
     names.clear();
@@ -105,8 +114,8 @@ std::vector<unsigned> numberList(const std::string &list, const char *what) {
   for (const std::string &item : splitList(list, what)) {
     unsigned v = 0;
     if (llvm::StringRef(item).getAsInteger(10, v) || v == 0)
-      fail(llvm::Twine("--") + what + " takes positive integers, got '" +
-           item + "'");
+      fail(llvm::Twine("--") + what + " takes positive integers, got '" + item +
+           "'");
     values.push_back(v);
   }
   return values;
@@ -116,6 +125,7 @@ std::vector<unsigned> numberList(const std::string &list, const char *what) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(toolOptions);
   cl::ParseCommandLineOptions(argc, argv,
                               "tq-aot: compile TurboQuant kernel libraries\n");
   if (target == "nvptx" || target == "amdgcn")
@@ -143,14 +153,15 @@ int main(int argc, char **argv) {
     fail("nothing to compile: give --k-format/--head-dim specs or --input");
   if (!kFormats.empty() && headDims.empty())
     fail("--k-format needs --head-dim");
-  std::vector<std::string> ks =
-      kFormats.empty() ? std::vector<std::string>{}
-                       : formatList(kFormats, "k-format");
-  std::vector<std::string> vs =
-      vFormats.empty() ? std::vector<std::string>{}
-                       : formatList(vFormats, "v-format");
-  std::vector<unsigned> dims =
-      headDims.empty() ? std::vector<unsigned>{} : numberList(headDims, "head-dim");
+  std::vector<std::string> ks = kFormats.empty()
+                                    ? std::vector<std::string>{}
+                                    : formatList(kFormats, "k-format");
+  std::vector<std::string> vs = vFormats.empty()
+                                    ? std::vector<std::string>{}
+                                    : formatList(vFormats, "v-format");
+  std::vector<unsigned> dims = headDims.empty()
+                                   ? std::vector<unsigned>{}
+                                   : numberList(headDims, "head-dim");
   std::vector<unsigned> gqas = numberList(groups, "gqa");
 
   std::vector<RuntimeKernelSpec> specs;
@@ -225,7 +236,7 @@ int main(int argc, char **argv) {
   if (!writeKernelLibrary(context, specs, options, progress, error, inputs))
     fail(error);
   if (!quiet)
-    llvm::errs() << "wrote " << specs.size() + inputs.size()
-                 << " kernel(s) to " << outputDir << "/libtqkernels.so\n";
+    llvm::errs() << "wrote " << specs.size() + inputs.size() << " kernel(s) to "
+                 << outputDir << "/libtqkernels.so\n";
   return 0;
 }

@@ -43,25 +43,33 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-cl::opt<std::string> formats("formats", cl::desc("K/V formats to measure"),
+/// Only this tool's options appear in --help (not LLVM's).
+cl::OptionCategory toolOptions("tq-bench options");
+
+cl::opt<std::string> formats("formats", cl::cat(toolOptions),
+                             cl::desc("K/V formats to measure"),
                              cl::init("turbo3_0,polar4,q8_0"));
-cl::opt<std::string> contexts("contexts", cl::desc("context lengths"),
+cl::opt<std::string> contexts("contexts", cl::cat(toolOptions),
+                              cl::desc("context lengths"),
                               cl::init("1024,4096,16384,65536"));
-cl::opt<unsigned> headDim("head-dim", cl::init(128));
-cl::opt<unsigned> qHeads("q-heads", cl::init(32));
-cl::opt<unsigned> kvHeads("kv-heads", cl::init(8));
-cl::opt<unsigned> numThreads("num-threads", cl::desc("0: all CPUs"),
-                             cl::init(0));
-cl::opt<unsigned> repeat("repeat", cl::desc("timed steps per point"),
-                         cl::init(3));
+cl::opt<unsigned> headDim("head-dim", cl::cat(toolOptions),
+                          cl::desc("head dim"), cl::init(128));
+cl::opt<unsigned> qHeads("q-heads", cl::cat(toolOptions),
+                         cl::desc("query heads"), cl::init(32));
+cl::opt<unsigned> kvHeads("kv-heads", cl::cat(toolOptions),
+                          cl::desc("KV heads"), cl::init(8));
+cl::opt<unsigned> numThreads("num-threads", cl::cat(toolOptions),
+                             cl::desc("0: all CPUs"), cl::init(0));
+cl::opt<unsigned> repeat("repeat", cl::cat(toolOptions),
+                         cl::desc("timed steps per point"), cl::init(3));
 cl::opt<std::string> lookup(
-    "lookup",
+    "lookup", cl::cat(toolOptions),
     cl::desc("centroid lookup of fused kernels: tile (decode each KV tile "
              "once per GQA group), select or lut"),
     cl::init("tile"));
-cl::opt<bool> skipNaive("skip-naive",
+cl::opt<bool> skipNaive("skip-naive", cl::cat(toolOptions),
                         cl::desc("skip the dequantise-then-attend baseline"));
-cl::opt<std::string> report("report",
+cl::opt<std::string> report("report", cl::cat(toolOptions),
                             cl::desc("also write the markdown report here"));
 
 [[noreturn]] void fail(const llvm::Twine &message) {
@@ -131,8 +139,7 @@ double probeFma() {
     });
   for (auto &w : workers)
     w.join();
-  return 2.0 * chains * double(iterations) * t /
-         seconds(start, Clock::now());
+  return 2.0 * chains * double(iterations) * t / seconds(start, Clock::now());
 }
 
 struct Library {
@@ -195,8 +202,8 @@ Point timeDecode(tq_runtime *rt, const std::string &format, uint64_t tokens) {
   for (size_t r = 0; r < 1024 * size_t(kvHeads); ++r) {
     for (float &x : row)
       x = float(rng.gaussian());
-    (void)f->encodeRow(row, std::span<uint8_t>(distinct).subspan(
-                                r * rowBytes, rowBytes));
+    (void)f->encodeRow(
+        row, std::span<uint8_t>(distinct).subspan(r * rowBytes, rowBytes));
   }
   std::vector<uint8_t> k(tokens * tokenBytes), v;
   for (uint64_t t = 0; t < tokens; ++t)
@@ -222,8 +229,15 @@ Point timeDecode(tq_runtime *rt, const std::string &format, uint64_t tokens) {
   for (float &x : q)
     x = float(rng.gaussian());
   int32_t qIndptr[2] = {0, 1};
-  tq_attention_params_v0 p = {TQ_ATTENTION_PARAMS_VERSION_0, sizeof(p),
-                              qHeads, 0, 0, 0.0f, 0.0f, 0, qIndptr};
+  tq_attention_params_v0 p = {TQ_ATTENTION_PARAMS_VERSION_0,
+                              sizeof(p),
+                              qHeads,
+                              0,
+                              0,
+                              0.0f,
+                              0.0f,
+                              0,
+                              qIndptr};
   if (tq_attention(rt, &cache, &p, q.data(), out.data()) != TQ_STATUS_OK)
     fail("attention failed for " + format);
   double best = 1e30;
@@ -239,6 +253,7 @@ Point timeDecode(tq_runtime *rt, const std::string &format, uint64_t tokens) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(toolOptions);
   cl::ParseCommandLineOptions(argc, argv,
                               "tq-bench: decode throughput vs roofline\n");
   if (kvHeads == 0 || qHeads % kvHeads != 0)
@@ -281,8 +296,8 @@ int main(int argc, char **argv) {
   std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
   md << "## Decode, " << date << ", " << llvm::sys::getHostCPUName() << ", "
      << threadCount() << " threads\n\n"
-     << "head dim " << headDim << ", " << qHeads << " query heads, "
-     << kvHeads << " KV heads, one query; best of " << repeat
+     << "head dim " << headDim << ", " << qHeads << " query heads, " << kvHeads
+     << " KV heads, one query; best of " << repeat
      << " steps. Probed in this run: read bandwidth "
      << llvm::format("%.1f", bandwidth / 1e9) << " GB/s, multiply-add "
      << llvm::format("%.1f", fma / 1e9) << " GFLOP/s.\n\n"
@@ -291,8 +306,7 @@ int main(int argc, char **argv) {
   auto row = [&](const std::string &f, uint64_t ctx, const char *kind,
                  Point p) {
     double flops = 4.0 * qHeads * double(ctx) * headDim;
-    double roofline =
-        std::max(double(p.kvBytes) / bandwidth, flops / fma);
+    double roofline = std::max(double(p.kvBytes) / bandwidth, flops / fma);
     md << "| " << f << " | " << ctx << " | " << kind << " | "
        << llvm::format("%.2f", p.seconds * 1e3) << " | "
        << llvm::format("%.2f", p.kvBytes / 1e6) << " | "

@@ -22,9 +22,9 @@
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/Format.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
@@ -38,44 +38,56 @@ namespace cl = llvm::cl;
 
 namespace {
 
-cl::opt<std::string> command(cl::Positional, cl::desc("<command: attention>"),
-                             cl::Required);
-cl::opt<std::string> kFormat("k-format", cl::desc("K cache format"),
-                             cl::Required);
-cl::opt<std::string> vFormat("v-format", cl::desc("V cache format"),
-                             cl::Required);
-cl::opt<unsigned> headDim("head-dim", cl::desc("head dim D"), cl::Required);
-cl::opt<unsigned> qHeads("q-heads", cl::desc("query heads H"), cl::Required);
-cl::opt<unsigned> kvHeads("kv-heads", cl::desc("KV heads KH"), cl::Required);
-cl::opt<bool> causal("causal", cl::desc("causal masking"));
-cl::opt<unsigned> window("window", cl::desc("sliding window (0: none)"),
-                         cl::init(0));
-cl::opt<float> softcap("softcap", cl::desc("logit soft-cap (0: none)"),
-                       cl::init(0.0f));
-cl::opt<float> scale("scale", cl::desc("logit scale (default 1/sqrt(D))"),
+/// Only this tool's options appear in --help (not LLVM's).
+cl::OptionCategory toolOptions("tq-run options");
+
+cl::opt<std::string> command(cl::Positional, cl::cat(toolOptions),
+                             cl::desc("<command: attention>"), cl::Required);
+cl::opt<std::string> kFormat("k-format", cl::cat(toolOptions),
+                             cl::desc("K cache format"), cl::Required);
+cl::opt<std::string> vFormat("v-format", cl::cat(toolOptions),
+                             cl::desc("V cache format"), cl::Required);
+cl::opt<unsigned> headDim("head-dim", cl::cat(toolOptions),
+                          cl::desc("head dim D"), cl::Required);
+cl::opt<unsigned> qHeads("q-heads", cl::cat(toolOptions),
+                         cl::desc("query heads H"), cl::Required);
+cl::opt<unsigned> kvHeads("kv-heads", cl::cat(toolOptions),
+                          cl::desc("KV heads KH"), cl::Required);
+cl::opt<bool> causal("causal", cl::cat(toolOptions),
+                     cl::desc("causal masking"));
+cl::opt<unsigned> window("window", cl::cat(toolOptions),
+                         cl::desc("sliding window (0: none)"), cl::init(0));
+cl::opt<float> softcap("softcap", cl::cat(toolOptions),
+                       cl::desc("logit soft-cap (0: none)"), cl::init(0.0f));
+cl::opt<float> scale("scale", cl::cat(toolOptions),
+                     cl::desc("logit scale (default 1/sqrt(D))"),
                      cl::init(0.0f));
-cl::opt<unsigned> pageSize("page-size", cl::desc("tokens per page"),
-                           cl::init(16));
-cl::opt<std::string> library("library",
+cl::opt<unsigned> pageSize("page-size", cl::cat(toolOptions),
+                           cl::desc("tokens per page"), cl::init(16));
+cl::opt<std::string> library("library", cl::cat(toolOptions),
                              cl::desc("tq-aot kernel library directory"));
-cl::opt<unsigned> threads("num-threads", cl::desc("worker threads (0: all)"),
-                          cl::init(0));
-cl::opt<std::string> qFile("q", cl::desc("Q.f32 [n_q][H][D]"), cl::Required);
-cl::opt<std::string> kFile("k", cl::desc("K.f32 [n_kv][KH][D]"), cl::Required);
-cl::opt<std::string> vFile("v", cl::desc("V.f32 [n_kv][KH][D]"), cl::Required);
-cl::opt<std::string> outFile("out", cl::desc("O.f32 [n_q][H][D]"),
-                             cl::Required);
+cl::opt<unsigned> threads("num-threads", cl::cat(toolOptions),
+                          cl::desc("worker threads (0: all)"), cl::init(0));
+cl::opt<std::string> qFile("q", cl::cat(toolOptions),
+                           cl::desc("Q.f32 [n_q][H][D]"), cl::Required);
+cl::opt<std::string> kFile("k", cl::cat(toolOptions),
+                           cl::desc("K.f32 [n_kv][KH][D]"), cl::Required);
+cl::opt<std::string> vFile("v", cl::cat(toolOptions),
+                           cl::desc("V.f32 [n_kv][KH][D]"), cl::Required);
+cl::opt<std::string> outFile("out", cl::cat(toolOptions),
+                             cl::desc("O.f32 [n_q][H][D]"), cl::Required);
 cl::opt<bool> checkResult(
-    "check",
+    "check", cl::cat(toolOptions),
     cl::desc("also compute lib/Quant's double-precision attention over the "
              "cache the append kernels wrote; print the largest difference "
              "and fail if it exceeds --tolerance"));
-cl::opt<double> tolerance("tolerance", cl::desc("--check limit"),
-                          cl::init(1e-4));
-cl::opt<unsigned> repeat(
-    "repeat", cl::desc("time this many extra attention calls and print the "
-                       "best (0: none)"),
-    cl::init(0));
+cl::opt<double> tolerance("tolerance", cl::cat(toolOptions),
+                          cl::desc("--check limit"), cl::init(1e-4));
+cl::opt<unsigned>
+    repeat("repeat", cl::cat(toolOptions),
+           cl::desc("time this many extra attention calls and print the "
+                    "best (0: none)"),
+           cl::init(0));
 
 [[noreturn]] void fail(const llvm::Twine &message) {
   llvm::errs() << "tq-run: error: " << message << "\n";
@@ -93,16 +105,15 @@ std::vector<float> readRows(const std::string &path, size_t width,
   if (bytes == 0)
     fail(llvm::Twine(what) + " file '" + path + "' is empty");
   if (bytes % (width * 4) != 0)
-    fail(llvm::Twine(what) + " file '" + path + "' has " +
-         llvm::Twine(bytes) + " bytes, not a whole number of rows of " +
-         llvm::Twine(width) + " float32");
+    fail(llvm::Twine(what) + " file '" + path + "' has " + llvm::Twine(bytes) +
+         " bytes, not a whole number of rows of " + llvm::Twine(width) +
+         " float32");
   std::vector<float> v(bytes / 4);
   std::memcpy(v.data(), (*buffer)->getBufferStart(), bytes);
   for (size_t i = 0; i < v.size(); ++i)
     if (!std::isfinite(v[i]))
-      fail(llvm::Twine(what) + " file '" + path + "': value " +
-           llvm::Twine(i) + " (row " + llvm::Twine(i / width) +
-           ") is not finite");
+      fail(llvm::Twine(what) + " file '" + path + "': value " + llvm::Twine(i) +
+           " (row " + llvm::Twine(i / width) + ") is not finite");
   return v;
 }
 
@@ -147,6 +158,7 @@ void compileKernels(const std::string &dir, bool prefill) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(toolOptions);
   cl::ParseCommandLineOptions(argc, argv,
                               "tq-run: run TurboQuant attention on files\n\n"
                               "  Q is [n_q][H][D], K and V are [n_kv][KH][D],"
@@ -246,8 +258,8 @@ int main(int argc, char **argv) {
                                 .count());
     }
     llvm::outs() << (nq == 1 ? "decode" : "prefill") << ": "
-                 << llvm::format("%.3f", best * 1e3) << " ms per call ("
-                 << nkv << " tokens, best of " << repeat << ")\n";
+                 << llvm::format("%.3f", best * 1e3) << " ms per call (" << nkv
+                 << " tokens, best of " << repeat << ")\n";
   }
   tq_runtime_destroy(rt);
   if (checkResult) {
@@ -279,9 +291,8 @@ int main(int argc, char **argv) {
     double worst = 0;
     for (size_t i = 0; i < out.size(); ++i)
       worst = std::max(worst, std::fabs(out[i] - ref[i]));
-    llvm::outs() << "max |kernel - reference| = "
-                 << llvm::format("%.3e", worst) << " over " << out.size()
-                 << " values\n";
+    llvm::outs() << "max |kernel - reference| = " << llvm::format("%.3e", worst)
+                 << " over " << out.size() << " values\n";
     // And how far the compressed cache moves the result from exact
     // attention over the float K/V.
     std::vector<double> exact(out.size());

@@ -15,9 +15,40 @@ namespace quant = ::tq::quant;
 
 namespace {
 
-Value splatI32(OpBuilder &b, Location loc, VectorType type, ArrayRef<int32_t> v) {
+Value splatI32(OpBuilder &b, Location loc, VectorType type,
+               ArrayRef<int32_t> v) {
   return arith::ConstantOp::create(
       b, loc, DenseElementsAttr::get(type, ArrayRef<int32_t>(v)));
+}
+
+/// Centroid of every lane of `index` (vector<p x i32>, values below
+/// centroids.size() = 2^bits) by a binary select tree: bit k of the index
+/// picks between pairs of the previous level, so 2^bits - 1 selects need
+/// only `bits` bit tests (instead of one compare per level).
+Value selectCentroids(OpBuilder &b, Location loc,
+                      const std::vector<float> &centroids, Value index,
+                      int64_t p) {
+  auto f32Vec = VectorType::get({p}, b.getF32Type());
+  auto i32Vec = VectorType::get({p}, b.getI32Type());
+  assert(llvm::isPowerOf2_64(centroids.size()) && "codebook of 2^bits levels");
+  SmallVector<Value> level;
+  for (float c : centroids)
+    level.push_back(vector::BroadcastOp::create(
+        b, loc, f32Vec,
+        arith::ConstantOp::create(b, loc, b.getF32FloatAttr(c))));
+  Value zero = splatI32(b, loc, i32Vec, SmallVector<int32_t>(p, 0));
+  for (int32_t bit = 1; level.size() > 1; bit <<= 1) {
+    Value masked = arith::AndIOp::create(
+        b, loc, index, splatI32(b, loc, i32Vec, SmallVector<int32_t>(p, bit)));
+    Value isSet =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, masked, zero);
+    SmallVector<Value> next;
+    for (size_t i = 0; i < level.size(); i += 2)
+      next.push_back(
+          arith::SelectOp::create(b, loc, isSet, level[i + 1], level[i]));
+    level = std::move(next);
+  }
+  return level.front();
 }
 
 } // namespace
@@ -87,8 +118,8 @@ FailureOr<Value> mlir::tq::emitVectorGather(OpBuilder &b, Location loc,
   auto blockScales = [&](OpBuilder &b, Location loc, Value t,
                          Value h) -> Value {
     Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
-    Value scale = vector::BroadcastOp::create(
-        b, loc, f32Vec, decoder.scale(b, loc, t, h, c0));
+    Value scale = vector::BroadcastOp::create(b, loc, f32Vec,
+                                              decoder.scale(b, loc, t, h, c0));
     for (int64_t blk = 1; blk < blocks; ++blk) {
       Value j = arith::ConstantIndexOp::create(b, loc, blk * spec.blockLen);
       Value s = vector::BroadcastOp::create(b, loc, f32Vec,
@@ -141,8 +172,8 @@ FailureOr<Value> mlir::tq::emitVectorGather(OpBuilder &b, Location loc,
                 scf::YieldOp::create(b, loc, written);
                 return;
               }
-              Value index = splatI32(b, loc, i32Vec,
-                                     SmallVector<int32_t>(p, 0));
+              Value index =
+                  splatI32(b, loc, i32Vec, SmallVector<int32_t>(p, 0));
               for (const PlaneLanes &lanes : planes) {
                 // One lane per value: the byte holding its bits.
                 Value spread = vector::ShuffleOp::create(
@@ -162,29 +193,14 @@ FailureOr<Value> mlir::tq::emitVectorGather(OpBuilder &b, Location loc,
                                SmallVector<int32_t>(p, lanes.indexShift)));
                 index = arith::OrIOp::create(b, loc, index, field);
               }
-              // Centroids by a compare/select chain over the levels.
-              const std::vector<float> &c = spec.codebook->centroids;
-              Value value = vector::BroadcastOp::create(
-                  b, loc, f32Vec,
-                  arith::ConstantOp::create(b, loc, b.getF32FloatAttr(c[0])));
-              for (size_t level = 1; level < c.size(); ++level) {
-                Value isLevel = arith::CmpIOp::create(
-                    b, loc, arith::CmpIPredicate::eq, index,
-                    splatI32(b, loc, i32Vec,
-                             SmallVector<int32_t>(p, int32_t(level))));
-                Value centroid = vector::BroadcastOp::create(
-                    b, loc, f32Vec,
-                    arith::ConstantOp::create(b, loc,
-                                              b.getF32FloatAttr(c[level])));
-                value = arith::SelectOp::create(b, loc, isLevel, centroid,
-                                                value);
-              }
-              decoded =
-                  arith::MulFOp::create(b, loc, blockScales(b, loc, t, h), value);
+              Value value =
+                  selectCentroids(b, loc, spec.codebook->centroids, index, p);
+              decoded = arith::MulFOp::create(b, loc, blockScales(b, loc, t, h),
+                                              value);
               Value written = vector::TransferWriteOp::create(
-                  b, loc, decoded, inner[0], ValueRange{t, h, c0},
-                  ArrayRef<bool>{true})
-                  .getResult();
+                                  b, loc, decoded, inner[0],
+                                  ValueRange{t, h, c0}, ArrayRef<bool>{true})
+                                  .getResult();
               scf::YieldOp::create(b, loc, written);
             });
         scf::YieldOp::create(b, loc, perHead.getResult(0));

@@ -3,8 +3,9 @@
 // Decodes a cache to the rotated domain one row at a time with vector ops:
 // the row's bytes are read as one vector, every bit plane is expanded to
 // one lane per value by a constant shuffle, shifted and masked with
-// constant per-lane amounts, and the centroid is picked by a compare/select
-// chain over the (at most 16) codebook levels, then scaled. LLVM turns
+// constant per-lane amounts, and the centroid is picked by a binary select
+// tree over the (at most 16) codebook levels (one bit test per index bit),
+// then scaled. LLVM turns
 // this into SIMD code, where the element-wise loop nest stays scalar.
 //
 //===----------------------------------------------------------------------===//

@@ -55,7 +55,7 @@ func.func @score_lut(%q: tensor<1x2x64xf32>, %kb: tensor<?x2x18xi8>) -> tensor<1
 // lookup = tile decodes the keys once into a dense 5x1x128 buffer — a row
 // at a time with vector ops: the row's 50 bytes are one vector, each bit
 // plane is spread to one lane per value by a constant shuffle, shifted and
-// masked per lane, the centroid picked by a select chain and scaled — then
+// masked per lane, the centroid picked by a select tree and scaled — then
 // both query heads of the group take dense products with it (the reduction
 // is reassociable so LLVM may vectorise it).
 // CHECK-LABEL: func @score_tile
@@ -64,7 +64,16 @@ func.func @score_lut(%q: tensor<1x2x64xf32>, %kb: tensor<?x2x18xi8>) -> tensor<1
 // CHECK: vector.shuffle %[[ROW]], %[[ROW]] [2, 2, 2, 2, 3, 3, 3, 3,
 // CHECK: arith.shrui %{{.*}}, %{{.*}} : vector<128xi32>
 // CHECK: vector.shuffle %[[ROW]], %[[ROW]] [34, 34, 34, 34, 34, 34, 34, 34, 35,
-// CHECK: arith.select %{{.*}}, %{{.*}}, %{{.*}} : vector<128xi1>, vector<128xf32>
+// The 3-bit centroid: a binary select tree, one bit test per index bit
+// (4 + 2 + 1 selects), never one compare per level.
+// CHECK-NOT: arith.cmpi eq
+// CHECK: %[[B0:.*]] = arith.cmpi ne, %{{.*}}, %{{.*}} : vector<128xi32>
+// CHECK-COUNT-4: arith.select %[[B0]], %{{.*}}, %{{.*}} : vector<128xi1>, vector<128xf32>
+// CHECK: %[[B1:.*]] = arith.cmpi ne, %{{.*}}, %{{.*}} : vector<128xi32>
+// CHECK-COUNT-2: arith.select %[[B1]], %{{.*}}, %{{.*}} : vector<128xi1>, vector<128xf32>
+// CHECK: %[[B2:.*]] = arith.cmpi ne, %{{.*}}, %{{.*}} : vector<128xi32>
+// CHECK-NEXT: arith.select %[[B2]], %{{.*}}, %{{.*}} : vector<128xi1>, vector<128xf32>
+// CHECK-NOT: arith.cmpi
 // CHECK: vector.transfer_write %{{.*}}, %{{.*}}[%[[T]], %{{.*}}, %{{.*}}] {in_bounds = [true]} : vector<128xf32>, tensor<5x1x128xf32>
 // CHECK: linalg.generic {{.*}} ins(%{{.*}}, %[[DENSE]] : tensor<1x2x128xf32>, tensor<5x1x128xf32>)
 // CHECK: arith.mulf %{{.*}}, %{{.*}} fastmath<reassoc,contract> : f32

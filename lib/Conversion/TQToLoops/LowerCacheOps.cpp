@@ -37,6 +37,17 @@ float qjlConstant(const quant::FormatSpec &spec) {
   return float(std::sqrt(M_PI / 2.0) / spec.qjl->rows());
 }
 
+/// tqprod: the weight of row (t, kvHead)'s QJL term, scale * ||r|| * c,
+/// with the scale of the block holding element j and c = qjlConstant.
+Value qjlRowWeight(OpBuilder &b, Location loc, const RowDecoder &dec,
+                   Value t, Value kvHead, Value j) {
+  Value scale = dec.scale(b, loc, t, kvHead, j);
+  Value rnorm = dec.residualNorm(b, loc, t, kvHead);
+  return arith::MulFOp::create(b, loc,
+                               arith::MulFOp::create(b, loc, scale, rnorm),
+                               f32Const(b, loc, qjlConstant(dec.spec())));
+}
+
 /// The QJL projection S (rows x dim) as a constant.
 Value qjlMatrix(OpBuilder &b, Location loc, const quant::FormatSpec &spec) {
   return createF32Matrix(b, loc, spec.qjl->matrix(), spec.qjl->rows(),
@@ -222,11 +233,7 @@ struct LowerGather : public OpConversionPattern<GatherOp> {
           if (spec.family == quant::FormatFamily::Haar)
             return arith::MulFOp::create(b, loc, value, in[0]);
           if (spec.qjl) {
-            Value scale = dec.scale(b, loc, idx[0], idx[1], idx[2]);
-            Value rnorm = dec.residualNorm(b, loc, idx[0], idx[1]);
-            Value k = arith::MulFOp::create(
-                b, loc, arith::MulFOp::create(b, loc, scale, rnorm),
-                f32Const(b, loc, qjlConstant(spec)));
+            Value k = qjlRowWeight(b, loc, dec, idx[0], idx[1], idx[2]);
             return multiplyAdd(b, loc, value, k, in[0]);
           }
           return value;
@@ -368,11 +375,8 @@ struct LowerScore : public OpConversionPattern<ScoreOp> {
           [&](OpBuilder &b, Location loc, ValueRange idx, ValueRange in,
               Value) -> Value {
             Value kvh = arith::DivUIOp::create(b, loc, idx[1], groupConst);
-            Value norm = dec.scale(b, loc, idx[2], kvh, zeroIndex(b, loc));
-            Value rnorm = dec.residualNorm(b, loc, idx[2], kvh);
-            Value k = arith::MulFOp::create(
-                b, loc, arith::MulFOp::create(b, loc, norm, rnorm),
-                f32Const(b, loc, qjlConstant(spec)));
+            Value k =
+                qjlRowWeight(b, loc, dec, idx[2], kvh, zeroIndex(b, loc));
             return multiplyAdd(b, loc, in[0], k, in[1]);
           });
     }

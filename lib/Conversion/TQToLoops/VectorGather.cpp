@@ -22,20 +22,23 @@ Value splatI32(OpBuilder &b, Location loc, VectorType type,
 }
 
 /// Centroid of every lane of `index` (vector<p x i32>, values below
-/// centroids.size() = 2^bits) by a binary select tree: bit k of the index
-/// picks between pairs of the previous level, so 2^bits - 1 selects need
-/// only `bits` bit tests (instead of one compare per level).
+/// centroids.size()) by a binary select tree: bit k of the index picks
+/// between pairs of the previous level, so 2^bits - 1 selects need only
+/// `bits` bit tests (instead of one compare per level). A codebook whose
+/// size is not a power of two is padded with its last centroid (indices
+/// never reach the padding).
 Value selectCentroids(OpBuilder &b, Location loc,
                       const std::vector<float> &centroids, Value index,
                       int64_t p) {
   auto f32Vec = VectorType::get({p}, b.getF32Type());
   auto i32Vec = VectorType::get({p}, b.getI32Type());
-  assert(llvm::isPowerOf2_64(centroids.size()) && "codebook of 2^bits levels");
   SmallVector<Value> level;
   for (float c : centroids)
     level.push_back(vector::BroadcastOp::create(
         b, loc, f32Vec,
         arith::ConstantOp::create(b, loc, b.getF32FloatAttr(c))));
+  while (!llvm::isPowerOf2_64(level.size()))
+    level.push_back(level.back());
   Value zero = splatI32(b, loc, i32Vec, SmallVector<int32_t>(p, 0));
   for (int32_t bit = 1; level.size() > 1; bit <<= 1) {
     Value masked = arith::AndIOp::create(

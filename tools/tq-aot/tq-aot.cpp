@@ -14,6 +14,7 @@
 
 #include "tq/Dialect/TQ/IR/TQDialect.h"
 #include "tq/Quant/Format.h"
+#include "tq/Target/GpuKernelLibrary.h"
 #include "tq/Target/KernelLibrary.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -38,7 +39,8 @@ cl::OptionCategory toolOptions("tq-aot options");
 cl::opt<std::string> target("target", cl::cat(toolOptions),
                             cl::desc("cpu | nvptx | amdgcn"), cl::init("cpu"));
 cl::opt<std::string> chip("chip", cl::cat(toolOptions),
-                          cl::desc("CPU name (default: host)"),
+                          cl::desc("CPU name (default: host); GPU chip: sm_80, sm_86, "
+                                   "sm_89, sm_90a, gfx90a, gfx942, gfx1100"),
                           cl::init("host"));
 cl::opt<std::string> kinds("kind", cl::cat(toolOptions),
                            cl::desc("append,decode,prefill"),
@@ -128,10 +130,19 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(toolOptions);
   cl::ParseCommandLineOptions(argc, argv,
                               "tq-aot: compile TurboQuant kernel libraries\n");
-  if (target == "nvptx" || target == "amdgcn")
-    fail("target '" + target + "' is not implemented yet; only cpu is");
-  if (target != "cpu")
+  std::optional<GpuTarget> gpu;
+  if (target == "nvptx" || target == "amdgcn") {
+    std::string why;
+    FailureOr<GpuTarget> t =
+        GpuTarget::get(target, chip == "host" ? std::string() : chip.getValue(), why);
+    if (failed(t))
+      fail(why);
+    gpu = *t;
+    if (!inputFiles.empty())
+      fail("--input is only supported for --target=cpu");
+  } else if (target != "cpu") {
     fail("unknown target '" + target + "' (cpu, nvptx or amdgcn)");
+  }
   if (window < 0 || softcap < 0.0f || tileSize <= 0 || splits <= 0)
     fail("--window and --softcap must be >= 0, --tile-size and --splits > 0");
 
@@ -144,8 +155,10 @@ int main(int argc, char **argv) {
     else if (k == "prefill")
       kindList.push_back(RuntimeKernelKind::Prefill);
     else if (k == "combine")
-      fail("kind 'combine' has no kernel of its own on cpu: split-KV "
-           "partials are merged inside each decode kernel (tq.combine)");
+      fail(gpu ? "kind 'combine' is built with every decode and prefill "
+                 "kernel (<name>_combine); ask for decode or prefill"
+               : "kind 'combine' has no kernel of its own on cpu: split-KV "
+                 "partials are merged inside each decode kernel (tq.combine)");
     else
       fail("unknown kind '" + k + "' (append, decode, prefill)");
   }
@@ -232,6 +245,14 @@ int main(int argc, char **argv) {
       fail("cannot parse '" + file + "': " + diagnostics);
     inputs.push_back(*module);
     parsed.push_back(std::move(module));
+  }
+  if (gpu) {
+    if (!writeGpuKernelLibrary(context, specs, *gpu, options, progress, error))
+      fail(error);
+    if (!quiet)
+      llvm::errs() << "wrote " << specs.size() << " kernel spec(s) for "
+                   << gpu->chip() << " to " << outputDir << "\n";
+    return 0;
   }
   if (!writeKernelLibrary(context, specs, options, progress, error, inputs))
     fail(error);

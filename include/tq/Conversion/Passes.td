@@ -38,6 +38,19 @@ def TQLowerToLoops : Pass<"tq-lower-to-loops", "::mlir::ModuleOp"> {
   ];
 }
 
+def TQApproximateMath : Pass<"tq-approximate-math"> {
+  let summary = "Expand math.exp2 / math.exp into polynomial approximations";
+  let description = [{
+    GPU kernels lowered for AMD would otherwise call ocml's `__ocml_exp2_f32`
+    and need ROCm's device-library bitcode at serialisation time. This pass
+    rewrites `math.exp2(x)` as `math.exp(x * ln 2)` and then applies MLIR's
+    polynomial approximation of `math.exp` (range reduction plus a minimax
+    polynomial, a few ulp in f32), leaving only arith ops and bit casts.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect"];
+}
+
 def TQMemRefCopyToLinalg : Pass<"tq-memref-copy-to-linalg"> {
   let summary = "Turn memref.copy into linalg.copy loop nests";
   let description = [{

@@ -1,0 +1,59 @@
+//===- GpuTarget.h - What differs between GPU vendors -----------*- C++ -*-===//
+//
+// The one place that knows NVIDIA from AMD. Kernel builders emit
+// vendor-neutral gpu dialect ops (ids, shuffles, barriers, workgroup
+// memory) and ask this class only for the warp width; the lowering asks it
+// for the conversion pass and the target attribute that
+// gpu-module-to-binary serialises with.
+//
+//   nvptx:  sm_80, sm_86, sm_89, sm_90a   warp 32   PTX (+ptx80)
+//   amdgcn: gfx90a, gfx942 (wave 64), gfx1100 (wave 32)   AMDGCN assembly
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TQ_CONVERSION_TQTOGPU_GPUTARGET_H
+#define TQ_CONVERSION_TQTOGPU_GPUTARGET_H
+
+#include "mlir/IR/Attributes.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <string>
+#include <vector>
+
+namespace mlir::tq {
+
+enum class GpuVendor { Nvidia, Amd };
+
+class GpuTarget {
+public:
+  /// target: "nvptx" or "amdgcn"; chip: one of chips(target), or empty for
+  /// the first. Fails with a message listing the supported chips.
+  static FailureOr<GpuTarget> get(StringRef target, StringRef chip,
+                                  std::string &error);
+  /// The chips tqc emits code for.
+  static std::vector<std::string> chips(GpuVendor vendor);
+
+  GpuVendor vendor() const { return vendor_; }
+  StringRef chip() const { return chip_; }
+  /// Threads that execute in lock step and exchange values by shuffles.
+  unsigned warpSize() const { return warpSize_; }
+  /// "nvptx" or "amdgcn".
+  StringRef name() const;
+  StringRef triple() const;
+  /// Extension of the serialised module: "ptx" or "s".
+  StringRef assemblyExtension() const;
+
+  /// #nvvm.target<chip, features = "+ptx80"> or #rocdl.target<chip>.
+  Attribute targetAttr(MLIRContext *context) const;
+  /// The gpu-to-NVVM or gpu-to-ROCDL conversion, nested on gpu.module.
+  void addConversionPasses(OpPassManager &pm) const;
+
+private:
+  GpuVendor vendor_ = GpuVendor::Nvidia;
+  std::string chip_;
+  unsigned warpSize_ = 32;
+};
+
+} // namespace mlir::tq
+
+#endif // TQ_CONVERSION_TQTOGPU_GPUTARGET_H

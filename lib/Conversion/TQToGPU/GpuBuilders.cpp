@@ -1,0 +1,409 @@
+//===- GpuBuilders.cpp - Scalar and warp-level IR helpers -----------------===//
+
+#include "GpuBuilders.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMAttrs.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/SymbolTable.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::tq;
+using namespace mlir::tq::gpukernel;
+namespace quant = ::tq::quant;
+
+Value gpukernel::indexConst(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+
+Value gpukernel::f32Const(OpBuilder &b, Location loc, float v) {
+  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+}
+
+namespace {
+Value i32Const(OpBuilder &b, Location loc, int32_t v) {
+  return arith::ConstantIntOp::create(b, loc, b.getI32Type(), v);
+}
+Value add(OpBuilder &b, Location loc, Value x, Value y) {
+  return arith::AddIOp::create(b, loc, x, y);
+}
+} // namespace
+
+void gpukernel::disableUnrolling(Operation *loop) {
+  MLIRContext *ctx = loop->getContext();
+  auto noUnroll = LLVM::LoopUnrollAttr::get(ctx, BoolAttr::get(ctx, true), {},
+                                            {}, {}, {}, {}, {});
+  loop->setAttr("llvm.loop_annotation",
+                LLVM::LoopAnnotationAttr::get(ctx, {}, {}, {}, noUnroll, {}, {},
+                                              {}, {}, {}, {}, {}, {}, {}, {},
+                                              {}));
+}
+
+//===----------------------------------------------------------------------===//
+// PackedRowReader
+//===----------------------------------------------------------------------===//
+
+Value PackedRowReader::byteAt(OpBuilder &b, Location loc, Value offset) const {
+  Value byte = memref::LoadOp::create(b, loc, bytes_, ValueRange{offset});
+  return arith::ExtUIOp::create(b, loc, b.getI32Type(), byte);
+}
+
+Value PackedRowReader::halfAt(OpBuilder &b, Location loc, Value offset) const {
+  Value lo = byteAt(b, loc, offset);
+  Value hi = byteAt(b, loc, add(b, loc, offset, indexConst(b, loc, 1)));
+  hi = arith::ShLIOp::create(b, loc, hi, i32Const(b, loc, 8));
+  Value bits = arith::TruncIOp::create(b, loc, b.getI16Type(),
+                                       arith::OrIOp::create(b, loc, lo, hi));
+  Value half = arith::BitcastOp::create(b, loc, b.getF16Type(), bits);
+  return arith::ExtFOp::create(b, loc, b.getF32Type(), half);
+}
+
+Value PackedRowReader::f32At(OpBuilder &b, Location loc, Value offset) const {
+  Value word = i32Const(b, loc, 0);
+  for (int k = 0; k < 4; ++k) {
+    Value byte = byteAt(b, loc, add(b, loc, offset, indexConst(b, loc, k)));
+    byte = arith::ShLIOp::create(b, loc, byte, i32Const(b, loc, 8 * k));
+    word = arith::OrIOp::create(b, loc, word, byte);
+  }
+  return arith::BitcastOp::create(b, loc, b.getF32Type(), word);
+}
+
+Value PackedRowReader::scale(OpBuilder &b, Location loc, Value rowBase,
+                             Value j) const {
+  Value block = arith::DivUIOp::create(b, loc, j,
+                                       indexConst(b, loc, spec_.blockLen));
+  Value at = arith::MulIOp::create(b, loc, block,
+                                   indexConst(b, loc, spec_.bytesPerBlock));
+  at = add(b, loc, add(b, loc, rowBase, at),
+           indexConst(b, loc, spec_.scaleOffset));
+  return spec_.scaleType == quant::ScalarType::F16 ? halfAt(b, loc, at)
+                                                   : f32At(b, loc, at);
+}
+
+Value PackedRowReader::index(OpBuilder &b, Location loc, Value rowBase,
+                             Value j) const {
+  Value block = arith::DivUIOp::create(b, loc, j,
+                                       indexConst(b, loc, spec_.blockLen));
+  Value base = add(b, loc, rowBase,
+                   arith::MulIOp::create(
+                       b, loc, block, indexConst(b, loc, spec_.bytesPerBlock)));
+  Value inBlock = arith::RemUIOp::create(b, loc, j,
+                                         indexConst(b, loc, spec_.blockLen));
+  Value index = i32Const(b, loc, 0);
+  for (const quant::BitPlane &plane : spec_.indexPlanes) {
+    // Plane widths divide 8: a field never straddles a byte.
+    Value bit = arith::MulIOp::create(b, loc, inBlock,
+                                      indexConst(b, loc, plane.bits));
+    Value at = add(b, loc, add(b, loc, base, indexConst(b, loc,
+                                                        plane.byteOffset)),
+                   arith::DivUIOp::create(b, loc, bit, indexConst(b, loc, 8)));
+    Value shift = arith::IndexCastUIOp::create(
+        b, loc, b.getI32Type(),
+        arith::RemUIOp::create(b, loc, bit, indexConst(b, loc, 8)));
+    Value field = arith::ShRUIOp::create(b, loc, byteAt(b, loc, at), shift);
+    field = arith::AndIOp::create(b, loc, field,
+                                  i32Const(b, loc, (1 << plane.bits) - 1));
+    field = arith::ShLIOp::create(b, loc, field,
+                                  i32Const(b, loc, int32_t(plane.shift)));
+    index = arith::OrIOp::create(b, loc, index, field);
+  }
+  return index;
+}
+
+Value PackedRowReader::centroid(OpBuilder &b, Location loc,
+                                Value index) const {
+  // A binary select tree over the codebook held as constants: level k
+  // picks between pairs by index bit k. A codebook whose size is not a
+  // power of two is padded with its last entry.
+  const std::vector<float> &c = spec_.codebook->centroids;
+  size_t n = 1;
+  while (n < c.size())
+    n *= 2;
+  SmallVector<Value> level;
+  for (size_t i = 0; i < n; ++i)
+    level.push_back(f32Const(b, loc, c[std::min(i, c.size() - 1)]));
+  for (int bit = 0; level.size() > 1; ++bit) {
+    Value set = arith::CmpIOp::create(
+        b, loc, arith::CmpIPredicate::ne,
+        arith::AndIOp::create(b, loc, index, i32Const(b, loc, 1 << bit)),
+        i32Const(b, loc, 0));
+    SmallVector<Value> next;
+    for (size_t i = 0; i + 1 < level.size(); i += 2)
+      next.push_back(
+          arith::SelectOp::create(b, loc, set, level[i + 1], level[i]));
+    level = std::move(next);
+  }
+  return level.front();
+}
+
+Value PackedRowReader::element(OpBuilder &b, Location loc, Value rowBase,
+                               Value j) const {
+  switch (spec_.family) {
+  case quant::FormatFamily::F16:
+    return halfAt(b, loc,
+                  add(b, loc, rowBase,
+                      arith::MulIOp::create(b, loc, j, indexConst(b, loc, 2))));
+  case quant::FormatFamily::Q8_0: {
+    // The "index" plane holds the two's-complement int8 value.
+    Value raw = index(b, loc, rowBase, j);
+    Value narrow = arith::TruncIOp::create(b, loc, b.getI8Type(), raw);
+    Value value = arith::SIToFPOp::create(b, loc, b.getF32Type(), narrow);
+    return arith::MulFOp::create(b, loc, scale(b, loc, rowBase, j), value);
+  }
+  case quant::FormatFamily::Haar:
+    return centroid(b, loc, index(b, loc, rowBase, j));
+  default:
+    return arith::MulFOp::create(b, loc, scale(b, loc, rowBase, j),
+                                 centroid(b, loc, index(b, loc, rowBase, j)));
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Warp-level helpers
+//===----------------------------------------------------------------------===//
+
+Value gpukernel::warpAllReduceSum(OpBuilder &b, Location loc, Value x,
+                                  unsigned warpSize) {
+  for (unsigned offset = warpSize / 2; offset >= 1; offset /= 2) {
+    auto shuffle = gpu::ShuffleOp::create(b, loc, x, int32_t(offset),
+                                          int32_t(warpSize),
+                                          gpu::ShuffleMode::XOR);
+    x = arith::AddFOp::create(b, loc, x, shuffle.getShuffleResult());
+  }
+  return x;
+}
+
+Value LaneRow::element(OpBuilder &b, Location loc, unsigned c) const {
+  return add(b, loc, indexConst(b, loc, int64_t(c) * warpSize), lane);
+}
+
+Value LaneRow::valid(OpBuilder &b, Location loc, unsigned c) const {
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                               element(b, loc, c), indexConst(b, loc, dim));
+}
+
+bool gpukernel::rotationNeedsScratch(const quant::FormatSpec &spec) {
+  return spec.rotation && spec.rotation->kind() == quant::RotationKind::Haar;
+}
+
+Value gpukernel::getRotationMatrix(OpBuilder &b, Location loc,
+                                   Operation *symbolTable,
+                                   const quant::FormatSpec &spec) {
+  const quant::Rotation &rotation = *spec.rotation;
+  const int64_t n = rotation.dim();
+  // Global memory (address space 1) on both vendors.
+  auto type = MemRefType::get({n, n}, b.getF32Type(), AffineMap(),
+                              b.getI64IntegerAttr(1));
+  std::string name = "tq_rotation_" + spec.name + "_" + std::to_string(n);
+  if (!SymbolTable::lookupSymbolIn(symbolTable, name)) {
+    std::vector<double> m = rotation.matrix();
+    std::vector<float> values(m.begin(), m.end());
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&symbolTable->getRegion(0).front());
+    auto tensorType = RankedTensorType::get({n, n}, b.getF32Type());
+    memref::GlobalOp::create(
+        b, loc, name, b.getStringAttr("private"), type,
+        DenseElementsAttr::get(tensorType, ArrayRef<float>(values)),
+        /*constant=*/true, /*alignment=*/b.getI64IntegerAttr(16));
+  }
+  return memref::GetGlobalOp::create(b, loc, type, name);
+}
+
+namespace {
+
+/// One sign vector applied to a lane row: x[e] *= signs[e % n].
+void applySigns(OpBuilder &b, Location loc, LaneRow &row,
+                const std::vector<int8_t> &signs) {
+  if (signs.empty())
+    return;
+  const unsigned n = signs.size();
+  // The signs as 32-bit masks (bit set: negative), picked by e % n.
+  SmallVector<uint32_t> words((n + 31) / 32, 0);
+  for (unsigned i = 0; i < n; ++i)
+    if (signs[i] < 0)
+      words[i / 32] |= 1u << (i % 32);
+  for (unsigned c = 0; c < row.regs.size(); ++c) {
+    Value s = arith::RemUIOp::create(b, loc, row.element(b, loc, c),
+                                     indexConst(b, loc, n));
+    Value word = i32Const(b, loc, int32_t(words[0]));
+    Value wordIndex =
+        arith::DivUIOp::create(b, loc, s, indexConst(b, loc, 32));
+    for (unsigned w = 1; w < words.size(); ++w) {
+      Value isW = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                        wordIndex, indexConst(b, loc, w));
+      word = arith::SelectOp::create(b, loc, isW,
+                                     i32Const(b, loc, int32_t(words[w])), word);
+    }
+    Value bit = arith::IndexCastUIOp::create(
+        b, loc, b.getI32Type(),
+        arith::RemUIOp::create(b, loc, s, indexConst(b, loc, 32)));
+    Value negative = arith::CmpIOp::create(
+        b, loc, arith::CmpIPredicate::ne,
+        arith::AndIOp::create(b, loc,
+                              arith::ShRUIOp::create(b, loc, word, bit),
+                              i32Const(b, loc, 1)),
+        i32Const(b, loc, 0));
+    row.regs[c] = arith::SelectOp::create(
+        b, loc, negative, arith::NegFOp::create(b, loc, row.regs[c]),
+        row.regs[c]);
+  }
+}
+
+/// Unnormalised Walsh-Hadamard butterflies on every block of n elements:
+/// stage h pairs e with e ^ h, (a, b) -> (a + b, a - b). Partners in other
+/// lanes come by xor shuffle, partners in other registers of the same
+/// lane are plain values.
+void hadamardButterflies(OpBuilder &b, Location loc, LaneRow &row,
+                         unsigned n) {
+  const unsigned w = row.warpSize;
+  Value laneI32 =
+      arith::IndexCastUIOp::create(b, loc, b.getI32Type(), row.lane);
+  for (unsigned h = 1; h < n; h *= 2) {
+    if (h < w) {
+      Value upper = arith::CmpIOp::create(
+          b, loc, arith::CmpIPredicate::ne,
+          arith::AndIOp::create(b, loc, laneI32, i32Const(b, loc, h)),
+          i32Const(b, loc, 0));
+      for (Value &x : row.regs) {
+        Value partner = gpu::ShuffleOp::create(b, loc, x, int32_t(h),
+                                               int32_t(w),
+                                               gpu::ShuffleMode::XOR)
+                            .getShuffleResult();
+        Value sum = arith::AddFOp::create(b, loc, x, partner);
+        Value diff = arith::SubFOp::create(b, loc, partner, x);
+        x = arith::SelectOp::create(b, loc, upper, diff, sum);
+      }
+      continue;
+    }
+    const unsigned hc = h / w;
+    for (unsigned c = 0; c < row.regs.size(); ++c) {
+      if ((c & hc) || (c | hc) >= row.regs.size())
+        continue;
+      Value lo = row.regs[c], hi = row.regs[c | hc];
+      row.regs[c] = arith::AddFOp::create(b, loc, lo, hi);
+      row.regs[c | hc] = arith::SubFOp::create(b, loc, lo, hi);
+    }
+  }
+  Value norm = f32Const(b, loc, float(1.0 / std::sqrt(double(n))));
+  for (Value &x : row.regs)
+    x = arith::MulFOp::create(b, loc, x, norm);
+}
+
+/// y = M x (or M^T x) per block, through this warp's scratch row.
+void denseRotate(OpBuilder &b, Location loc, LaneRow &row, unsigned n,
+                 bool transpose, Value matrix, Value scratch,
+                 Value scratchBase) {
+  for (unsigned c = 0; c < row.regs.size(); ++c) {
+    auto ifValid = scf::IfOp::create(b, loc, row.valid(b, loc, c), false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&ifValid.getThenRegion().front());
+    memref::StoreOp::create(b, loc, row.regs[c], scratch,
+                            add(b, loc, scratchBase, row.element(b, loc, c)));
+  }
+  gpu::BarrierOp::create(b, loc);
+  Value c0 = indexConst(b, loc, 0), c1 = indexConst(b, loc, 1);
+  Value nConst = indexConst(b, loc, n);
+  // Per register: its row i of the block and the block's first element.
+  // Lanes past the row use element 0 (in bounds) and stay invalid.
+  SmallVector<Value> rowInBlock, blockStart;
+  for (unsigned c = 0; c < row.regs.size(); ++c) {
+    Value e = arith::SelectOp::create(b, loc, row.valid(b, loc, c),
+                                      row.element(b, loc, c), c0);
+    Value i = arith::RemUIOp::create(b, loc, e, nConst);
+    rowInBlock.push_back(i);
+    blockStart.push_back(arith::SubIOp::create(b, loc, e, i));
+  }
+  // One loop over j updates every register's sum, so the live state is
+  // one accumulator per register whatever the unrolling.
+  SmallVector<Value> init(row.regs.size(), f32Const(b, loc, 0.0f));
+  auto loop = scf::ForOp::create(
+      b, loc, c0, nConst, c1, init,
+      [&](OpBuilder &nb, Location nloc, Value j, ValueRange acc) {
+        SmallVector<Value> next;
+        for (unsigned c = 0; c < row.regs.size(); ++c) {
+          Value i = rowInBlock[c];
+          Value m = transpose ? memref::LoadOp::create(nb, nloc, matrix,
+                                                       ValueRange{j, i})
+                              : memref::LoadOp::create(nb, nloc, matrix,
+                                                       ValueRange{i, j});
+          Value x = memref::LoadOp::create(
+              nb, nloc, scratch,
+              ValueRange{add(nb, nloc, scratchBase,
+                             add(nb, nloc, blockStart[c], j))});
+          next.push_back(math::FmaOp::create(nb, nloc, m, x, acc[c]));
+        }
+        scf::YieldOp::create(nb, nloc, next);
+      });
+  disableUnrolling(loop);
+  for (unsigned c = 0; c < row.regs.size(); ++c)
+    row.regs[c] = loop.getResult(c);
+  // The scratch row may be reused right after.
+  gpu::BarrierOp::create(b, loc);
+}
+
+} // namespace
+
+void gpukernel::denseRotateRows(OpBuilder &b, Location loc,
+                                const quant::FormatSpec &spec, bool inverse,
+                                Value matrix, Value src, Value dst,
+                                unsigned rows, unsigned blockSize) {
+  const unsigned dim = spec.paddedDim, n = spec.rotation->dim();
+  Value c0 = indexConst(b, loc, 0), c1 = indexConst(b, loc, 1);
+  Value dimConst = indexConst(b, loc, dim), nConst = indexConst(b, loc, n);
+  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  auto outer = scf::ForOp::create(
+      b, loc, tid, indexConst(b, loc, int64_t(rows) * dim),
+      indexConst(b, loc, blockSize), ValueRange{},
+      [&](OpBuilder &b, Location loc, Value at, ValueRange) {
+        Value e = arith::RemUIOp::create(b, loc, at, dimConst);
+        Value i = arith::RemUIOp::create(b, loc, e, nConst);
+        Value rowStart = arith::SubIOp::create(b, loc, at, i);
+        auto dot = scf::ForOp::create(
+            b, loc, c0, nConst, c1, ValueRange{f32Const(b, loc, 0.0f)},
+            [&](OpBuilder &nb, Location nloc, Value j, ValueRange acc) {
+              Value m = inverse ? memref::LoadOp::create(nb, nloc, matrix,
+                                                         ValueRange{j, i})
+                                : memref::LoadOp::create(nb, nloc, matrix,
+                                                         ValueRange{i, j});
+              Value x = memref::LoadOp::create(
+                  nb, nloc, src, ValueRange{add(nb, nloc, rowStart, j)});
+              scf::YieldOp::create(
+                  nb, nloc, ValueRange{math::FmaOp::create(nb, nloc, m, x,
+                                                           acc[0])});
+            });
+        disableUnrolling(dot);
+        memref::StoreOp::create(b, loc, dot.getResult(0), dst, at);
+        scf::YieldOp::create(b, loc);
+      });
+  disableUnrolling(outer);
+  gpu::BarrierOp::create(b, loc);
+}
+
+void gpukernel::rotateLaneRow(OpBuilder &b, Location loc, LaneRow &row,
+                              const quant::FormatSpec &spec, bool inverse,
+                              Value matrix, Value scratch, Value scratchBase) {
+  if (!spec.rotation)
+    return;
+  const quant::Rotation &rotation = *spec.rotation;
+  switch (rotation.kind()) {
+  case quant::RotationKind::Identity:
+    return;
+  case quant::RotationKind::Hadamard:
+  case quant::RotationKind::BlockHadamard:
+    // forward = diag(s2) H diag(s1) / sqrt(n); inverse swaps the signs.
+    applySigns(b, loc, row, inverse ? rotation.signs2() : rotation.signs1());
+    hadamardButterflies(b, loc, row, rotation.blockSize());
+    applySigns(b, loc, row, inverse ? rotation.signs1() : rotation.signs2());
+    return;
+  case quant::RotationKind::Haar:
+    denseRotate(b, loc, row, rotation.dim(), inverse, matrix, scratch,
+                scratchBase);
+    return;
+  }
+}

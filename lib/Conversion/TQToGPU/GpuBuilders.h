@@ -1,0 +1,109 @@
+//===- GpuBuilders.h - Scalar and warp-level IR helpers ---------*- C++ -*-===//
+//
+// The pieces every tq GPU kernel is made of, emitted as vendor-neutral
+// gpu/arith/memref ops:
+//   - PackedRowReader: one element of a packed cache row in global memory
+//     (scale, codebook index from the format's bit planes, centroid by a
+//     select tree: the codebook lives in registers);
+//   - warp reductions by xor shuffles;
+//   - a lane-distributed vector: element e = c * warp + lane of a row lives
+//     in register c of lane `lane`, and rotations act on it in place
+//     (Hadamard kinds as a shuffle butterfly, Haar through workgroup memory).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TQ_LIB_CONVERSION_TQTOGPU_GPUBUILDERS_H
+#define TQ_LIB_CONVERSION_TQTOGPU_GPUBUILDERS_H
+
+#include "tq/Quant/Format.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Value.h"
+
+namespace mlir::tq::gpukernel {
+
+Value indexConst(OpBuilder &b, Location loc, int64_t v);
+Value f32Const(OpBuilder &b, Location loc, float v);
+
+/// Marks `loop` not to be unrolled by LLVM (scf-to-cf carries the
+/// annotation to the loop's branch): unrolled loops holding the group's
+/// accumulators, or streaming many loads, run out of registers.
+void disableUnrolling(Operation *loop);
+
+/// Reads elements of packed rows from a memref<? x i8> of row bytes.
+class PackedRowReader {
+public:
+  PackedRowReader(const ::tq::quant::FormatSpec &spec, Value bytes)
+      : spec_(spec), bytes_(bytes) {}
+
+  const ::tq::quant::FormatSpec &spec() const { return spec_; }
+  /// Rotated-domain value of element j of the row starting at byte
+  /// rowBase: scale * C[idx], d * int8 (q8_0) or the half (f16). For
+  /// haar4 the bare centroid (the caller applies scale / ||C[idx]||).
+  Value element(OpBuilder &b, Location loc, Value rowBase, Value j) const;
+  /// The scale of the block holding element j.
+  Value scale(OpBuilder &b, Location loc, Value rowBase, Value j) const;
+
+private:
+  Value byteAt(OpBuilder &b, Location loc, Value offset) const;
+  Value halfAt(OpBuilder &b, Location loc, Value offset) const;
+  Value f32At(OpBuilder &b, Location loc, Value offset) const;
+  Value index(OpBuilder &b, Location loc, Value rowBase, Value j) const;
+  Value centroid(OpBuilder &b, Location loc, Value index) const;
+
+  const ::tq::quant::FormatSpec &spec_;
+  Value bytes_;
+};
+
+/// The sum of x over the warp, in every lane (log2(warp) xor shuffles).
+Value warpAllReduceSum(OpBuilder &b, Location loc, Value x,
+                       unsigned warpSize);
+
+/// A row of `dim` values spread over a warp: lane l holds elements
+/// c * warpSize + l in regs[c]; elements >= dim are zero and never stored.
+struct LaneRow {
+  SmallVector<Value> regs;
+  unsigned dim = 0;
+  unsigned warpSize = 32;
+  Value lane;
+
+  static unsigned regsFor(unsigned dim, unsigned warpSize) {
+    return (dim + warpSize - 1) / warpSize;
+  }
+  /// The element index held in register c (index value).
+  Value element(OpBuilder &b, Location loc, unsigned c) const;
+  /// i1: register c holds a real element (< dim).
+  Value valid(OpBuilder &b, Location loc, unsigned c) const;
+};
+
+/// True when rotateLaneRow needs workgroup scratch and barriers (Haar).
+bool rotationNeedsScratch(const ::tq::quant::FormatSpec &spec);
+
+/// The format's dense block rotation M (forward(x) = M x per block) as a
+/// constant memref.global in `symbolTable` (created once, named after the
+/// format), read with memref.get_global at the builder's point.
+Value getRotationMatrix(OpBuilder &b, Location loc, Operation *symbolTable,
+                        const ::tq::quant::FormatSpec &spec);
+
+/// Applies the format's block rotation (forward, or its inverse) to a lane
+/// row of spec.paddedDim values. Hadamard kinds use only shuffles, in
+/// place. Haar multiplies by `matrix` (getRotationMatrix) through
+/// `scratch` (workgroup memory; this warp owns paddedDim floats from
+/// scratchBase), with block barriers: then every thread of the block must
+/// make the call (uniform control flow).
+void rotateLaneRow(OpBuilder &b, Location loc, LaneRow &row,
+                   const ::tq::quant::FormatSpec &spec, bool inverse,
+                   Value matrix, Value scratch, Value scratchBase);
+
+/// Block-level dense rotation of `rows` rows of spec.paddedDim floats in
+/// workgroup memory: dst[r][e] = sum_j M[e % n][j] src[r][e - e % n + j]
+/// (M^T for the inverse), every thread of a block of `blockSize` computing
+/// a strided share, then a barrier. Uniform control flow.
+void denseRotateRows(OpBuilder &b, Location loc,
+                     const ::tq::quant::FormatSpec &spec, bool inverse,
+                     Value matrix, Value src, Value dst, unsigned rows,
+                     unsigned blockSize);
+
+} // namespace mlir::tq::gpukernel
+
+#endif // TQ_LIB_CONVERSION_TQTOGPU_GPUBUILDERS_H

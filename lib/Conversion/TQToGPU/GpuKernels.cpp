@@ -1,0 +1,638 @@
+//===- GpuKernels.cpp - Attention kernels in the gpu dialect --------------===//
+//
+// Thread layout of both kernels: a block of kGpuWarpsPerBlock warps; lane l
+// of a warp holds elements c * warp + l of a head-dim row (a LaneRow).
+// The attention kernel gives each warp every W-th token of its chunk and
+// keeps, per query head of the group, the running max, sum and
+// accumulator in registers; the warps merge through workgroup memory at
+// the end. All control flow around barriers is uniform.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tq/Conversion/TQToGPU/GpuKernels.h"
+
+#include "GpuBuilders.h"
+
+#include "tq/Quant/Format.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::tq;
+using namespace mlir::tq::gpukernel;
+namespace quant = ::tq::quant;
+
+namespace {
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+Value add(OpBuilder &b, Location loc, Value x, Value y) {
+  return arith::AddIOp::create(b, loc, x, y);
+}
+Value mul(OpBuilder &b, Location loc, Value x, Value y) {
+  return arith::MulIOp::create(b, loc, x, y);
+}
+Value addF(OpBuilder &b, Location loc, Value x, Value y) {
+  return arith::AddFOp::create(b, loc, x, y);
+}
+Value mulF(OpBuilder &b, Location loc, Value x, Value y) {
+  return arith::MulFOp::create(b, loc, x, y);
+}
+Value toIndex(OpBuilder &b, Location loc, Value i32) {
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), i32);
+}
+Value loadIndex(OpBuilder &b, Location loc, Value memref, Value at) {
+  return toIndex(b, loc, memref::LoadOp::create(b, loc, memref, at));
+}
+Value exp2(OpBuilder &b, Location loc, Value x) {
+  return math::Exp2Op::create(b, loc, x);
+}
+
+MemRefType globalBuffer(OpBuilder &b, Type element) {
+  return MemRefType::get({ShapedType::kDynamic}, element);
+}
+
+MemRefType workgroupBuffer(OpBuilder &b, int64_t size) {
+  return MemRefType::get(
+      {std::max<int64_t>(size, 1)}, b.getF32Type(), AffineMap(),
+      gpu::AddressSpaceAttr::get(b.getContext(),
+                                 gpu::AddressSpace::Workgroup));
+}
+
+/// The ids every kernel starts from.
+struct ThreadIds {
+  Value lane, warp;
+};
+
+ThreadIds threadIds(OpBuilder &b, Location loc, unsigned warpSize) {
+  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  Value w = indexConst(b, loc, warpSize);
+  return {arith::RemUIOp::create(b, loc, tid, w),
+          arith::DivUIOp::create(b, loc, tid, w)};
+}
+
+/// Runs `body` under `cond` (no results).
+void ifThen(OpBuilder &b, Location loc, Value cond,
+            function_ref<void(OpBuilder &)> body) {
+  auto op = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&op.getThenRegion().front());
+  body(b);
+}
+
+/// Everything the attention kernel builder needs about its spec.
+struct AttentionLayout {
+  const quant::FormatSpec &keys;
+  const quant::FormatSpec &values;
+  unsigned headDim, group, warpSize, warps;
+  unsigned dk, dv; // padded dims of K and V rows
+  unsigned ck, cv; // registers per lane of a K / V row
+  bool causal;
+  int64_t window;
+  float softcap;
+
+  unsigned blockSize() const { return warps * warpSize; }
+  /// Query heads handled by each warp in the prologue / combine.
+  unsigned headsPerWarp() const { return (group + warps - 1) / warps; }
+};
+
+gpu::GPUFuncOp createKernel(OpBuilder &b, Location loc, StringRef name,
+                            ArrayRef<Type> args, ArrayRef<Type> workgroup,
+                            unsigned blockSize) {
+  auto func = gpu::GPUFuncOp::create(b, loc, name,
+                                     b.getFunctionType(args, {}), workgroup);
+  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  func.setKnownBlockSizeAttr(
+      b.getDenseI32ArrayAttr({int32_t(blockSize), 1, 1}));
+  return func;
+}
+
+/// Bytes of workgroup memory of a kernel's attributions.
+int64_t workgroupBytes(gpu::GPUFuncOp func) {
+  int64_t bytes = 0;
+  for (BlockArgument a : func.getWorkgroupAttributions())
+    bytes += cast<MemRefType>(a.getType()).getNumElements() * 4;
+  return bytes;
+}
+
+//===----------------------------------------------------------------------===//
+// Attention (split-KV) kernel
+//===----------------------------------------------------------------------===//
+
+gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
+                                    gpu::GPUModuleOp module, StringRef name,
+                                    const AttentionLayout &L) {
+  Type f32 = b.getF32Type(), i32 = b.getI32Type();
+  Type qT = globalBuffer(b, f32), bytesT = globalBuffer(b, b.getI8Type()),
+       intsT = globalBuffer(b, i32);
+  const bool haarK = rotationNeedsScratch(L.keys);
+  // Workgroup memory: rotated queries [G][DK]; the warps' final states
+  // [W][G][DV + 2]; for Haar, the unrotated queries [G][DK].
+  SmallVector<Type> workgroup = {
+      workgroupBuffer(b, int64_t(L.group) * L.dk),
+      workgroupBuffer(b, int64_t(L.warps) * L.group * (L.dv + 2))};
+  if (haarK)
+    workgroup.push_back(workgroupBuffer(b, int64_t(L.group) * L.dk));
+  auto func = createKernel(
+      b, loc, name,
+      {qT, bytesT, bytesT, intsT, intsT, intsT, intsT, intsT, qT, i32, i32, i32,
+       f32},
+      workgroup, L.blockSize());
+  Block &entry = func.getBody().front();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&entry);
+  auto args = func.getArguments();
+  Value q = args[0], kBytes = args[1], vBytes = args[2], indptr = args[3],
+        indices = args[4], seqLens = args[5], rowSeq = args[6],
+        rowPos = args[7], partial = args[8];
+  Value pageSize = toIndex(b, loc, args[9]);
+  Value kvHeads = toIndex(b, loc, args[10]);
+  // The split count is an argument, not gpu.grid_dim: on AMD that lowers
+  // to an ockl call, and kernels must not need ROCm's device library.
+  Value numSplits = toIndex(b, loc, args[11]);
+  Value scale = args[12];
+  auto wg = func.getWorkgroupAttributions();
+  Value qShared = wg[0], states = wg[1],
+        scratch = haarK ? Value(wg[2]) : Value();
+
+  Value c0 = indexConst(b, loc, 0), c1 = indexConst(b, loc, 1);
+  ThreadIds ids = threadIds(b, loc, L.warpSize);
+  Value split = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  Value kvHead = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
+  Value row = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
+  Value G = indexConst(b, loc, L.group);
+
+  // The tokens this row sees, and this split's chunk [begin, end).
+  Value seq = loadIndex(b, loc, rowSeq, row);
+  Value pos = loadIndex(b, loc, rowPos, row);
+  Value hi = loadIndex(b, loc, seqLens, seq);
+  if (L.causal)
+    hi = arith::MinSIOp::create(b, loc, hi, add(b, loc, pos, c1));
+  Value lo = c0;
+  if (L.window > 0)
+    lo = arith::MaxSIOp::create(
+        b, loc, c0,
+        arith::SubIOp::create(b, loc, pos,
+                              indexConst(b, loc, L.window - 1)));
+  Value span = arith::MaxSIOp::create(b, loc, c0,
+                                      arith::SubIOp::create(b, loc, hi, lo));
+  Value chunk = arith::CeilDivUIOp::create(b, loc, span, numSplits);
+  Value begin = add(b, loc, lo, mul(b, loc, split, chunk));
+  Value end = arith::MinSIOp::create(b, loc, hi, add(b, loc, begin, chunk));
+  Value pageBegin = loadIndex(b, loc, indptr, seq);
+
+  // Prologue: the group's queries, rotated by K's rotation and scaled by
+  // the logit scale, into workgroup memory.
+  Value factor = arith::SelectOp::create(
+      b, loc,
+      arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, scale,
+                            f32Const(b, loc, 0.0f)),
+      scale, f32Const(b, loc, float(1.0 / std::sqrt(double(L.headDim)))));
+  Value H = mul(b, loc, kvHeads, G);
+  if (haarK) {
+    // Dense rotation: the block stages the scaled queries in scratch, then
+    // every thread computes entries of the rotated rows.
+    Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    Value entries = indexConst(b, loc, int64_t(L.group) * L.dk);
+    Value dk = indexConst(b, loc, L.dk);
+    auto stage = scf::ForOp::create(
+        b, loc, tid, entries, indexConst(b, loc, L.blockSize()), ValueRange{},
+        [&](OpBuilder &b, Location loc, Value i, ValueRange) {
+          Value g = arith::DivUIOp::create(b, loc, i, dk);
+          Value e = arith::RemUIOp::create(b, loc, i, dk);
+          Value inHead = arith::CmpIOp::create(
+              b, loc, arith::CmpIPredicate::ult, e,
+              indexConst(b, loc, L.headDim));
+          Value clamped = arith::MinUIOp::create(
+              b, loc, e, indexConst(b, loc, L.headDim - 1));
+          Value at = add(b, loc,
+                         mul(b, loc,
+                             add(b, loc, mul(b, loc, row, H),
+                                 add(b, loc, mul(b, loc, kvHead, G), g)),
+                             indexConst(b, loc, L.headDim)),
+                         clamped);
+          Value v = mulF(b, loc, memref::LoadOp::create(b, loc, q, at), factor);
+          memref::StoreOp::create(
+              b, loc,
+              arith::SelectOp::create(b, loc, inHead, v,
+                                      f32Const(b, loc, 0.0f)),
+              scratch, i);
+          scf::YieldOp::create(b, loc);
+        });
+    disableUnrolling(stage);
+    gpu::BarrierOp::create(b, loc);
+    denseRotateRows(b, loc, L.keys, /*inverse=*/false,
+                    getRotationMatrix(b, loc, module, L.keys), scratch,
+                    qShared, L.group, L.blockSize());
+  } else {
+    // Hadamard kinds (or none): each warp rotates its heads in registers.
+    for (unsigned gi = 0; gi < L.headsPerWarp(); ++gi) {
+      Value g = add(b, loc, ids.warp, indexConst(b, loc, gi * L.warps));
+      Value live =
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, g, G);
+      Value gLoad =
+          arith::MinUIOp::create(b, loc, g, indexConst(b, loc, L.group - 1));
+      Value qBase = mul(b, loc,
+                        add(b, loc, mul(b, loc, row, H),
+                            add(b, loc, mul(b, loc, kvHead, G), gLoad)),
+                        indexConst(b, loc, L.headDim));
+      LaneRow x{{}, L.dk, L.warpSize, ids.lane};
+      for (unsigned c = 0; c < L.ck; ++c) {
+        Value e = x.element(b, loc, c);
+        Value inHead = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                             e, indexConst(b, loc, L.headDim));
+        // Lanes past the head read its last element and keep zero.
+        Value clamped = arith::MinUIOp::create(
+            b, loc, e, indexConst(b, loc, L.headDim - 1));
+        Value v = memref::LoadOp::create(
+            b, loc, q, ValueRange{add(b, loc, qBase, clamped)});
+        x.regs.push_back(arith::SelectOp::create(b, loc, inHead, v,
+                                                 f32Const(b, loc, 0.0f)));
+      }
+      rotateLaneRow(b, loc, x, L.keys, /*inverse=*/false, Value(), Value(),
+                    Value());
+      for (unsigned c = 0; c < L.ck; ++c) {
+        Value e = x.element(b, loc, c);
+        Value ok = arith::AndIOp::create(b, loc, live, x.valid(b, loc, c));
+        Value v = mulF(b, loc, x.regs[c], factor);
+        ifThen(b, loc, ok, [&](OpBuilder &nb) {
+          memref::StoreOp::create(
+              nb, loc, v, qShared,
+              ValueRange{
+                  add(nb, loc, mul(nb, loc, g, indexConst(nb, loc, L.dk)), e)});
+        });
+      }
+    }
+  }
+  gpu::BarrierOp::create(b, loc);
+
+  // This lane's query elements, per head of the group.
+  SmallVector<SmallVector<Value>> qReg(L.group);
+  LaneRow kRow{{}, L.dk, L.warpSize, ids.lane};
+  LaneRow vRow{{}, L.dv, L.warpSize, ids.lane};
+  for (unsigned g = 0; g < L.group; ++g)
+    for (unsigned c = 0; c < L.ck; ++c) {
+      Value e = arith::MinUIOp::create(b, loc, kRow.element(b, loc, c),
+                                       indexConst(b, loc, L.dk - 1));
+      Value v = memref::LoadOp::create(
+          b, loc, qShared,
+          ValueRange{add(b, loc, indexConst(b, loc, g * L.dk), e)});
+      qReg[g].push_back(arith::SelectOp::create(
+          b, loc, kRow.valid(b, loc, c), v, f32Const(b, loc, 0.0f)));
+    }
+
+  // The token loop: state = m[G], l[G], acc[G][CV].
+  const float negInf = -std::numeric_limits<float>::infinity();
+  SmallVector<Value> init;
+  for (unsigned g = 0; g < L.group; ++g)
+    init.push_back(f32Const(b, loc, negInf));
+  for (unsigned g = 0; g < L.group; ++g)
+    init.push_back(f32Const(b, loc, 0.0f));
+  for (unsigned i = 0; i < L.group * L.cv; ++i)
+    init.push_back(f32Const(b, loc, 0.0f));
+  PackedRowReader kReader(L.keys, kBytes), vReader(L.values, vBytes);
+  Value kRowBytes = indexConst(b, loc, L.keys.rowBytes());
+  Value vRowBytes = indexConst(b, loc, L.values.rowBytes());
+  auto loop = scf::ForOp::create(
+      b, loc, add(b, loc, begin, ids.warp), end,
+      indexConst(b, loc, L.warps), init,
+      [&](OpBuilder &b, Location loc, Value t, ValueRange state) {
+        Value page = loadIndex(
+            b, loc, indices,
+            add(b, loc, pageBegin, arith::DivUIOp::create(b, loc, t, pageSize)));
+        Value slot = arith::RemUIOp::create(b, loc, t, pageSize);
+        Value rowIndex = add(b, loc,
+                             mul(b, loc, add(b, loc, mul(b, loc, page, pageSize),
+                                             slot),
+                                 kvHeads),
+                             kvHead);
+        Value kBase = mul(b, loc, rowIndex, kRowBytes);
+        Value vBase = mul(b, loc, rowIndex, vRowBytes);
+        // Each lane decodes its elements of the K and V rows once for the
+        // whole group.
+        auto decode = [&](const PackedRowReader &reader, LaneRow &lr,
+                          Value base, unsigned regs) {
+          lr.regs.clear();
+          for (unsigned c = 0; c < regs; ++c) {
+            Value e = arith::MinUIOp::create(b, loc, lr.element(b, loc, c),
+                                             indexConst(b, loc, lr.dim - 1));
+            Value v = reader.element(b, loc, base, e);
+            lr.regs.push_back(arith::SelectOp::create(
+                b, loc, lr.valid(b, loc, c), v, f32Const(b, loc, 0.0f)));
+          }
+        };
+        // haar4: the row's value is scale * C[idx] / ||C[idx]||.
+        auto haarFactor = [&](const PackedRowReader &reader, LaneRow &lr,
+                              Value base) -> Value {
+          if (reader.spec().family != quant::FormatFamily::Haar)
+            return Value();
+          Value sq = f32Const(b, loc, 0.0f);
+          for (Value x : lr.regs)
+            sq = addF(b, loc, sq, mulF(b, loc, x, x));
+          sq = warpAllReduceSum(b, loc, sq, L.warpSize);
+          return arith::DivFOp::create(b, loc, reader.scale(b, loc, base, c0),
+                                       math::SqrtOp::create(b, loc, sq));
+        };
+        decode(kReader, kRow, kBase, L.ck);
+        Value kFactor = haarFactor(kReader, kRow, kBase);
+        decode(vReader, vRow, vBase, L.cv);
+        Value vFactor = haarFactor(vReader, vRow, vBase);
+
+        SmallVector<Value> next(state.size());
+        for (unsigned g = 0; g < L.group; ++g) {
+          Value dot = f32Const(b, loc, 0.0f);
+          for (unsigned c = 0; c < L.ck; ++c)
+            dot = math::FmaOp::create(b, loc, qReg[g][c], kRow.regs[c], dot);
+          dot = warpAllReduceSum(b, loc, dot, L.warpSize);
+          if (kFactor)
+            dot = mulF(b, loc, dot, kFactor);
+          if (L.softcap > 0.0f) {
+            // softcap * tanh(dot / softcap), tanh(x) = 1 - 2 / (e^2x + 1).
+            Value e2x = exp2(b, loc, mulF(b, loc, dot,
+                                          f32Const(b, loc, 2.0f * kLog2e /
+                                                               L.softcap)));
+            Value tanh = arith::SubFOp::create(
+                b, loc, f32Const(b, loc, 1.0f),
+                arith::DivFOp::create(b, loc, f32Const(b, loc, 2.0f),
+                                      addF(b, loc, e2x,
+                                           f32Const(b, loc, 1.0f))));
+            dot = mulF(b, loc, tanh, f32Const(b, loc, L.softcap));
+          }
+          Value s = mulF(b, loc, dot, f32Const(b, loc, kLog2e));
+          Value m = state[g], l = state[L.group + g];
+          Value mNew = arith::MaximumFOp::create(b, loc, m, s);
+          Value alpha = exp2(b, loc, arith::SubFOp::create(b, loc, m, mNew));
+          Value p = exp2(b, loc, arith::SubFOp::create(b, loc, s, mNew));
+          next[g] = mNew;
+          next[L.group + g] = math::FmaOp::create(b, loc, l, alpha, p);
+          Value pv = vFactor ? mulF(b, loc, p, vFactor) : p;
+          for (unsigned c = 0; c < L.cv; ++c) {
+            unsigned at = 2 * L.group + g * L.cv + c;
+            next[at] = math::FmaOp::create(b, loc, pv, vRow.regs[c],
+                                           mulF(b, loc, state[at], alpha));
+          }
+        }
+        scf::YieldOp::create(b, loc, next);
+      });
+  // Unrolling the token loop would multiply the live registers (the
+  // group's accumulators are already in registers); scf-to-cf carries the
+  // annotation to the loop's branch.
+  disableUnrolling(loop);
+  ValueRange state = loop.getResults();
+
+  // Each warp leaves its state in workgroup memory: [warp][g][DV + 2].
+  Value stride = indexConst(b, loc, L.dv + 2);
+  auto stateBase = [&](OpBuilder &b, Value warp, Value g) {
+    return mul(b, loc, add(b, loc, mul(b, loc, warp, G), g), stride);
+  };
+  for (unsigned g = 0; g < L.group; ++g) {
+    Value base = stateBase(b, ids.warp, indexConst(b, loc, g));
+    for (unsigned c = 0; c < L.cv; ++c) {
+      Value e = vRow.element(b, loc, c);
+      Value v = state[2 * L.group + g * L.cv + c];
+      ifThen(b, loc, vRow.valid(b, loc, c), [&](OpBuilder &nb) {
+        memref::StoreOp::create(nb, loc, v, states,
+                                ValueRange{add(nb, loc, base, e)});
+      });
+    }
+    Value isLane0 =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, ids.lane, c0);
+    ifThen(b, loc, isLane0, [&](OpBuilder &nb) {
+      Value at = add(nb, loc, base, indexConst(nb, loc, L.dv));
+      memref::StoreOp::create(nb, loc, state[g], states, ValueRange{at});
+      memref::StoreOp::create(nb, loc, state[L.group + g], states,
+                              ValueRange{add(nb, loc, at, c1)});
+    });
+  }
+  gpu::BarrierOp::create(b, loc);
+
+  // The block merges its warps: thread i handles entries i, i + block, ...
+  // of [G][DV + 2] and writes this split's partial state.
+  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  Value entries = indexConst(b, loc, int64_t(L.group) * (L.dv + 2));
+  Value partialBase = mul(
+      b, loc,
+      add(b, loc, mul(b, loc, add(b, loc, mul(b, loc, row, kvHeads), kvHead),
+                      numSplits),
+          split),
+      entries);
+  scf::ForOp::create(
+      b, loc, tid, entries, indexConst(b, loc, L.blockSize()), ValueRange{},
+      [&](OpBuilder &b, Location loc, Value i, ValueRange) {
+        Value g = arith::DivUIOp::create(b, loc, i, stride);
+        Value e = arith::RemUIOp::create(b, loc, i, stride);
+        // The largest max of the warps, then each warp's weight.
+        Value mMax = f32Const(b, loc, negInf);
+        SmallVector<Value> ms;
+        for (unsigned w = 0; w < L.warps; ++w) {
+          Value at = add(b, loc, stateBase(b, indexConst(b, loc, w), g),
+                         indexConst(b, loc, L.dv));
+          ms.push_back(memref::LoadOp::create(b, loc, states, ValueRange{at}));
+          mMax = arith::MaximumFOp::create(b, loc, mMax, ms.back());
+        }
+        Value empty = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ,
+                                            mMax, f32Const(b, loc, negInf));
+        Value isMax = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                            e, indexConst(b, loc, L.dv));
+        Value sum = f32Const(b, loc, 0.0f);
+        for (unsigned w = 0; w < L.warps; ++w) {
+          Value weight = arith::SelectOp::create(
+              b, loc, empty, f32Const(b, loc, 0.0f),
+              exp2(b, loc, arith::SubFOp::create(b, loc, ms[w], mMax)));
+          Value x = memref::LoadOp::create(
+              b, loc, states,
+              ValueRange{add(b, loc, stateBase(b, indexConst(b, loc, w), g),
+                             e)});
+          sum = math::FmaOp::create(b, loc, weight, x, sum);
+        }
+        Value result = arith::SelectOp::create(b, loc, isMax, mMax, sum);
+        memref::StoreOp::create(b, loc, result, partial,
+                                ValueRange{add(b, loc, partialBase, i)});
+        scf::YieldOp::create(b, loc);
+      });
+  gpu::ReturnOp::create(b, loc);
+  return func;
+}
+
+//===----------------------------------------------------------------------===//
+// Combine kernel
+//===----------------------------------------------------------------------===//
+
+gpu::GPUFuncOp buildCombineKernel(OpBuilder &b, Location loc,
+                                  gpu::GPUModuleOp module, StringRef name,
+                                  const AttentionLayout &L) {
+  Type f32 = b.getF32Type(), i32 = b.getI32Type();
+  Type bufT = globalBuffer(b, f32);
+  const bool haarV = rotationNeedsScratch(L.values);
+  SmallVector<Type> workgroup;
+  if (haarV)
+    workgroup.push_back(workgroupBuffer(b, int64_t(L.warps) * L.dv));
+  auto func = createKernel(b, loc, name, {bufT, bufT, i32, i32}, workgroup,
+                           L.blockSize());
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&func.getBody().front());
+  auto args = func.getArguments();
+  Value partial = args[0], out = args[1];
+  Value numSplits = toIndex(b, loc, args[2]);
+  Value kvHeads = toIndex(b, loc, args[3]);
+  Value scratch =
+      haarV ? Value(func.getWorkgroupAttributions()[0]) : Value();
+  Value rotV = haarV ? getRotationMatrix(b, loc, module, L.values) : Value();
+
+  Value c0 = indexConst(b, loc, 0), c1 = indexConst(b, loc, 1);
+  ThreadIds ids = threadIds(b, loc, L.warpSize);
+  Value kvHead = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  Value row = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
+  Value G = indexConst(b, loc, L.group);
+  Value stride = indexConst(b, loc, L.dv + 2);
+  const float negInf = -std::numeric_limits<float>::infinity();
+
+  for (unsigned gi = 0; gi < L.headsPerWarp(); ++gi) {
+    Value g = add(b, loc, ids.warp, indexConst(b, loc, gi * L.warps));
+    Value live = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, g, G);
+    Value gLoad =
+        arith::MinUIOp::create(b, loc, g, indexConst(b, loc, L.group - 1));
+    // partial[row][kvHead][s][g][...]
+    auto base = [&](OpBuilder &b, Value s) {
+      Value rh = add(b, loc, mul(b, loc, row, kvHeads), kvHead);
+      return mul(b, loc,
+                 add(b, loc, mul(b, loc, add(b, loc, mul(b, loc, rh, numSplits),
+                                              s),
+                                 G),
+                     gLoad),
+                 stride);
+    };
+    auto maxLoop = scf::ForOp::create(
+        b, loc, c0, numSplits, c1, ValueRange{f32Const(b, loc, negInf)},
+        [&](OpBuilder &b, Location loc, Value s, ValueRange acc) {
+          Value m = memref::LoadOp::create(
+              b, loc, partial,
+              ValueRange{add(b, loc, base(b, s), indexConst(b, loc, L.dv))});
+          scf::YieldOp::create(
+              b, loc, ValueRange{arith::MaximumFOp::create(b, loc, acc[0], m)});
+        });
+    Value mMax = maxLoop.getResult(0);
+    Value empty = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, mMax,
+                                        f32Const(b, loc, negInf));
+    LaneRow y{{}, L.dv, L.warpSize, ids.lane};
+    SmallVector<Value> init(L.cv + 1, f32Const(b, loc, 0.0f));
+    auto sumLoop = scf::ForOp::create(
+        b, loc, c0, numSplits, c1, init,
+        [&](OpBuilder &b, Location loc, Value s, ValueRange acc) {
+          Value at = base(b, s);
+          Value m = memref::LoadOp::create(
+              b, loc, partial, ValueRange{add(b, loc, at, indexConst(b, loc, L.dv))});
+          Value l = memref::LoadOp::create(
+              b, loc, partial,
+              ValueRange{add(b, loc, at, indexConst(b, loc, L.dv + 1))});
+          Value w = arith::SelectOp::create(
+              b, loc, empty, f32Const(b, loc, 0.0f),
+              exp2(b, loc, arith::SubFOp::create(b, loc, m, mMax)));
+          SmallVector<Value> next;
+          for (unsigned c = 0; c < L.cv; ++c) {
+            Value e = arith::MinUIOp::create(b, loc, y.element(b, loc, c),
+                                             indexConst(b, loc, L.dv - 1));
+            Value x = memref::LoadOp::create(b, loc, partial,
+                                             ValueRange{add(b, loc, at, e)});
+            next.push_back(math::FmaOp::create(b, loc, w, x, acc[c]));
+          }
+          next.push_back(math::FmaOp::create(b, loc, w, l, acc[L.cv]));
+          scf::YieldOp::create(b, loc, next);
+        });
+    Value l = sumLoop.getResult(L.cv);
+    Value positive = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT,
+                                           l, f32Const(b, loc, 0.0f));
+    Value inv = arith::SelectOp::create(
+        b, loc, positive,
+        arith::DivFOp::create(b, loc, f32Const(b, loc, 1.0f), l),
+        f32Const(b, loc, 0.0f));
+    for (unsigned c = 0; c < L.cv; ++c)
+      y.regs.push_back(arith::SelectOp::create(
+          b, loc, y.valid(b, loc, c), mulF(b, loc, sumLoop.getResult(c), inv),
+          f32Const(b, loc, 0.0f)));
+    rotateLaneRow(b, loc, y, L.values, /*inverse=*/true, rotV, scratch,
+                  mul(b, loc, ids.warp, indexConst(b, loc, L.dv)));
+    Value H = mul(b, loc, kvHeads, G);
+    Value outBase = mul(b, loc,
+                        add(b, loc, mul(b, loc, row, H),
+                            add(b, loc, mul(b, loc, kvHead, G), g)),
+                        indexConst(b, loc, L.headDim));
+    for (unsigned c = 0; c < L.cv; ++c) {
+      Value e = y.element(b, loc, c);
+      Value inHead = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                           e, indexConst(b, loc, L.headDim));
+      Value ok = arith::AndIOp::create(b, loc, live, inHead);
+      Value v = y.regs[c];
+      ifThen(b, loc, ok, [&](OpBuilder &nb) {
+        memref::StoreOp::create(nb, loc, v, out,
+                                ValueRange{add(nb, loc, outBase, e)});
+      });
+    }
+  }
+  gpu::ReturnOp::create(b, loc);
+  return func;
+}
+
+} // namespace
+
+FailureOr<SmallVector<GpuKernelInfo>>
+mlir::tq::buildGpuKernels(gpu::GPUModuleOp module,
+                          const RuntimeKernelSpec &spec,
+                          const GpuTarget &target,
+                          function_ref<InFlightDiagnostic()> emitError) {
+  if (spec.kind == RuntimeKernelKind::Append)
+    return emitError() << "append kernels have no GPU lowering yet "
+                          "(encode on the host or with the CPU library)",
+           failure();
+  if (spec.group == 0)
+    return emitError() << "the GQA group must be positive", failure();
+  auto keys = quant::Format::get(spec.keyFormat, spec.headDim);
+  if (!keys)
+    return emitError() << keys.status().message(), failure();
+  auto values = quant::Format::get(spec.valueFormat, spec.headDim);
+  if (!values)
+    return emitError() << values.status().message(), failure();
+  for (const quant::Format *f : {&*keys, &*values})
+    if (f->spec().qjl)
+      return emitError() << "format '" << f->name()
+                         << "' (QJL residual) has no GPU lowering yet",
+             failure();
+  if (spec.window < 0 || !(spec.softcap >= 0.0f))
+    return emitError() << "window and softcap must be non-negative", failure();
+
+  const unsigned w = target.warpSize();
+  AttentionLayout layout{keys->spec(),
+                         values->spec(),
+                         spec.headDim,
+                         spec.group,
+                         w,
+                         kGpuWarpsPerBlock,
+                         keys->paddedDim(),
+                         values->paddedDim(),
+                         LaneRow::regsFor(keys->paddedDim(), w),
+                         LaneRow::regsFor(values->paddedDim(), w),
+                         spec.causal,
+                         spec.window,
+                         spec.softcap};
+  OpBuilder b(module.getContext());
+  b.setInsertionPointToEnd(module.getBody());
+  Location loc = module.getLoc();
+  SmallVector<GpuKernelInfo> infos;
+  auto attention =
+      buildAttentionKernel(b, loc, module, spec.name(), layout);
+  infos.push_back({spec.name(), "attention", layout.blockSize(),
+                   workgroupBytes(attention)});
+  auto combine = buildCombineKernel(b, loc, module, spec.name() + "_combine",
+                                    layout);
+  infos.push_back({spec.name() + "_combine", "combine", layout.blockSize(),
+                   workgroupBytes(combine)});
+  if (failed(attention.verify()) || failed(combine.verify()))
+    return failure();
+  return infos;
+}

@@ -26,3 +26,19 @@ llvm_config.add_tool_substitutions(
 # REQUIRES: golden and are reported unsupported when the folder is missing.
 if os.path.isdir(config.tqc_golden_dir):
     config.available_features.add("golden")
+
+# GPU assembly checks: PTX is assembled with the CUDA toolkit's ptxas
+# (REQUIRES: ptxas; reported unsupported without a toolkit). AMDGCN needs
+# only llvm-mc and ld.lld, which come with LLVM.
+import shutil
+import sys
+
+ptxas = shutil.which("ptxas") or (
+    "/usr/local/cuda/bin/ptxas"
+    if os.access("/usr/local/cuda/bin/ptxas", os.X_OK) else None)
+if ptxas:
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", ptxas))
+config.substitutions.append(
+    ("%gpu_resources", sys.executable + " " +
+     os.path.join(config.tqc_src_root, "scripts", "gpu-resources.py")))

@@ -45,7 +45,11 @@ def TQApproximateMath : Pass<"tq-approximate-math"> {
     and need ROCm's device-library bitcode at serialisation time. This pass
     rewrites `math.exp2(x)` as `math.exp(x * ln 2)` and then applies MLIR's
     polynomial approximation of `math.exp` (range reduction plus a minimax
-    polynomial, a few ulp in f32), leaving only arith ops and bit casts.
+    polynomial, a few ulp in f32) and expands the `math.fma` and
+    `math.floor` it creates,
+    leaving only arith ops and bit casts.
+    The NVVM conversion has the same problem (`__nv_exp2f` from libdevice),
+    so both GPU targets run this pass and the emitted code links nothing.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect"];

@@ -26,6 +26,34 @@ Value gpukernel::f32Const(OpBuilder &b, Location loc, float v) {
   return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
 }
 
+Value gpukernel::fusedMultiplyAdd(OpBuilder &b, Location loc, Value x,
+                                  Value y, Value z) {
+  auto contract = arith::FastMathFlagsAttr::get(
+      b.getContext(), arith::FastMathFlags::contract);
+  Value product = arith::MulFOp::create(b, loc, x, y, contract);
+  return arith::AddFOp::create(b, loc, product, z, contract);
+}
+
+Value gpukernel::reciprocalSqrt(OpBuilder &b, Location loc, Value x) {
+  Value bits = arith::BitcastOp::create(b, loc, b.getI32Type(), x);
+  Value half = arith::ShRUIOp::create(
+      b, loc, bits,
+      arith::ConstantIntOp::create(b, loc, b.getI32Type(), 1));
+  Value guess = arith::SubIOp::create(
+      b, loc, arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0x5f3759df),
+      half);
+  Value y = arith::BitcastOp::create(b, loc, b.getF32Type(), guess);
+  Value halfX = arith::MulFOp::create(b, loc, x, f32Const(b, loc, 0.5f));
+  for (int step = 0; step < 3; ++step) {
+    // y <- y * (1.5 - 0.5 x y^2)
+    Value yy = arith::MulFOp::create(b, loc, y, y);
+    Value t = arith::SubFOp::create(b, loc, f32Const(b, loc, 1.5f),
+                                    arith::MulFOp::create(b, loc, halfX, yy));
+    y = arith::MulFOp::create(b, loc, y, t);
+  }
+  return y;
+}
+
 namespace {
 Value i32Const(OpBuilder &b, Location loc, int32_t v) {
   return arith::ConstantIntOp::create(b, loc, b.getI32Type(), v);
@@ -336,7 +364,7 @@ void denseRotate(OpBuilder &b, Location loc, LaneRow &row, unsigned n,
               nb, nloc, scratch,
               ValueRange{add(nb, nloc, scratchBase,
                              add(nb, nloc, blockStart[c], j))});
-          next.push_back(math::FmaOp::create(nb, nloc, m, x, acc[c]));
+          next.push_back(fusedMultiplyAdd(nb, nloc, m, x, acc[c]));
         }
         scf::YieldOp::create(nb, nloc, next);
       });
@@ -374,7 +402,7 @@ void gpukernel::denseRotateRows(OpBuilder &b, Location loc,
               Value x = memref::LoadOp::create(
                   nb, nloc, src, ValueRange{add(nb, nloc, rowStart, j)});
               scf::YieldOp::create(
-                  nb, nloc, ValueRange{math::FmaOp::create(nb, nloc, m, x,
+                  nb, nloc, ValueRange{fusedMultiplyAdd(nb, nloc, m, x,
                                                            acc[0])});
             });
         disableUnrolling(dot);

@@ -24,6 +24,13 @@ namespace mlir::tq::gpukernel {
 
 Value indexConst(OpBuilder &b, Location loc, int64_t v);
 Value f32Const(OpBuilder &b, Location loc, float v);
+/// x * y + z as mulf + addf marked contractible: the backends emit one
+/// FMA. (math.fma would become a libdevice / ocml call.)
+Value fusedMultiplyAdd(OpBuilder &b, Location loc, Value x, Value y, Value z);
+/// 1 / sqrt(x) for x > 0 in arith ops only: the classic bit-level first
+/// guess and three Newton steps (relative error at f32 rounding level).
+/// math.rsqrt / math.sqrt would become libdevice or ocml calls.
+Value reciprocalSqrt(OpBuilder &b, Location loc, Value x);
 
 /// Marks `loop` not to be unrolled by LLVM (scf-to-cf carries the
 /// annotation to the loop's branch): unrolled loops holding the group's

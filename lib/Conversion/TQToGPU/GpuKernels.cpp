@@ -31,6 +31,8 @@ namespace quant = ::tq::quant;
 namespace {
 
 constexpr float kLog2e = 1.4426950408889634f;
+/// Query elements per lane kept in registers across the token loop.
+constexpr unsigned kMaxQueryRegisters = 32;
 
 Value add(OpBuilder &b, Location loc, Value x, Value y) {
   return arith::AddIOp::create(b, loc, x, y);
@@ -132,13 +134,16 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
   Type qT = globalBuffer(b, f32), bytesT = globalBuffer(b, b.getI8Type()),
        intsT = globalBuffer(b, i32);
   const bool haarK = rotationNeedsScratch(L.keys);
-  // Workgroup memory: rotated queries [G][DK]; the warps' final states
-  // [W][G][DV + 2]; for Haar, the unrotated queries [G][DK].
+  // Workgroup memory: rotated queries [G][DK], and the warps' final states
+  // [W][G][DV + 2]. For Haar the unrotated queries [G][DK] are staged in
+  // the states buffer first (dead until the token loop ends), which keeps
+  // d = 256 with a group of 8 under the 48 KiB of static shared memory.
+  const int64_t stateFloats = int64_t(L.warps) * L.group * (L.dv + 2);
   SmallVector<Type> workgroup = {
       workgroupBuffer(b, int64_t(L.group) * L.dk),
-      workgroupBuffer(b, int64_t(L.warps) * L.group * (L.dv + 2))};
-  if (haarK)
-    workgroup.push_back(workgroupBuffer(b, int64_t(L.group) * L.dk));
+      workgroupBuffer(b, haarK ? std::max(stateFloats,
+                                          int64_t(L.group) * L.dk)
+                               : stateFloats)};
   auto func = createKernel(
       b, loc, name,
       {qT, bytesT, bytesT, intsT, intsT, intsT, intsT, intsT, qT, i32, i32, i32,
@@ -158,8 +163,8 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
   Value numSplits = toIndex(b, loc, args[11]);
   Value scale = args[12];
   auto wg = func.getWorkgroupAttributions();
-  Value qShared = wg[0], states = wg[1],
-        scratch = haarK ? Value(wg[2]) : Value();
+  Value qShared = wg[0], states = wg[1];
+  Value scratch = haarK ? states : Value();
 
   Value c0 = indexConst(b, loc, 0), c1 = indexConst(b, loc, 1);
   ThreadIds ids = threadIds(b, loc, L.warpSize);
@@ -272,20 +277,26 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
   }
   gpu::BarrierOp::create(b, loc);
 
-  // This lane's query elements, per head of the group.
-  SmallVector<SmallVector<Value>> qReg(L.group);
+  // This lane's query elements, per head of the group: in registers when
+  // they are few, else read from workgroup memory at each token (a large
+  // group at a large head dim would otherwise spill).
+  const bool queriesInRegisters = L.group * L.ck <= kMaxQueryRegisters;
   LaneRow kRow{{}, L.dk, L.warpSize, ids.lane};
   LaneRow vRow{{}, L.dv, L.warpSize, ids.lane};
-  for (unsigned g = 0; g < L.group; ++g)
-    for (unsigned c = 0; c < L.ck; ++c) {
-      Value e = arith::MinUIOp::create(b, loc, kRow.element(b, loc, c),
-                                       indexConst(b, loc, L.dk - 1));
-      Value v = memref::LoadOp::create(
-          b, loc, qShared,
-          ValueRange{add(b, loc, indexConst(b, loc, g * L.dk), e)});
-      qReg[g].push_back(arith::SelectOp::create(
-          b, loc, kRow.valid(b, loc, c), v, f32Const(b, loc, 0.0f)));
-    }
+  auto loadQuery = [&](OpBuilder &b, unsigned g, unsigned c) -> Value {
+    Value e = arith::MinUIOp::create(b, loc, kRow.element(b, loc, c),
+                                     indexConst(b, loc, L.dk - 1));
+    Value v = memref::LoadOp::create(
+        b, loc, qShared,
+        ValueRange{add(b, loc, indexConst(b, loc, g * L.dk), e)});
+    return arith::SelectOp::create(b, loc, kRow.valid(b, loc, c), v,
+                                   f32Const(b, loc, 0.0f));
+  };
+  SmallVector<SmallVector<Value>> qReg(L.group);
+  if (queriesInRegisters)
+    for (unsigned g = 0; g < L.group; ++g)
+      for (unsigned c = 0; c < L.ck; ++c)
+        qReg[g].push_back(loadQuery(b, g, c));
 
   // The token loop: state = m[G], l[G], acc[G][CV].
   const float negInf = -std::numeric_limits<float>::infinity();
@@ -336,8 +347,8 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
           for (Value x : lr.regs)
             sq = addF(b, loc, sq, mulF(b, loc, x, x));
           sq = warpAllReduceSum(b, loc, sq, L.warpSize);
-          return arith::DivFOp::create(b, loc, reader.scale(b, loc, base, c0),
-                                       math::SqrtOp::create(b, loc, sq));
+          return mulF(b, loc, reader.scale(b, loc, base, c0),
+                      reciprocalSqrt(b, loc, sq));
         };
         decode(kReader, kRow, kBase, L.ck);
         Value kFactor = haarFactor(kReader, kRow, kBase);
@@ -348,7 +359,9 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
         for (unsigned g = 0; g < L.group; ++g) {
           Value dot = f32Const(b, loc, 0.0f);
           for (unsigned c = 0; c < L.ck; ++c)
-            dot = math::FmaOp::create(b, loc, qReg[g][c], kRow.regs[c], dot);
+            dot = fusedMultiplyAdd(
+                b, loc, queriesInRegisters ? qReg[g][c] : loadQuery(b, g, c),
+                kRow.regs[c], dot);
           dot = warpAllReduceSum(b, loc, dot, L.warpSize);
           if (kFactor)
             dot = mulF(b, loc, dot, kFactor);
@@ -370,11 +383,11 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
           Value alpha = exp2(b, loc, arith::SubFOp::create(b, loc, m, mNew));
           Value p = exp2(b, loc, arith::SubFOp::create(b, loc, s, mNew));
           next[g] = mNew;
-          next[L.group + g] = math::FmaOp::create(b, loc, l, alpha, p);
+          next[L.group + g] = fusedMultiplyAdd(b, loc, l, alpha, p);
           Value pv = vFactor ? mulF(b, loc, p, vFactor) : p;
           for (unsigned c = 0; c < L.cv; ++c) {
             unsigned at = 2 * L.group + g * L.cv + c;
-            next[at] = math::FmaOp::create(b, loc, pv, vRow.regs[c],
+            next[at] = fusedMultiplyAdd(b, loc, pv, vRow.regs[c],
                                            mulF(b, loc, state[at], alpha));
           }
         }
@@ -449,7 +462,7 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
               b, loc, states,
               ValueRange{add(b, loc, stateBase(b, indexConst(b, loc, w), g),
                              e)});
-          sum = math::FmaOp::create(b, loc, weight, x, sum);
+          sum = fusedMultiplyAdd(b, loc, weight, x, sum);
         }
         Value result = arith::SelectOp::create(b, loc, isMax, mMax, sum);
         memref::StoreOp::create(b, loc, result, partial,
@@ -540,9 +553,9 @@ gpu::GPUFuncOp buildCombineKernel(OpBuilder &b, Location loc,
                                              indexConst(b, loc, L.dv - 1));
             Value x = memref::LoadOp::create(b, loc, partial,
                                              ValueRange{add(b, loc, at, e)});
-            next.push_back(math::FmaOp::create(b, loc, w, x, acc[c]));
+            next.push_back(fusedMultiplyAdd(b, loc, w, x, acc[c]));
           }
-          next.push_back(math::FmaOp::create(b, loc, w, l, acc[L.cv]));
+          next.push_back(fusedMultiplyAdd(b, loc, w, l, acc[L.cv]));
           scf::YieldOp::create(b, loc, next);
         });
     Value l = sumLoop.getResult(L.cv);

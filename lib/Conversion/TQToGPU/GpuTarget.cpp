@@ -85,13 +85,14 @@ Attribute GpuTarget::targetAttr(MLIRContext *context) const {
 }
 
 void GpuTarget::addConversionPasses(OpPassManager &pm) const {
+  // exp2 as a polynomial: both conversions would otherwise call a device
+  // library (libdevice's __nv_exp2f, ocml's __ocml_exp2_f32), and the
+  // emitted code must not need one.
+  pm.addNestedPass<gpu::GPUModuleOp>(createTQApproximateMath());
   if (vendor_ == GpuVendor::Nvidia) {
     pm.addNestedPass<gpu::GPUModuleOp>(createConvertGpuOpsToNVVMOps());
     return;
   }
-  // exp2 as a polynomial: the ROCDL conversion would call ocml for it, and
-  // no kernel should need ROCm's device-library bitcode to serialise.
-  pm.addNestedPass<gpu::GPUModuleOp>(createTQApproximateMath());
   ConvertGpuOpsToROCDLOpsOptions options;
   options.chipset = chip_;
   pm.addNestedPass<gpu::GPUModuleOp>(createConvertGpuOpsToROCDLOps(options));

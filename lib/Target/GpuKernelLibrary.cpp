@@ -31,11 +31,17 @@ bool writeFile(const std::string &path, StringRef text, std::string &error) {
 }
 
 /// <name>_info = {1, kind, head_dim, group, k_row_bytes, v_row_bytes,
-/// causal, window} as a public constant of the gpu.module.
-void addInfoGlobal(gpu::GPUModuleOp module, const RuntimeKernelSpec &spec) {
+/// causal, window, v_padded_dim, block_threads} as a public constant of
+/// the gpu.module (the CPU layout plus what sizes the launch).
+void addInfoGlobal(gpu::GPUModuleOp module, const RuntimeKernelSpec &spec,
+                   unsigned blockThreads) {
   auto rowBytes = [&](const std::string &f) -> int64_t {
     auto format = ::tq::quant::Format::get(f, spec.headDim);
     return format ? int64_t(format->rowBytes()) : 0;
+  };
+  auto paddedDim = [&](const std::string &f) -> int64_t {
+    auto format = ::tq::quant::Format::get(f, spec.headDim);
+    return format ? int64_t(format->paddedDim()) : 0;
   };
   SmallVector<int64_t> info = {1,
                                int64_t(spec.kind),
@@ -44,7 +50,9 @@ void addInfoGlobal(gpu::GPUModuleOp module, const RuntimeKernelSpec &spec) {
                                rowBytes(spec.keyFormat),
                                rowBytes(spec.valueFormat),
                                spec.causal ? 1 : 0,
-                               spec.window};
+                               spec.window,
+                               paddedDim(spec.valueFormat),
+                               int64_t(blockThreads)};
   OpBuilder b(module.getContext());
   b.setInsertionPointToStart(module.getBody());
   auto type = MemRefType::get({int64_t(info.size())}, b.getI64Type(),
@@ -74,9 +82,9 @@ llvm::json::Object describe(const RuntimeKernelSpec &spec,
   o["block"] = int64_t(kernel.blockSize);
   o["workgroup_bytes"] = kernel.workgroupBytes;
   if (kernel.role == "attention")
-    o["grid"] = llvm::json::Array{"splits", "kv_heads", "rows"};
+    o["grid"] = llvm::json::Array{"rows", "kv_heads", "splits"};
   else
-    o["grid"] = llvm::json::Array{"kv_heads", "rows"};
+    o["grid"] = llvm::json::Array{"rows", "kv_heads"};
   return o;
 }
 
@@ -148,7 +156,7 @@ bool mlir::tq::writeGpuKernelLibrary(
       error = spec.name() + ": " + diagnostics;
       return false;
     }
-    addInfoGlobal(gpuModule, spec);
+    addInfoGlobal(gpuModule, spec, kernels->front().blockSize);
     for (const GpuKernelInfo &k : *kernels)
       entries.push_back(describe(spec, k));
   }

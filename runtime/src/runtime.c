@@ -9,6 +9,7 @@
 
 #include "tq/tq_runtime.h"
 
+#include "common.h"
 #include "thread_pool.h"
 
 #include <dlfcn.h>
@@ -45,19 +46,6 @@ typedef void (*attention_fn)(memref3 *q, memref4 *k, memref4 *v,
 typedef void (*append_fn)(memref3 *rows, memref4 *pool, memref1 *table,
                           int64_t start);
 
-/* <name>_info, written by tq-aot. */
-enum {
-  INFO_VERSION,
-  INFO_KIND,
-  INFO_HEAD_DIM,
-  INFO_GROUP,
-  INFO_K_ROW_BYTES,
-  INFO_V_ROW_BYTES,
-  INFO_CAUSAL,
-  INFO_WINDOW,
-};
-enum { KIND_APPEND = 0, KIND_DECODE = 1, KIND_PREFILL = 2 };
-
 struct tq_runtime {
   tq_allocator_v0 allocator;
   void *library;
@@ -81,7 +69,9 @@ const char *tq_status_string(tq_status status) {
   case TQ_STATUS_OUT_OF_MEMORY:
     return "out of memory";
   case TQ_STATUS_UNAVAILABLE:
-    return "kernel library unavailable";
+    return "kernel library or driver unavailable";
+  case TQ_STATUS_DEVICE_ERROR:
+    return "GPU driver error";
   }
   return "unknown status";
 }
@@ -101,9 +91,6 @@ static void default_release(void *user, void *pointer) {
   free(pointer);
 }
 
-static bool mul_ok(uint64_t a, uint64_t b, uint64_t *out) {
-  return !__builtin_mul_overflow(a, b, out);
-}
 
 tq_status tq_runtime_create(const tq_runtime_options_v0 *options,
                             const tq_allocator_v0 *allocator,
@@ -161,58 +148,9 @@ void tq_runtime_destroy(tq_runtime *runtime) {
   alloc.release(alloc.user, runtime);
 }
 
-/*--- Cache validation --------------------------------------------------*/
-
-static tq_status check_cache(const tq_kv_cache_v0 *c) {
-  if (!c)
-    return TQ_STATUS_INVALID_ARGUMENT;
-  if (c->version != TQ_KV_CACHE_VERSION_0 || c->size != sizeof(*c))
-    return TQ_STATUS_VERSION_MISMATCH;
-  if (!c->k_format || !c->v_format || !c->k_pages || !c->v_pages ||
-      c->head_dim == 0 || c->num_kv_heads == 0 || c->page_size == 0 ||
-      c->k_row_bytes == 0 || c->v_row_bytes == 0 || c->num_pages == 0)
-    return TQ_STATUS_INVALID_ARGUMENT;
-  uint64_t bytes;
-  if (!mul_ok(c->num_pages, c->page_size, &bytes) ||
-      !mul_ok(bytes, c->num_kv_heads, &bytes) ||
-      !mul_ok(bytes, c->k_row_bytes > c->v_row_bytes ? c->k_row_bytes
-                                                     : c->v_row_bytes,
-              &bytes) ||
-      bytes > (uint64_t)INT64_MAX)
-    return TQ_STATUS_OVERFLOW;
-  if (c->layout == TQ_LAYOUT_PAGED) {
-    if (!c->indptr || !c->indices || !c->last_page_len)
-      return TQ_STATUS_INVALID_ARGUMENT;
-    if (c->indptr[0] != 0)
-      return TQ_STATUS_INVALID_ARGUMENT;
-    for (uint32_t s = 0; s < c->num_seqs; ++s) {
-      int32_t begin = c->indptr[s], end = c->indptr[s + 1];
-      if (end < begin)
-        return TQ_STATUS_INVALID_ARGUMENT;
-      int32_t last = c->last_page_len[s];
-      if (end == begin ? last != 0 : (last < 1 || last > (int32_t)c->page_size))
-        return TQ_STATUS_OUT_OF_RANGE;
-      for (int32_t p = begin; p < end; ++p)
-        if (c->indices[p] < 0 || (uint64_t)c->indices[p] >= c->num_pages)
-          return TQ_STATUS_OUT_OF_RANGE;
-    }
-  } else if (c->layout == TQ_LAYOUT_CONTIGUOUS) {
-    if (!c->seq_lens)
-      return TQ_STATUS_INVALID_ARGUMENT;
-    if (c->num_seqs > c->num_pages)
-      return TQ_STATUS_OUT_OF_RANGE;
-    for (uint32_t s = 0; s < c->num_seqs; ++s)
-      if (c->seq_lens[s] < 0 || (uint32_t)c->seq_lens[s] > c->page_size)
-        return TQ_STATUS_OUT_OF_RANGE;
-  } else {
-    return TQ_STATUS_INVALID_ARGUMENT;
-  }
-  return TQ_STATUS_OK;
-}
-
 tq_status tq_kv_cache_tokens(const tq_kv_cache_v0 *cache, uint32_t seq,
                              uint64_t *out_tokens) {
-  tq_status status = check_cache(cache);
+  tq_status status = tq_check_cache(cache);
   if (status != TQ_STATUS_OK)
     return status;
   if (!out_tokens)
@@ -257,16 +195,6 @@ static tq_status lookup(tq_runtime *rt, const char *name, kernel *out) {
     return TQ_STATUS_NOT_FOUND;
   return out->info[INFO_VERSION] == 1 ? TQ_STATUS_OK
                                       : TQ_STATUS_VERSION_MISMATCH;
-}
-
-/* Format names become part of symbol names: letters, digits, '_'. */
-static bool is_identifier(const char *s) {
-  if (!*s)
-    return false;
-  for (; *s; ++s)
-    if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_'))
-      return false;
-  return true;
 }
 
 /*--- Views -------------------------------------------------------------*/
@@ -360,7 +288,7 @@ static void append_item(void *ctx, uint64_t index) {
 static tq_status find_append(tq_runtime *rt, const char *format,
                              uint32_t head_dim, uint32_t row_bytes,
                              append_fn *out) {
-  if (!is_identifier(format))
+  if (!tq_is_identifier(format))
     return TQ_STATUS_INVALID_ARGUMENT;
   char name[256];
   snprintf(name, sizeof name, "tq_append_%s_d%u", format, head_dim);
@@ -380,7 +308,7 @@ tq_status tq_append(tq_runtime *rt, const tq_kv_cache_v0 *cache, uint32_t seq,
                     const float *v_rows) {
   if (!rt)
     return TQ_STATUS_INVALID_ARGUMENT;
-  tq_status status = check_cache(cache);
+  tq_status status = tq_check_cache(cache);
   if (status != TQ_STATUS_OK)
     return status;
   if (seq >= cache->num_seqs)
@@ -446,20 +374,8 @@ static void attention_item(void *ctx, uint64_t index) {
 static tq_status find_attention(tq_runtime *rt, const tq_kv_cache_v0 *c,
                                 const tq_attention_params_v0 *p, int kind,
                                 uint32_t group, attention_fn *out) {
-  if (!is_identifier(c->k_format) || !is_identifier(c->v_format))
-    return TQ_STATUS_INVALID_ARGUMENT;
   char name[384];
-  int n = snprintf(name, sizeof name, "tq_%s_%s_%s_d%u_g%u",
-                   kind == KIND_DECODE ? "decode" : "prefill", c->k_format,
-                   c->v_format, c->head_dim, group);
-  if (p->causal)
-    n += snprintf(name + n, sizeof name - (size_t)n, "_causal");
-  if (p->window)
-    n += snprintf(name + n, sizeof name - (size_t)n, "_w%u", p->window);
-  if (p->softcap > 0.0f)
-    n += snprintf(name + n, sizeof name - (size_t)n, "_sc%lld",
-                  (long long)(p->softcap * 100.0f + 0.5f));
-  if (n >= (int)sizeof name)
+  if (!tq_attention_kernel_name(c, p, kind, group, name, sizeof name))
     return TQ_STATUS_INVALID_ARGUMENT;
   kernel k;
   tq_status status = lookup(rt, name, &k);
@@ -479,7 +395,7 @@ tq_status tq_attention(tq_runtime *rt, const tq_kv_cache_v0 *cache,
                        float *out) {
   if (!rt || !params)
     return TQ_STATUS_INVALID_ARGUMENT;
-  tq_status status = check_cache(cache);
+  tq_status status = tq_check_cache(cache);
   if (status != TQ_STATUS_OK)
     return status;
   if (params->version != TQ_ATTENTION_PARAMS_VERSION_0 ||

@@ -168,9 +168,10 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
 
   Value c0 = indexConst(b, loc, 0), c1 = indexConst(b, loc, 1);
   ThreadIds ids = threadIds(b, loc, L.warpSize);
-  Value split = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  // Rows on x (up to 2^31 - 1 blocks), splits on z (at most 64).
+  Value row = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  Value split = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
   Value kvHead = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
-  Value row = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
   Value G = indexConst(b, loc, L.group);
 
   // The tokens this row sees, and this split's chunk [begin, end).
@@ -500,8 +501,8 @@ gpu::GPUFuncOp buildCombineKernel(OpBuilder &b, Location loc,
 
   Value c0 = indexConst(b, loc, 0), c1 = indexConst(b, loc, 1);
   ThreadIds ids = threadIds(b, loc, L.warpSize);
-  Value kvHead = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-  Value row = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
+  Value row = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  Value kvHead = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
   Value G = indexConst(b, loc, L.group);
   Value stride = indexConst(b, loc, L.dv + 2);
   const float negInf = -std::numeric_limits<float>::infinity();

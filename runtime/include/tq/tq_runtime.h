@@ -33,7 +33,9 @@ typedef enum tq_status {
   TQ_STATUS_OUT_OF_RANGE = 4,     /* page index, capacity or token range */
   TQ_STATUS_OVERFLOW = 5,         /* a size computation overflows */
   TQ_STATUS_OUT_OF_MEMORY = 6,
-  TQ_STATUS_UNAVAILABLE = 7,      /* the kernel library cannot be loaded */
+  TQ_STATUS_UNAVAILABLE = 7,      /* the kernel library or driver cannot be
+                                     loaded */
+  TQ_STATUS_DEVICE_ERROR = 8,     /* the GPU driver reported an error */
 } tq_status;
 
 /* A static, human-readable name of a status. */
@@ -140,6 +142,57 @@ typedef struct tq_attention_params_v0 {
 tq_status tq_attention(tq_runtime *runtime, const tq_kv_cache_v0 *cache,
                        const tq_attention_params_v0 *params, const float *q,
                        float *out);
+
+/*--- GPU runtime (CUDA, HIP) ------------------------------------------*/
+
+/* A GPU runtime loads a kernel library written by tq-aot --target=nvptx
+ * (tq_kernels.ptx, JIT-compiled by the CUDA driver) or --target=amdgcn
+ * (tq_kernels.hsaco), and the vendor's driver with dlopen: nothing links
+ * against CUDA or HIP, and creating one where no driver is installed
+ * returns TQ_STATUS_UNAVAILABLE.
+ *
+ * Pointers: the pools in the cache descriptor, q and out are device
+ * pointers; the page table (indptr, indices, last_page_len, seq_lens) and
+ * q_indptr are host arrays, uploaded by each call. Calls are synchronous. */
+
+#define TQ_BACKEND_CUDA 1u
+#define TQ_BACKEND_HIP 2u
+
+#define TQ_GPU_OPTIONS_VERSION_0 0u
+typedef struct tq_gpu_options_v0 {
+  uint32_t version;        /* TQ_GPU_OPTIONS_VERSION_0 */
+  uint32_t size;           /* sizeof(tq_gpu_options_v0) */
+  uint32_t backend;        /* TQ_BACKEND_CUDA or TQ_BACKEND_HIP */
+  int32_t device;          /* device ordinal */
+  const char *library_dir; /* the tq-aot output directory */
+  const char *driver_path; /* null: libcuda.so.1 / libamdhip64.so */
+  uint32_t splits;         /* split-KV chunks; 0: chosen per call */
+  uint32_t reserved;
+} tq_gpu_options_v0;
+
+typedef struct tq_gpu_runtime tq_gpu_runtime;
+
+tq_status tq_gpu_runtime_create(const tq_gpu_options_v0 *options,
+                                const tq_allocator_v0 *allocator,
+                                tq_gpu_runtime **out_runtime);
+void tq_gpu_runtime_destroy(tq_gpu_runtime *runtime);
+
+/* Device memory, for engines and tools that do not manage their own. */
+tq_status tq_gpu_malloc(tq_gpu_runtime *runtime, size_t bytes,
+                        void **out_device_pointer);
+tq_status tq_gpu_free(tq_gpu_runtime *runtime, void *device_pointer);
+tq_status tq_gpu_copy_to_device(tq_gpu_runtime *runtime, void *device_dst,
+                                const void *host_src, size_t bytes);
+tq_status tq_gpu_copy_to_host(tq_gpu_runtime *runtime, void *host_dst,
+                              const void *device_src, size_t bytes);
+
+/* tq_attention on the GPU: the decode kernels when every sequence has at
+ * most one query, else the prefill kernels (a split-KV launch and a
+ * combine launch either way). */
+tq_status tq_gpu_attention(tq_gpu_runtime *runtime,
+                           const tq_kv_cache_v0 *cache,
+                           const tq_attention_params_v0 *params,
+                           const float *q, float *out);
 
 #ifdef __cplusplus
 }

@@ -12,7 +12,7 @@
 //          row_seq i32[rows], row_pos i32[rows],
 //          partial f32[rows][KH][splits][G][DV+2],
 //          page_size i32, kv_heads i32, splits i32, scale f32)
-//     grid (splits, KH, rows), block known_block_size.
+//     grid (rows, KH, splits), block known_block_size.
 //     Row r is a query of sequence row_seq[r] at position row_pos[r]; it
 //     reads tokens [lo, hi) with hi = seq_len (causal: min(seq_len, pos+1))
 //     and lo = max(0, pos - window + 1) with a window; split s of S takes
@@ -20,7 +20,7 @@
 //     group, the rotated-domain accumulator (DV = the V format's padded
 //     dim), the running max m (base 2) and the sum l.
 //   <name>_combine(partial, out f32[rows][H][D], splits i32, kv_heads i32)
-//     grid (KH, rows): merges the splits, divides by the sum and rotates
+//     grid (rows, KH): merges the splits, divides by the sum and rotates
 //     the result back (V's inverse rotation); rows with no visible token
 //     get zeros.
 //

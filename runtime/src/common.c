@@ -1,0 +1,82 @@
+/*===- common.c - What the CPU and GPU runtimes share -------------------===*/
+
+#include "common.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+tq_status tq_check_cache(const tq_kv_cache_v0 *c) {
+  if (!c)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  if (c->version != TQ_KV_CACHE_VERSION_0 || c->size != sizeof(*c))
+    return TQ_STATUS_VERSION_MISMATCH;
+  if (!c->k_format || !c->v_format || !c->k_pages || !c->v_pages ||
+      c->head_dim == 0 || c->num_kv_heads == 0 || c->page_size == 0 ||
+      c->k_row_bytes == 0 || c->v_row_bytes == 0 || c->num_pages == 0)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  uint64_t bytes;
+  if (!tq_mul_ok(c->num_pages, c->page_size, &bytes) ||
+      !tq_mul_ok(bytes, c->num_kv_heads, &bytes) ||
+      !tq_mul_ok(bytes, c->k_row_bytes > c->v_row_bytes ? c->k_row_bytes
+                                                     : c->v_row_bytes,
+              &bytes) ||
+      bytes > (uint64_t)INT64_MAX)
+    return TQ_STATUS_OVERFLOW;
+  if (c->layout == TQ_LAYOUT_PAGED) {
+    if (!c->indptr || !c->indices || !c->last_page_len)
+      return TQ_STATUS_INVALID_ARGUMENT;
+    if (c->indptr[0] != 0)
+      return TQ_STATUS_INVALID_ARGUMENT;
+    for (uint32_t s = 0; s < c->num_seqs; ++s) {
+      int32_t begin = c->indptr[s], end = c->indptr[s + 1];
+      if (end < begin)
+        return TQ_STATUS_INVALID_ARGUMENT;
+      int32_t last = c->last_page_len[s];
+      if (end == begin ? last != 0 : (last < 1 || last > (int32_t)c->page_size))
+        return TQ_STATUS_OUT_OF_RANGE;
+      for (int32_t p = begin; p < end; ++p)
+        if (c->indices[p] < 0 || (uint64_t)c->indices[p] >= c->num_pages)
+          return TQ_STATUS_OUT_OF_RANGE;
+    }
+  } else if (c->layout == TQ_LAYOUT_CONTIGUOUS) {
+    if (!c->seq_lens)
+      return TQ_STATUS_INVALID_ARGUMENT;
+    if (c->num_seqs > c->num_pages)
+      return TQ_STATUS_OUT_OF_RANGE;
+    for (uint32_t s = 0; s < c->num_seqs; ++s)
+      if (c->seq_lens[s] < 0 || (uint32_t)c->seq_lens[s] > c->page_size)
+        return TQ_STATUS_OUT_OF_RANGE;
+  } else {
+    return TQ_STATUS_INVALID_ARGUMENT;
+  }
+  return TQ_STATUS_OK;
+}
+
+bool tq_is_identifier(const char *s) {
+  if (!*s)
+    return false;
+  for (; *s; ++s)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_'))
+      return false;
+  return true;
+}
+
+bool tq_attention_kernel_name(const tq_kv_cache_v0 *c,
+                              const tq_attention_params_v0 *p, int kind,
+                              uint32_t group, char *name, size_t size) {
+  if (!tq_is_identifier(c->k_format) || !tq_is_identifier(c->v_format))
+    return false;
+  int n = snprintf(name, size, "tq_%s_%s_%s_d%u_g%u",
+                   kind == KIND_DECODE ? "decode" : "prefill", c->k_format,
+                   c->v_format, c->head_dim, group);
+  if (n < 0 || (size_t)n >= size)
+    return false;
+  if (p->causal)
+    n += snprintf(name + n, size - (size_t)n, "_causal");
+  if (n >= 0 && (size_t)n < size && p->window)
+    n += snprintf(name + n, size - (size_t)n, "_w%u", p->window);
+  if (n >= 0 && (size_t)n < size && p->softcap > 0.0f)
+    n += snprintf(name + n, size - (size_t)n, "_sc%lld",
+                  (long long)(p->softcap * 100.0f + 0.5f));
+  return n >= 0 && (size_t)n < size;
+}

@@ -1,0 +1,52 @@
+/*===- common.h - What the CPU and GPU runtimes share -------------------===*
+ *
+ * Descriptor validation, kernel naming and the kernels' self-description
+ * (<name>_info, written by tq-aot), used by runtime.c (CPU) and
+ * gpu_runtime.c (CUDA / HIP).
+ *
+ *===--------------------------------------------------------------------===*/
+
+#ifndef TQ_RUNTIME_COMMON_H
+#define TQ_RUNTIME_COMMON_H
+
+#include "tq/tq_runtime.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* <name>_info, written by tq-aot: int64 entries. GPU kernels append the
+ * V format's padded head dim and the block size. */
+enum {
+  INFO_VERSION,
+  INFO_KIND,
+  INFO_HEAD_DIM,
+  INFO_GROUP,
+  INFO_K_ROW_BYTES,
+  INFO_V_ROW_BYTES,
+  INFO_CAUSAL,
+  INFO_WINDOW,
+  INFO_GPU_V_PADDED_DIM,
+  INFO_GPU_BLOCK_THREADS,
+  INFO_GPU_ENTRIES,
+};
+enum { KIND_APPEND = 0, KIND_DECODE = 1, KIND_PREFILL = 2 };
+
+static inline bool tq_mul_ok(uint64_t a, uint64_t b, uint64_t *out) {
+  return !__builtin_mul_overflow(a, b, out);
+}
+
+/* Checks every field of a cache descriptor (and its page table) before
+ * anything is launched. */
+tq_status tq_check_cache(const tq_kv_cache_v0 *c);
+
+/* Format names become part of symbol names: letters, digits, '_'. */
+bool tq_is_identifier(const char *s);
+
+/* The kernel tq-aot names for this attention call, e.g.
+ * "tq_decode_turbo3_0_turbo3_0_d128_g4_causal". False when it does not fit
+ * or a format name is not an identifier. */
+bool tq_attention_kernel_name(const tq_kv_cache_v0 *c,
+                              const tq_attention_params_v0 *p, int kind,
+                              uint32_t group, char *name, size_t size);
+
+#endif /* TQ_RUNTIME_COMMON_H */

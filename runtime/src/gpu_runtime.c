@@ -1,0 +1,424 @@
+/*===- gpu_runtime.c - Attention on CUDA and HIP devices ----------------===*
+ *
+ * Plans a call on the host (validating the descriptor exactly as the CPU
+ * runtime does), uploads the per-row metadata to a device workspace, and
+ * launches the library's split-KV kernel and its combine kernel (see
+ * include/tq/Conversion/TQToGPU/GpuKernels.h for their arguments). Memref
+ * arguments travel as MLIR's expanded descriptors: allocated pointer,
+ * aligned pointer, offset, size, stride.
+ *
+ *===--------------------------------------------------------------------===*/
+
+#include "tq/tq_runtime.h"
+
+#include "common.h"
+#include "gpu_driver.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Static_assert(sizeof(tq_gpu_options_v0) == 40,
+               "tq_gpu_options_v0 is pinned");
+
+struct tq_gpu_runtime {
+  tq_allocator_v0 allocator;
+  tq_gpu_driver driver;
+  void *module;
+  uint32_t splits;
+  int multiprocessors;
+  /* Device workspace for row metadata and split partials, grown on use. */
+  tq_device_ptr workspace;
+  size_t workspace_bytes;
+};
+
+/* Reads a whole file into memory from the runtime's allocator, NUL
+ * terminated (PTX is text). */
+static void *read_file(const tq_allocator_v0 *a, const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return NULL;
+  char *data = NULL;
+  if (fseek(f, 0, SEEK_END) == 0) {
+    long size = ftell(f);
+    if (size > 0 && fseek(f, 0, SEEK_SET) == 0) {
+      data = a->allocate(a->user, (size_t)size + 1, 16);
+      if (data && fread(data, 1, (size_t)size, f) != (size_t)size) {
+        a->release(a->user, data);
+        data = NULL;
+      } else if (data) {
+        data[size] = '\0';
+      }
+    }
+  }
+  fclose(f);
+  return data;
+}
+
+static void *default_allocate(void *user, size_t bytes, size_t alignment) {
+  (void)user;
+  size_t rounded = (bytes + alignment - 1) / alignment * alignment;
+  return aligned_alloc(alignment, rounded ? rounded : alignment);
+}
+
+static void default_release(void *user, void *pointer) {
+  (void)user;
+  free(pointer);
+}
+
+tq_status tq_gpu_runtime_create(const tq_gpu_options_v0 *options,
+                                const tq_allocator_v0 *allocator,
+                                tq_gpu_runtime **out_runtime) {
+  if (!options || !out_runtime)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  *out_runtime = NULL;
+  if (options->version != TQ_GPU_OPTIONS_VERSION_0 ||
+      options->size != sizeof(*options))
+    return TQ_STATUS_VERSION_MISMATCH;
+  if (options->backend != TQ_BACKEND_CUDA &&
+      options->backend != TQ_BACKEND_HIP)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  if (!options->library_dir || options->device < 0)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  tq_allocator_v0 a = {TQ_ALLOCATOR_VERSION_0, sizeof(a), NULL,
+                       default_allocate, default_release};
+  if (allocator) {
+    if (allocator->version != TQ_ALLOCATOR_VERSION_0 ||
+        allocator->size != sizeof(*allocator))
+      return TQ_STATUS_VERSION_MISMATCH;
+    if (!allocator->allocate || !allocator->release)
+      return TQ_STATUS_INVALID_ARGUMENT;
+    a = *allocator;
+  }
+  const int cuda = options->backend == TQ_BACKEND_CUDA;
+  char path[4096];
+  if (snprintf(path, sizeof path, "%s/%s", options->library_dir,
+               cuda ? "tq_kernels.ptx" : "tq_kernels.hsaco") >=
+      (int)sizeof path)
+    return TQ_STATUS_INVALID_ARGUMENT;
+
+  tq_gpu_runtime *rt = a.allocate(a.user, sizeof *rt, _Alignof(tq_gpu_runtime));
+  if (!rt)
+    return TQ_STATUS_OUT_OF_MEMORY;
+  memset(rt, 0, sizeof *rt);
+  rt->allocator = a;
+  rt->splits = options->splits;
+  int status = tq_gpu_driver_open(&rt->driver, cuda, options->driver_path,
+                                  options->device);
+  if (status != 0) {
+    a.release(a.user, rt);
+    return status < 0 ? TQ_STATUS_UNAVAILABLE : TQ_STATUS_DEVICE_ERROR;
+  }
+  void *image = read_file(&a, path);
+  if (!image) {
+    tq_gpu_driver_close(&rt->driver);
+    a.release(a.user, rt);
+    return TQ_STATUS_UNAVAILABLE;
+  }
+  status = tq_gpu_module_load(&rt->driver, &rt->module, image);
+  a.release(a.user, image);
+  if (status == 0)
+    status = tq_gpu_multiprocessors(&rt->driver, &rt->multiprocessors);
+  if (status != 0) {
+    tq_gpu_runtime_destroy(rt);
+    return TQ_STATUS_DEVICE_ERROR;
+  }
+  *out_runtime = rt;
+  return TQ_STATUS_OK;
+}
+
+void tq_gpu_runtime_destroy(tq_gpu_runtime *rt) {
+  if (!rt)
+    return;
+  if (rt->workspace)
+    tq_gpu_free_raw(&rt->driver, rt->workspace);
+  if (rt->module)
+    tq_gpu_module_unload(&rt->driver, rt->module);
+  tq_gpu_driver_close(&rt->driver);
+  tq_allocator_v0 a = rt->allocator;
+  a.release(a.user, rt);
+}
+
+tq_status tq_gpu_malloc(tq_gpu_runtime *rt, size_t bytes, void **out) {
+  if (!rt || !out || bytes == 0)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  tq_device_ptr p = 0;
+  if (tq_gpu_malloc_raw(&rt->driver, &p, bytes) != 0)
+    return TQ_STATUS_OUT_OF_MEMORY;
+  *out = (void *)(uintptr_t)p;
+  return TQ_STATUS_OK;
+}
+
+tq_status tq_gpu_free(tq_gpu_runtime *rt, void *p) {
+  if (!rt)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  if (!p)
+    return TQ_STATUS_OK;
+  return tq_gpu_free_raw(&rt->driver, (tq_device_ptr)(uintptr_t)p) == 0
+             ? TQ_STATUS_OK
+             : TQ_STATUS_DEVICE_ERROR;
+}
+
+tq_status tq_gpu_copy_to_device(tq_gpu_runtime *rt, void *dst,
+                                const void *src, size_t bytes) {
+  if (!rt || (bytes && (!dst || !src)))
+    return TQ_STATUS_INVALID_ARGUMENT;
+  if (bytes == 0)
+    return TQ_STATUS_OK;
+  return tq_gpu_htod(&rt->driver, (tq_device_ptr)(uintptr_t)dst, src, bytes)
+             ? TQ_STATUS_DEVICE_ERROR
+             : TQ_STATUS_OK;
+}
+
+tq_status tq_gpu_copy_to_host(tq_gpu_runtime *rt, void *dst, const void *src,
+                              size_t bytes) {
+  if (!rt || (bytes && (!dst || !src)))
+    return TQ_STATUS_INVALID_ARGUMENT;
+  if (bytes == 0)
+    return TQ_STATUS_OK;
+  return tq_gpu_dtoh(&rt->driver, dst, (tq_device_ptr)(uintptr_t)src, bytes)
+             ? TQ_STATUS_DEVICE_ERROR
+             : TQ_STATUS_OK;
+}
+
+/*--- Attention ---------------------------------------------------------*/
+
+/* One 1-D memref argument, expanded. */
+typedef struct {
+  tq_device_ptr allocated, aligned;
+  int64_t offset, size, stride;
+} memref_arg;
+
+static memref_arg buffer(tq_device_ptr base, int64_t elements) {
+  memref_arg m = {base, base, 0, elements, 1};
+  return m;
+}
+
+static tq_status ensure_workspace(tq_gpu_runtime *rt, size_t bytes) {
+  if (bytes <= rt->workspace_bytes)
+    return TQ_STATUS_OK;
+  if (rt->workspace)
+    tq_gpu_free_raw(&rt->driver, rt->workspace);
+  rt->workspace = 0;
+  rt->workspace_bytes = 0;
+  if (tq_gpu_malloc_raw(&rt->driver, &rt->workspace, bytes) != 0)
+    return TQ_STATUS_OUT_OF_MEMORY;
+  rt->workspace_bytes = bytes;
+  return TQ_STATUS_OK;
+}
+
+/* Reads the kernel's <name>_info from the device and checks it against the
+ * call; returns the V padded dim and the block size. */
+static tq_status check_info(tq_gpu_runtime *rt, const char *name, int kind,
+                            const tq_kv_cache_v0 *c, uint32_t group,
+                            int64_t info[INFO_GPU_ENTRIES]) {
+  char symbol[512];
+  if (snprintf(symbol, sizeof symbol, "%s_info", name) >= (int)sizeof symbol)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  tq_device_ptr ptr = 0;
+  size_t bytes = 0;
+  if (tq_gpu_module_global(&rt->driver, &ptr, &bytes, rt->module, symbol) !=
+      0)
+    return TQ_STATUS_NOT_FOUND;
+  if (bytes != sizeof(int64_t) * INFO_GPU_ENTRIES)
+    return TQ_STATUS_VERSION_MISMATCH;
+  if (tq_gpu_dtoh(&rt->driver, info, ptr, bytes) != 0)
+    return TQ_STATUS_DEVICE_ERROR;
+  if (info[INFO_VERSION] != 1)
+    return TQ_STATUS_VERSION_MISMATCH;
+  if (info[INFO_KIND] != kind || info[INFO_HEAD_DIM] != c->head_dim ||
+      info[INFO_GROUP] != group ||
+      info[INFO_K_ROW_BYTES] != (int64_t)c->k_row_bytes ||
+      info[INFO_V_ROW_BYTES] != (int64_t)c->v_row_bytes ||
+      info[INFO_GPU_V_PADDED_DIM] <= 0 || info[INFO_GPU_BLOCK_THREADS] <= 0)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  return TQ_STATUS_OK;
+}
+
+/* Split-KV chunks: enough blocks to fill the device twice over, chunks of
+ * at least 256 tokens. */
+static uint32_t choose_splits(const tq_gpu_runtime *rt, uint64_t blocks,
+                              uint64_t max_tokens) {
+  if (rt->splits)
+    return rt->splits;
+  uint64_t target = rt->multiprocessors > 0 ? 2u * (uint64_t)rt->multiprocessors
+                                            : 216u;
+  uint64_t splits = (target + blocks - 1) / blocks;
+  uint64_t by_length = (max_tokens + 255) / 256;
+  if (splits > by_length)
+    splits = by_length;
+  if (splits < 1)
+    splits = 1;
+  if (splits > 64)
+    splits = 64;
+  return (uint32_t)splits;
+}
+
+tq_status tq_gpu_attention(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
+                           const tq_attention_params_v0 *p, const float *q,
+                           float *out) {
+  if (!rt || !p)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  tq_status status = tq_check_cache(c);
+  if (status != TQ_STATUS_OK)
+    return status;
+  if (p->version != TQ_ATTENTION_PARAMS_VERSION_0 || p->size != sizeof(*p))
+    return TQ_STATUS_VERSION_MISMATCH;
+  if (!p->q_indptr || !q || !out || p->num_q_heads == 0 ||
+      p->num_q_heads % c->num_kv_heads != 0 || !(p->softcap >= 0.0f) ||
+      !(p->scale >= 0.0f) || p->scale > 3.4e38f || p->q_indptr[0] != 0)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  if (c->num_seqs == 0)
+    return TQ_STATUS_OK;
+  const uint32_t group = p->num_q_heads / c->num_kv_heads;
+
+  /* Plan on the host: rows, their sequence and position, lengths. */
+  uint64_t rows = 0, max_tokens = 0;
+  int kind = KIND_DECODE;
+  for (uint32_t s = 0; s < c->num_seqs; ++s) {
+    int32_t n = p->q_indptr[s + 1] - p->q_indptr[s];
+    if (n < 0)
+      return TQ_STATUS_INVALID_ARGUMENT;
+    uint64_t tokens;
+    status = tq_kv_cache_tokens(c, s, &tokens);
+    if (status != TQ_STATUS_OK)
+      return status;
+    if (p->causal && (uint64_t)n > tokens)
+      return TQ_STATUS_OUT_OF_RANGE;
+    if (tokens > (uint64_t)INT32_MAX)
+      return TQ_STATUS_OVERFLOW;
+    if (n > 1)
+      kind = KIND_PREFILL;
+    rows += (uint64_t)n;
+    if (tokens > max_tokens)
+      max_tokens = tokens;
+  }
+  if (rows == 0)
+    return TQ_STATUS_OK;
+  if (rows > (uint64_t)INT32_MAX)
+    return TQ_STATUS_OVERFLOW;
+
+  char name[384], combine[400];
+  if (!tq_attention_kernel_name(c, p, kind, group, name, sizeof name))
+    return TQ_STATUS_INVALID_ARGUMENT;
+  snprintf(combine, sizeof combine, "%s_combine", name);
+  if (tq_gpu_set_current(&rt->driver) != 0)
+    return TQ_STATUS_DEVICE_ERROR;
+  int64_t info[INFO_GPU_ENTRIES];
+  status = check_info(rt, name, kind, c, group, info);
+  if (status != TQ_STATUS_OK)
+    return status;
+  void *attention_fn = NULL, *combine_fn = NULL;
+  if (tq_gpu_module_function(&rt->driver, &attention_fn, rt->module, name) ||
+      tq_gpu_module_function(&rt->driver, &combine_fn, rt->module, combine))
+    return TQ_STATUS_NOT_FOUND;
+
+  const uint32_t splits =
+      choose_splits(rt, rows * c->num_kv_heads, max_tokens);
+  /* Host metadata: indptr, indices, seq_lens, row_seq, row_pos (int32). */
+  const uint32_t seqs = c->num_seqs;
+  const uint64_t num_indices =
+      c->layout == TQ_LAYOUT_PAGED ? (uint64_t)c->indptr[seqs] : seqs;
+  const uint64_t ints = (seqs + 1) + (num_indices ? num_indices : 1) + seqs +
+                        2 * rows;
+  uint64_t partial_floats;
+  if (!tq_mul_ok(rows * c->num_kv_heads, (uint64_t)splits * group,
+                 &partial_floats) ||
+      !tq_mul_ok(partial_floats,
+                 (uint64_t)info[INFO_GPU_V_PADDED_DIM] + 2, &partial_floats))
+    return TQ_STATUS_OVERFLOW;
+  const size_t int_bytes = (size_t)ints * sizeof(int32_t);
+  const size_t partial_offset = (int_bytes + 255) / 256 * 256;
+  status = ensure_workspace(rt, partial_offset +
+                                    (size_t)partial_floats * sizeof(float));
+  if (status != TQ_STATUS_OK)
+    return status;
+  int32_t *host = rt->allocator.allocate(rt->allocator.user, int_bytes, 16);
+  if (!host)
+    return TQ_STATUS_OUT_OF_MEMORY;
+  int32_t *indptr = host, *indices = indptr + seqs + 1,
+          *seq_lens = indices + (num_indices ? num_indices : 1),
+          *row_seq = seq_lens + seqs, *row_pos = row_seq + rows;
+  indices[0] = 0;
+  uint64_t r = 0;
+  for (uint32_t s = 0; s < seqs; ++s) {
+    uint64_t tokens = 0;
+    tq_kv_cache_tokens(c, s, &tokens);
+    seq_lens[s] = (int32_t)tokens;
+    if (c->layout == TQ_LAYOUT_PAGED) {
+      indptr[s] = c->indptr[s];
+    } else {
+      indptr[s] = (int32_t)s;
+      indices[s] = (int32_t)s; /* contiguous: sequence s owns page s */
+    }
+    int32_t n = p->q_indptr[s + 1] - p->q_indptr[s];
+    for (int32_t i = 0; i < n; ++i, ++r) {
+      row_seq[r] = (int32_t)s;
+      /* Queries are the last n positions of the sequence. */
+      row_pos[r] = (int32_t)tokens - n + i;
+    }
+  }
+  indptr[seqs] = c->layout == TQ_LAYOUT_PAGED ? c->indptr[seqs] : (int32_t)seqs;
+  if (c->layout == TQ_LAYOUT_PAGED && num_indices)
+    memcpy(indices, c->indices, (size_t)num_indices * sizeof(int32_t));
+  int failed = tq_gpu_htod(&rt->driver, rt->workspace, host, int_bytes);
+  rt->allocator.release(rt->allocator.user, host);
+  if (failed)
+    return TQ_STATUS_DEVICE_ERROR;
+
+  const tq_device_ptr ws = rt->workspace;
+  const int64_t H = p->num_q_heads, D = c->head_dim;
+  memref_arg args[10] = {
+      buffer((tq_device_ptr)(uintptr_t)q, (int64_t)rows * H * D),
+      buffer((tq_device_ptr)(uintptr_t)c->k_pages,
+             (int64_t)(c->num_pages * c->page_size * c->num_kv_heads *
+                       c->k_row_bytes)),
+      buffer((tq_device_ptr)(uintptr_t)c->v_pages,
+             (int64_t)(c->num_pages * c->page_size * c->num_kv_heads *
+                       c->v_row_bytes)),
+      buffer(ws, seqs + 1),
+      buffer(ws + (seqs + 1) * sizeof(int32_t), (int64_t)num_indices),
+      buffer(ws + (uint64_t)(seq_lens - host) * sizeof(int32_t), seqs),
+      buffer(ws + (uint64_t)(row_seq - host) * sizeof(int32_t), (int64_t)rows),
+      buffer(ws + (uint64_t)(row_pos - host) * sizeof(int32_t), (int64_t)rows),
+      buffer(ws + partial_offset, (int64_t)partial_floats),
+      buffer((tq_device_ptr)(uintptr_t)out, (int64_t)rows * H * D)};
+  int32_t page_size = (int32_t)c->page_size, kv_heads = (int32_t)c->num_kv_heads,
+          num_splits = (int32_t)splits;
+  float scale = p->scale;
+  /* The attention kernel: 9 memrefs x 5 fields, then 4 scalars. */
+  void *params[9 * 5 + 4];
+  for (int m = 0; m < 9; ++m) {
+    params[5 * m + 0] = &args[m].allocated;
+    params[5 * m + 1] = &args[m].aligned;
+    params[5 * m + 2] = &args[m].offset;
+    params[5 * m + 3] = &args[m].size;
+    params[5 * m + 4] = &args[m].stride;
+  }
+  params[45] = &page_size;
+  params[46] = &kv_heads;
+  params[47] = &num_splits;
+  params[48] = &scale;
+  const unsigned block = (unsigned)info[INFO_GPU_BLOCK_THREADS];
+  if (tq_gpu_launch(&rt->driver, attention_fn, (unsigned)rows,
+                    c->num_kv_heads, splits, block, params) != 0)
+    return TQ_STATUS_DEVICE_ERROR;
+  /* The combine kernel: partial, out, splits, kv_heads. */
+  void *combine_params[2 * 5 + 2];
+  const int order[2] = {8, 9};
+  for (int m = 0; m < 2; ++m) {
+    memref_arg *a = &args[order[m]];
+    combine_params[5 * m + 0] = &a->allocated;
+    combine_params[5 * m + 1] = &a->aligned;
+    combine_params[5 * m + 2] = &a->offset;
+    combine_params[5 * m + 3] = &a->size;
+    combine_params[5 * m + 4] = &a->stride;
+  }
+  combine_params[10] = &num_splits;
+  combine_params[11] = &kv_heads;
+  if (tq_gpu_launch(&rt->driver, combine_fn, (unsigned)rows, c->num_kv_heads,
+                    1, block, combine_params) != 0)
+    return TQ_STATUS_DEVICE_ERROR;
+  return tq_gpu_synchronize(&rt->driver) == 0 ? TQ_STATUS_OK
+                                              : TQ_STATUS_DEVICE_ERROR;
+}

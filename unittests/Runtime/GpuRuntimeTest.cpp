@@ -1,0 +1,182 @@
+//===- GpuRuntimeTest.cpp - The CUDA / HIP runtime's contract -------------===//
+//
+// Everywhere: argument and version checks, and a missing driver reported
+// as TQ_STATUS_UNAVAILABLE (never a crash). With a CUDA driver present
+// (a GPU machine), decode through the PTX library built by the ctest
+// fixture must match lib/Quant's reference; without one that test is
+// skipped with the reason. The full per-format sweep is tq-gpu-check.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tq/Quant/Attention.h"
+#include "tq/Quant/Format.h"
+#include "tq/Quant/Random.h"
+#include "tq/tq_runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using namespace tq::quant;
+
+namespace {
+
+tq_gpu_options_v0 options(uint32_t backend, const char *dir,
+                          const char *driver = nullptr) {
+  return {TQ_GPU_OPTIONS_VERSION_0, sizeof(tq_gpu_options_v0), backend, 0,
+          dir, driver, 0, 0};
+}
+
+TEST(GpuRuntimeTest, CreateRejectsBadOptions) {
+  tq_gpu_runtime *rt = reinterpret_cast<tq_gpu_runtime *>(0x1);
+  EXPECT_EQ(tq_gpu_runtime_create(nullptr, nullptr, &rt),
+            TQ_STATUS_INVALID_ARGUMENT);
+  tq_gpu_options_v0 o = options(TQ_BACKEND_CUDA, "/tmp");
+  EXPECT_EQ(tq_gpu_runtime_create(&o, nullptr, nullptr),
+            TQ_STATUS_INVALID_ARGUMENT);
+  o.version = 7;
+  EXPECT_EQ(tq_gpu_runtime_create(&o, nullptr, &rt),
+            TQ_STATUS_VERSION_MISMATCH);
+  EXPECT_EQ(rt, nullptr);
+  o = options(TQ_BACKEND_CUDA, "/tmp");
+  o.size = 8;
+  EXPECT_EQ(tq_gpu_runtime_create(&o, nullptr, &rt),
+            TQ_STATUS_VERSION_MISMATCH);
+  o = options(3, "/tmp");
+  EXPECT_EQ(tq_gpu_runtime_create(&o, nullptr, &rt),
+            TQ_STATUS_INVALID_ARGUMENT);
+  o = options(TQ_BACKEND_HIP, nullptr);
+  EXPECT_EQ(tq_gpu_runtime_create(&o, nullptr, &rt),
+            TQ_STATUS_INVALID_ARGUMENT);
+  o = options(TQ_BACKEND_CUDA, "/tmp");
+  o.device = -1;
+  EXPECT_EQ(tq_gpu_runtime_create(&o, nullptr, &rt),
+            TQ_STATUS_INVALID_ARGUMENT);
+  o = options(TQ_BACKEND_CUDA, "/tmp");
+  tq_allocator_v0 bad = {5, sizeof(tq_allocator_v0), nullptr, nullptr,
+                         nullptr};
+  EXPECT_EQ(tq_gpu_runtime_create(&o, &bad, &rt), TQ_STATUS_VERSION_MISMATCH);
+}
+
+TEST(GpuRuntimeTest, MissingDriverIsUnavailable) {
+  for (uint32_t backend : {TQ_BACKEND_CUDA, TQ_BACKEND_HIP}) {
+    tq_gpu_options_v0 o =
+        options(backend, "/tmp", "/nonexistent/libgpu-driver.so");
+    tq_gpu_runtime *rt = nullptr;
+    EXPECT_EQ(tq_gpu_runtime_create(&o, nullptr, &rt), TQ_STATUS_UNAVAILABLE);
+    EXPECT_EQ(rt, nullptr);
+  }
+  // A library that is not a GPU driver (no cuInit / hipInit) likewise.
+  tq_gpu_options_v0 o = options(TQ_BACKEND_CUDA, "/tmp", "libm.so.6");
+  tq_gpu_runtime *rt = nullptr;
+  EXPECT_EQ(tq_gpu_runtime_create(&o, nullptr, &rt), TQ_STATUS_UNAVAILABLE);
+}
+
+TEST(GpuRuntimeTest, NullRuntimeCallsAreRejected) {
+  void *p = nullptr;
+  float x = 0.0f;
+  EXPECT_EQ(tq_gpu_malloc(nullptr, 16, &p), TQ_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(tq_gpu_free(nullptr, &x), TQ_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(tq_gpu_copy_to_device(nullptr, &x, &x, 4),
+            TQ_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(tq_gpu_copy_to_host(nullptr, &x, &x, 4),
+            TQ_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(tq_gpu_attention(nullptr, nullptr, nullptr, &x, &x),
+            TQ_STATUS_INVALID_ARGUMENT);
+  tq_gpu_runtime_destroy(nullptr); // a no-op
+}
+
+/// Decode of a ragged paged batch on a CUDA device against the reference.
+TEST(GpuRuntimeTest, CudaDecodeMatchesReference) {
+  tq_gpu_options_v0 o = options(TQ_BACKEND_CUDA, TQ_TEST_KERNELS_NVPTX);
+  tq_gpu_runtime *rt = nullptr;
+  tq_status created = tq_gpu_runtime_create(&o, nullptr, &rt);
+  if (created == TQ_STATUS_UNAVAILABLE)
+    GTEST_SKIP() << "no CUDA driver (libcuda.so.1) or no PTX library in "
+                 << TQ_TEST_KERNELS_NVPTX;
+  ASSERT_EQ(created, TQ_STATUS_OK);
+  const unsigned dim = 64, kvHeads = 2, group = 2, qHeads = kvHeads * group;
+  const uint32_t page = 16;
+  const std::vector<unsigned> lengths = {1, 40, 200};
+  Format kf = *Format::get("turbo3_0", dim), vf = *Format::get("turbo3_0", dim);
+  std::vector<int32_t> indptr = {0}, indices, last;
+  for (unsigned len : lengths) {
+    unsigned pages = (len + page - 1) / page;
+    indptr.push_back(indptr.back() + int32_t(pages));
+    last.push_back(int32_t(len - (pages - 1) * page));
+  }
+  const size_t numPages = size_t(indptr.back());
+  for (size_t i = 0; i < numPages; ++i)
+    indices.push_back(int32_t(numPages - 1 - i)); // reversed order
+  const size_t rb = kf.rowBytes();
+  std::vector<uint8_t> pool(numPages * page * kvHeads * rb);
+  std::vector<std::vector<uint8_t>> rows(lengths.size());
+  SplitMix64 rng(3);
+  std::vector<float> x(dim);
+  std::vector<uint8_t> enc(rb);
+  for (size_t s = 0; s < lengths.size(); ++s)
+    for (unsigned t = 0; t < lengths[s]; ++t)
+      for (unsigned h = 0; h < kvHeads; ++h) {
+        for (float &f : x)
+          f = float(rng.gaussian());
+        ASSERT_TRUE(kf.encodeRow(x, enc).ok());
+        rows[s].insert(rows[s].end(), enc.begin(), enc.end());
+        size_t slot = (size_t(indices[indptr[s] + t / page]) * page +
+                       t % page) * kvHeads + h;
+        std::memcpy(&pool[slot * rb], enc.data(), rb);
+      }
+  std::vector<float> q(lengths.size() * qHeads * dim), out(q.size());
+  for (float &f : q)
+    f = float(rng.gaussian());
+  void *dPool = nullptr, *dQ = nullptr, *dOut = nullptr;
+  ASSERT_EQ(tq_gpu_malloc(rt, pool.size(), &dPool), TQ_STATUS_OK);
+  ASSERT_EQ(tq_gpu_malloc(rt, q.size() * 4, &dQ), TQ_STATUS_OK);
+  ASSERT_EQ(tq_gpu_malloc(rt, q.size() * 4, &dOut), TQ_STATUS_OK);
+  ASSERT_EQ(tq_gpu_copy_to_device(rt, dPool, pool.data(), pool.size()),
+            TQ_STATUS_OK);
+  ASSERT_EQ(tq_gpu_copy_to_device(rt, dQ, q.data(), q.size() * 4),
+            TQ_STATUS_OK);
+  tq_kv_cache_v0 c{};
+  c.version = TQ_KV_CACHE_VERSION_0;
+  c.size = sizeof(c);
+  c.k_format = c.v_format = "turbo3_0";
+  c.head_dim = dim;
+  c.num_kv_heads = kvHeads;
+  c.page_size = page;
+  c.layout = TQ_LAYOUT_PAGED;
+  c.k_row_bytes = c.v_row_bytes = uint32_t(rb);
+  c.num_pages = numPages;
+  c.k_pages = c.v_pages = static_cast<uint8_t *>(dPool); // K = V rows
+  c.num_seqs = uint32_t(lengths.size());
+  c.indptr = indptr.data();
+  c.indices = indices.data();
+  c.last_page_len = last.data();
+  std::vector<int32_t> qIndptr = {0, 1, 2, 3};
+  tq_attention_params_v0 p = {TQ_ATTENTION_PARAMS_VERSION_0,
+                              sizeof(p), qHeads, 0, 0, 0.0f, 0.0f, 0,
+                              qIndptr.data()};
+  ASSERT_EQ(tq_gpu_attention(rt, &c, &p, static_cast<const float *>(dQ),
+                             static_cast<float *>(dOut)),
+            TQ_STATUS_OK);
+  ASSERT_EQ(tq_gpu_copy_to_host(rt, out.data(), dOut, out.size() * 4),
+            TQ_STATUS_OK);
+  for (size_t s = 0; s < lengths.size(); ++s) {
+    AttentionShape shape{1, qHeads, kvHeads, dim, lengths[s]};
+    std::vector<double> ref(size_t(qHeads) * dim);
+    ASSERT_TRUE(referenceAttentionQuantized(
+                    shape, {}, std::span(q).subspan(s * qHeads * dim, ref.size()),
+                    kf, rows[s], vf, rows[s], ref)
+                    .ok());
+    for (size_t i = 0; i < ref.size(); ++i)
+      EXPECT_NEAR(out[s * qHeads * dim + i], ref[i], 2e-3) << "seq " << s;
+  }
+  tq_gpu_free(rt, dPool);
+  tq_gpu_free(rt, dQ);
+  tq_gpu_free(rt, dOut);
+  tq_gpu_runtime_destroy(rt);
+}
+
+} // namespace

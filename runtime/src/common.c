@@ -4,6 +4,36 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+
+static void *default_allocate(void *user, size_t bytes, size_t alignment) {
+  (void)user;
+  if (alignment < sizeof(void *))
+    alignment = sizeof(void *);
+  size_t rounded = (bytes + alignment - 1) / alignment * alignment;
+  return aligned_alloc(alignment, rounded ? rounded : alignment);
+}
+
+static void default_release(void *user, void *pointer) {
+  (void)user;
+  free(pointer);
+}
+
+tq_status tq_resolve_allocator(const tq_allocator_v0 *allocator,
+                               tq_allocator_v0 *out) {
+  tq_allocator_v0 standard = {TQ_ALLOCATOR_VERSION_0, sizeof(tq_allocator_v0),
+                              NULL, default_allocate, default_release};
+  *out = standard;
+  if (!allocator)
+    return TQ_STATUS_OK;
+  if (allocator->version != TQ_ALLOCATOR_VERSION_0 ||
+      allocator->size != sizeof(tq_allocator_v0))
+    return TQ_STATUS_VERSION_MISMATCH;
+  if (!allocator->allocate || !allocator->release)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  *out = *allocator;
+  return TQ_STATUS_OK;
+}
 
 tq_status tq_check_cache(const tq_kv_cache_v0 *c) {
   if (!c)

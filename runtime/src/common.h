@@ -35,6 +35,11 @@ static inline bool tq_mul_ok(uint64_t a, uint64_t b, uint64_t *out) {
   return !__builtin_mul_overflow(a, b, out);
 }
 
+/* The caller's allocator after version and null checks, or the C
+ * library's aligned_alloc / free when `allocator` is null. */
+tq_status tq_resolve_allocator(const tq_allocator_v0 *allocator,
+                               tq_allocator_v0 *out);
+
 /* Checks every field of a cache descriptor (and its page table) before
  * anything is launched. */
 tq_status tq_check_cache(const tq_kv_cache_v0 *c);

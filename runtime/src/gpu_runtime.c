@@ -55,17 +55,6 @@ static void *read_file(const tq_allocator_v0 *a, const char *path) {
   return data;
 }
 
-static void *default_allocate(void *user, size_t bytes, size_t alignment) {
-  (void)user;
-  size_t rounded = (bytes + alignment - 1) / alignment * alignment;
-  return aligned_alloc(alignment, rounded ? rounded : alignment);
-}
-
-static void default_release(void *user, void *pointer) {
-  (void)user;
-  free(pointer);
-}
-
 tq_status tq_gpu_runtime_create(const tq_gpu_options_v0 *options,
                                 const tq_allocator_v0 *allocator,
                                 tq_gpu_runtime **out_runtime) {
@@ -80,16 +69,10 @@ tq_status tq_gpu_runtime_create(const tq_gpu_options_v0 *options,
     return TQ_STATUS_INVALID_ARGUMENT;
   if (!options->library_dir || options->device < 0)
     return TQ_STATUS_INVALID_ARGUMENT;
-  tq_allocator_v0 a = {TQ_ALLOCATOR_VERSION_0, sizeof(a), NULL,
-                       default_allocate, default_release};
-  if (allocator) {
-    if (allocator->version != TQ_ALLOCATOR_VERSION_0 ||
-        allocator->size != sizeof(*allocator))
-      return TQ_STATUS_VERSION_MISMATCH;
-    if (!allocator->allocate || !allocator->release)
-      return TQ_STATUS_INVALID_ARGUMENT;
-    a = *allocator;
-  }
+  tq_allocator_v0 a;
+  tq_status checked = tq_resolve_allocator(allocator, &a);
+  if (checked != TQ_STATUS_OK)
+    return checked;
   const int cuda = options->backend == TQ_BACKEND_CUDA;
   char path[4096];
   if (snprintf(path, sizeof path, "%s/%s", options->library_dir,

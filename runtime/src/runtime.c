@@ -78,20 +78,6 @@ const char *tq_status_string(tq_status status) {
 
 uint32_t tq_runtime_abi_version(void) { return TQ_RUNTIME_ABI_VERSION; }
 
-static void *default_allocate(void *user, size_t bytes, size_t alignment) {
-  (void)user;
-  if (alignment < sizeof(void *))
-    alignment = sizeof(void *);
-  size_t rounded = (bytes + alignment - 1) / alignment * alignment;
-  return aligned_alloc(alignment, rounded ? rounded : alignment);
-}
-
-static void default_release(void *user, void *pointer) {
-  (void)user;
-  free(pointer);
-}
-
-
 tq_status tq_runtime_create(const tq_runtime_options_v0 *options,
                             const tq_allocator_v0 *allocator,
                             tq_runtime **out_runtime) {
@@ -101,16 +87,10 @@ tq_status tq_runtime_create(const tq_runtime_options_v0 *options,
   if (options->version != TQ_RUNTIME_OPTIONS_VERSION_0 ||
       options->size != sizeof(tq_runtime_options_v0))
     return TQ_STATUS_VERSION_MISMATCH;
-  tq_allocator_v0 alloc = {TQ_ALLOCATOR_VERSION_0, sizeof(tq_allocator_v0),
-                           NULL, default_allocate, default_release};
-  if (allocator) {
-    if (allocator->version != TQ_ALLOCATOR_VERSION_0 ||
-        allocator->size != sizeof(tq_allocator_v0))
-      return TQ_STATUS_VERSION_MISMATCH;
-    if (!allocator->allocate || !allocator->release)
-      return TQ_STATUS_INVALID_ARGUMENT;
-    alloc = *allocator;
-  }
+  tq_allocator_v0 alloc;
+  tq_status status = tq_resolve_allocator(allocator, &alloc);
+  if (status != TQ_STATUS_OK)
+    return status;
   if (!options->library_path)
     return TQ_STATUS_INVALID_ARGUMENT;
   tq_runtime *rt = alloc.allocate(alloc.user, sizeof(*rt), _Alignof(tq_runtime));
@@ -128,7 +108,7 @@ tq_status tq_runtime_create(const tq_runtime_options_v0 *options,
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     threads = online > 0 ? (uint32_t)online : 1;
   }
-  tq_status status = tq_thread_pool_create(threads, &alloc, &rt->pool);
+  status = tq_thread_pool_create(threads, &alloc, &rt->pool);
   if (status != TQ_STATUS_OK) {
     dlclose(rt->library);
     alloc.release(alloc.user, rt);

@@ -55,6 +55,22 @@ def TQApproximateMath : Pass<"tq-approximate-math"> {
                            "::mlir::math::MathDialect"];
 }
 
+def TQGpuToHost : Pass<"tq-gpu-to-host", "::mlir::ModuleOp"> {
+  let summary = "Run one-thread-per-block gpu kernels as host functions";
+  let description = [{
+    For tests of the GPU kernels on a machine without a GPU: kernels built
+    for `GpuTarget::hostEmulation()` (one warp of one thread per block)
+    become `func.func`s with three trailing `index` arguments, the block's
+    x, y and z ids, so a host loop over the grid runs them. `gpu.thread_id`
+    becomes 0, barriers disappear, workgroup attributions become
+    `memref.alloca`s, and the gpu.module's globals move to the parent module
+    in the default memory space. A kernel that still contains a shuffle (a
+    warp wider than one thread) is an error.
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 def TQMemRefCopyToLinalg : Pass<"tq-memref-copy-to-linalg"> {
   let summary = "Turn memref.copy into linalg.copy loop nests";
   let description = [{

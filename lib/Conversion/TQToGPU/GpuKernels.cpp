@@ -1,6 +1,6 @@
 //===- GpuKernels.cpp - Attention kernels in the gpu dialect --------------===//
 //
-// Thread layout of both kernels: a block of kGpuWarpsPerBlock warps; lane l
+// Thread layout of both kernels: a block of target.warpsPerBlock() warps; lane l
 // of a warp holds elements c * warp + l of a head-dim row (a LaneRow).
 // The attention kernel gives each warp every W-th token of its chunk and
 // keeps, per query head of the group, the running max, sum and
@@ -626,7 +626,7 @@ mlir::tq::buildGpuKernels(gpu::GPUModuleOp module,
                          spec.headDim,
                          spec.group,
                          w,
-                         kGpuWarpsPerBlock,
+                         target.warpsPerBlock(),
                          keys->paddedDim(),
                          values->paddedDim(),
                          LaneRow::regsFor(keys->paddedDim(), w),

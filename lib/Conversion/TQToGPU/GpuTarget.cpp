@@ -30,6 +30,14 @@ constexpr ChipInfo kChips[] = {
 };
 } // namespace
 
+GpuTarget GpuTarget::hostEmulation() {
+  GpuTarget t;
+  t.vendor_ = GpuVendor::HostEmulation;
+  t.chip_ = "host";
+  t.warpSize_ = 1;
+  return t;
+}
+
 std::vector<std::string> GpuTarget::chips(GpuVendor vendor) {
   std::vector<std::string> out;
   for (const ChipInfo &c : kChips)
@@ -65,7 +73,15 @@ FailureOr<GpuTarget> GpuTarget::get(StringRef target, StringRef chip,
 }
 
 StringRef GpuTarget::name() const {
-  return vendor_ == GpuVendor::Nvidia ? "nvptx" : "amdgcn";
+  switch (vendor_) {
+  case GpuVendor::Nvidia:
+    return "nvptx";
+  case GpuVendor::Amd:
+    return "amdgcn";
+  case GpuVendor::HostEmulation:
+    return "host";
+  }
+  return "unknown";
 }
 
 StringRef GpuTarget::triple() const {

@@ -41,9 +41,6 @@
 
 namespace mlir::tq {
 
-/// Warps per block of every tq GPU kernel.
-constexpr unsigned kGpuWarpsPerBlock = 4;
-
 /// Launch facts of one GPU kernel, for metadata and the runtime.
 struct GpuKernelInfo {
   std::string name;

@@ -8,6 +8,9 @@
 //
 //   nvptx:  sm_80, sm_86, sm_89, sm_90a   warp 32   PTX (+ptx80)
 //   amdgcn: gfx90a, gfx942 (wave 64), gfx1100 (wave 32)   AMDGCN assembly
+//   host emulation (tests only): one warp of one thread per block, so the
+//   same kernels contain no shuffles and run serially on the CPU after
+//   tq-gpu-to-host.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,7 +25,7 @@
 
 namespace mlir::tq {
 
-enum class GpuVendor { Nvidia, Amd };
+enum class GpuVendor { Nvidia, Amd, HostEmulation };
 
 class GpuTarget {
 public:
@@ -30,6 +33,8 @@ public:
   /// the first. Fails with a message listing the supported chips.
   static FailureOr<GpuTarget> get(StringRef target, StringRef chip,
                                   std::string &error);
+  /// One thread per block, for executing kernels on the CPU in tests.
+  static GpuTarget hostEmulation();
   /// The chips tqc emits code for.
   static std::vector<std::string> chips(GpuVendor vendor);
 
@@ -37,6 +42,10 @@ public:
   StringRef chip() const { return chip_; }
   /// Threads that execute in lock step and exchange values by shuffles.
   unsigned warpSize() const { return warpSize_; }
+  /// Warps per block of every tq kernel.
+  unsigned warpsPerBlock() const {
+    return vendor_ == GpuVendor::HostEmulation ? 1 : 4;
+  }
   /// "nvptx" or "amdgcn".
   StringRef name() const;
   StringRef triple() const;

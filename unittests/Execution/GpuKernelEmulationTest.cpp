@@ -1,0 +1,265 @@
+//===- GpuKernelEmulationTest.cpp - GPU kernels executed on the host ------===//
+//
+// The GPU kernel builders run for GpuTarget::hostEmulation() (one warp of
+// one thread per block), tq-gpu-to-host turns the kernels into host
+// functions, and the CPU lowering plus MLIR's ExecutionEngine runs them
+// over their grid: split-KV attention kernel, then combine. The outputs
+// must match lib/Quant's reference over the same paged cache. This covers
+// the kernels' addressing (pages, rows, splits, partials), decoding,
+// rotations, online softmax, masks and merges; cross-lane shuffles need a
+// GPU (tq-gpu-check).
+//
+//===----------------------------------------------------------------------===//
+
+#include "tq/Conversion/Passes.h"
+#include "tq/Conversion/TQToGPU/GpuKernels.h"
+#include "tq/Dialect/TQ/IR/TQDialect.h"
+#include "tq/Quant/Attention.h"
+#include "tq/Quant/Format.h"
+#include "tq/Quant/Random.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/TargetSelect.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <ostream>
+#include <memory>
+
+using namespace mlir;
+using namespace mlir::tq;
+namespace tqq = ::tq::quant;
+
+namespace {
+
+/// MLIR's descriptor of a 1-D memref.
+struct Memref1 {
+  void *allocated, *aligned;
+  int64_t offset, size, stride;
+};
+template <typename T> Memref1 view(std::vector<T> &v) {
+  return {v.data(), v.data(), 0, int64_t(v.size()), 1};
+}
+
+using AttentionFn = void (*)(Memref1 *, Memref1 *, Memref1 *, Memref1 *,
+                             Memref1 *, Memref1 *, Memref1 *, Memref1 *,
+                             Memref1 *, int32_t, int32_t, int32_t, float,
+                             int64_t, int64_t, int64_t);
+using CombineFn = void (*)(Memref1 *, Memref1 *, int32_t, int32_t, int64_t,
+                           int64_t, int64_t);
+
+struct Case {
+  std::string k, v;
+  unsigned dim, group;
+  bool prefill = false, causal = false;
+  int64_t window = 0;
+  float softcap = 0.0f;
+  unsigned splits = 1;
+};
+
+void PrintTo(const Case &c, std::ostream *os) {
+  *os << c.k << "/" << c.v << " d" << c.dim << " g" << c.group
+      << (c.prefill ? " prefill" : " decode") << " splits " << c.splits;
+}
+
+class GpuKernelEmulationTest : public ::testing::TestWithParam<Case> {
+protected:
+  static void SetUpTestSuite() {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  }
+};
+
+TEST_P(GpuKernelEmulationTest, MatchesReference) {
+  const Case &c = GetParam();
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  std::string diagnostics;
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
+    llvm::raw_string_ostream os(diagnostics);
+    os << d << "\n";
+    return success();
+  });
+
+  RuntimeKernelSpec spec;
+  spec.kind = c.prefill ? RuntimeKernelKind::Prefill : RuntimeKernelKind::Decode;
+  spec.keyFormat = c.k;
+  spec.valueFormat = c.v;
+  spec.headDim = c.dim;
+  spec.group = c.group;
+  spec.causal = c.causal;
+  spec.window = c.window;
+  spec.softcap = c.softcap;
+  Location loc = UnknownLoc::get(&context);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  (*module)->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                     UnitAttr::get(&context));
+  OpBuilder b(module->getBodyRegion());
+  auto gm = gpu::GPUModuleOp::create(b, loc, "tq_kernels");
+  ASSERT_TRUE(succeeded(buildGpuKernels(gm, spec, GpuTarget::hostEmulation(),
+                                        [&] { return emitError(loc); })))
+      << diagnostics;
+
+  PassManager pm(&context);
+  pm.addPass(createTQGpuToHost());
+  // No canonicalizer: with one-thread warps the token loop carries
+  // hundreds of values and canonicalization is slow; the code runs as built.
+  pm.addPass(createTQApproximateMath()); // the GPU targets' exp2 as well
+  pm.addPass(arith::createArithExpandOpsPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  ASSERT_TRUE(succeeded(pm.run(*module))) << diagnostics;
+  auto transformer = makeOptimizingTransformer(0, 0, nullptr);
+  ExecutionEngineOptions options;
+  options.transformer = transformer;
+  // The kernels are large straight-line code (every lane register of a
+  // one-thread warp unrolled); fast code generation keeps the test short.
+  options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::None;
+  auto engine = ExecutionEngine::create(*module, options);
+  ASSERT_TRUE(bool(engine)) << llvm::toString(engine.takeError());
+  auto attentionSym = (*engine)->lookup("_mlir_ciface_" + spec.name());
+  auto combineSym =
+      (*engine)->lookup("_mlir_ciface_" + spec.name() + "_combine");
+  ASSERT_TRUE(bool(attentionSym) && bool(combineSym));
+  auto attention = reinterpret_cast<AttentionFn>(*attentionSym);
+  auto combine = reinterpret_cast<CombineFn>(*combineSym);
+
+  // A ragged paged batch, pages in a permuted order.
+  auto kf = *tqq::Format::get(c.k, c.dim), vf = *tqq::Format::get(c.v, c.dim);
+  const unsigned kvHeads = 2, qHeads = kvHeads * c.group, page = 8;
+  const std::vector<unsigned> lengths = {1, 13, 40, 0, 27};
+  const std::vector<unsigned> queries =
+      c.prefill ? std::vector<unsigned>{1, 3, 4, 0, 2}
+                : std::vector<unsigned>{1, 1, 1, 0, 1};
+  std::vector<int32_t> indptr = {0}, seqLens, rowSeq, rowPos;
+  for (unsigned s = 0; s < lengths.size(); ++s) {
+    indptr.push_back(indptr.back() + int32_t((lengths[s] + page - 1) / page));
+    seqLens.push_back(int32_t(lengths[s]));
+    for (unsigned i = 0; i < queries[s]; ++i) {
+      rowSeq.push_back(int32_t(s));
+      rowPos.push_back(int32_t(lengths[s] - queries[s] + i));
+    }
+  }
+  const unsigned numPages = unsigned(indptr.back());
+  std::vector<int32_t> indices(numPages);
+  for (unsigned i = 0; i < numPages; ++i)
+    indices[i] = int32_t((i * 5 + 3) % numPages);
+  const size_t kb = kf.rowBytes(), vb = vf.rowBytes();
+  std::vector<uint8_t> kPool(numPages * page * kvHeads * kb, 0xEE),
+      vPool(numPages * page * kvHeads * vb, 0xEE);
+  std::vector<std::vector<uint8_t>> kRows(lengths.size()), vRows(lengths.size());
+  tqq::SplitMix64 rng(17);
+  std::vector<float> x(c.dim);
+  std::vector<uint8_t> ke(kb), ve(vb);
+  for (unsigned s = 0; s < lengths.size(); ++s)
+    for (unsigned t = 0; t < lengths[s]; ++t)
+      for (unsigned h = 0; h < kvHeads; ++h) {
+        for (float &f : x)
+          f = float(rng.gaussian());
+        ASSERT_TRUE(kf.encodeRow(x, ke).ok());
+        for (float &f : x)
+          f = float(rng.gaussian());
+        ASSERT_TRUE(vf.encodeRow(x, ve).ok());
+        kRows[s].insert(kRows[s].end(), ke.begin(), ke.end());
+        vRows[s].insert(vRows[s].end(), ve.begin(), ve.end());
+        size_t slot =
+            (size_t(indices[indptr[s] + t / page]) * page + t % page) *
+                kvHeads + h;
+        std::memcpy(&kPool[slot * kb], ke.data(), kb);
+        std::memcpy(&vPool[slot * vb], ve.data(), vb);
+      }
+  const int64_t rows = int64_t(rowSeq.size());
+  std::vector<float> q(size_t(rows) * qHeads * c.dim), out(q.size(), NAN);
+  for (float &f : q)
+    f = float(rng.gaussian());
+  std::vector<float> partial(size_t(rows) * kvHeads * c.splits * c.group *
+                             (vf.paddedDim() + 2));
+  Memref1 mq = view(q), mk = view(kPool), mv = view(vPool),
+          mIndptr = view(indptr), mIndices = view(indices),
+          mLens = view(seqLens), mSeq = view(rowSeq), mPos = view(rowPos),
+          mPartial = view(partial), mOut = view(out);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t h = 0; h < kvHeads; ++h)
+      for (int64_t s = 0; s < c.splits; ++s)
+        attention(&mq, &mk, &mv, &mIndptr, &mIndices, &mLens, &mSeq, &mPos,
+                  &mPartial, int32_t(page), int32_t(kvHeads),
+                  int32_t(c.splits), 0.0f, r, h, s);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t h = 0; h < kvHeads; ++h)
+      combine(&mPartial, &mOut, int32_t(c.splits), int32_t(kvHeads), r, h, 0);
+
+  int64_t row = 0;
+  for (unsigned s = 0; s < lengths.size(); ++s) {
+    if (queries[s] == 0)
+      continue;
+    tqq::AttentionShape shape{queries[s], qHeads, kvHeads, c.dim,
+                                lengths[s]};
+    tqq::AttentionOptions o;
+    o.causal = c.causal;
+    o.window = unsigned(c.window);
+    o.softcap = c.softcap;
+    std::vector<double> ref(size_t(queries[s]) * qHeads * c.dim);
+    ASSERT_TRUE(tqq::referenceAttentionQuantized(
+                    shape, o,
+                    std::span<const float>(q).subspan(
+                        size_t(row) * qHeads * c.dim, ref.size()),
+                    kf, kRows[s], vf, vRows[s], ref)
+                    .ok());
+    for (size_t i = 0; i < ref.size(); ++i)
+      ASSERT_NEAR(out[size_t(row) * qHeads * c.dim + i], ref[i], 2e-4)
+          << "sequence " << s << " element " << i;
+    row += queries[s];
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Kernels, GpuKernelEmulationTest,
+    ::testing::Values(
+        Case{"turbo3_0", "turbo3_0", 64, 2},
+        Case{"turbo3_0", "turbo3_0", 64, 2, false, false, 0, 0.0f, 3},
+        Case{"tq3_0", "q8_0", 64, 1},
+        Case{"polar4", "f16", 80, 3, false, false, 0, 0.0f, 2},
+        Case{"haar4", "haar4", 64, 2, false, false, 0, 0.0f, 2},
+        Case{"turbo4_0", "polar2", 96, 1},
+        Case{"turbo2_0", "tq3_0_legacy", 64, 2, true, true, 0, 0.0f, 2},
+        Case{"q8_0", "turbo3_0", 64, 2, true, true, 5, 20.0f, 3},
+        Case{"polar3", "haar4", 64, 1, true, false, 6, 0.0f, 1},
+        Case{"turbo3_0", "turbo3_0", 128, 4, false, false, 0, 0.0f, 4},
+        Case{"tq3_0", "tq3_0", 112, 7, false, false, 0, 0.0f, 2},
+        Case{"polar1", "turbo2_0", 64, 8, true, true, 9, 30.0f, 2}),
+    [](const ::testing::TestParamInfo<Case> &info) {
+      const Case &c = info.param;
+      return c.k + "_" + c.v + "_d" + std::to_string(c.dim) + "_g" +
+             std::to_string(c.group) + (c.prefill ? "_prefill" : "_decode") +
+             (c.causal ? "_causal" : "") +
+             (c.window ? "_w" + std::to_string(c.window) : "") +
+             (c.softcap > 0 ? "_sc" : "") + "_s" + std::to_string(c.splits);
+    });
+
+} // namespace

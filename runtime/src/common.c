@@ -82,6 +82,21 @@ tq_status tq_check_cache(const tq_kv_cache_v0 *c) {
   return TQ_STATUS_OK;
 }
 
+tq_status tq_check_attention_call(const tq_kv_cache_v0 *c,
+                                  const tq_attention_params_v0 *p,
+                                  const float *q, const float *out) {
+  tq_status status = tq_check_cache(c);
+  if (status != TQ_STATUS_OK)
+    return status;
+  if (p->version != TQ_ATTENTION_PARAMS_VERSION_0 || p->size != sizeof(*p))
+    return TQ_STATUS_VERSION_MISMATCH;
+  if (!p->q_indptr || !q || !out || p->num_q_heads == 0 ||
+      p->num_q_heads % c->num_kv_heads != 0 || !(p->softcap >= 0.0f) ||
+      !(p->scale >= 0.0f) || p->scale > 3.4e38f || p->q_indptr[0] != 0)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  return TQ_STATUS_OK;
+}
+
 bool tq_is_identifier(const char *s) {
   if (!*s)
     return false;

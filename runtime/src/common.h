@@ -44,6 +44,13 @@ tq_status tq_resolve_allocator(const tq_allocator_v0 *allocator,
  * anything is launched. */
 tq_status tq_check_cache(const tq_kv_cache_v0 *c);
 
+/* Everything tq_attention and tq_gpu_attention check before planning:
+ * the cache, the params' version and size, the pointers, the head counts,
+ * softcap / scale, and q_indptr[0] == 0. */
+tq_status tq_check_attention_call(const tq_kv_cache_v0 *c,
+                                  const tq_attention_params_v0 *p,
+                                  const float *q, const float *out);
+
 /* Format names become part of symbol names: letters, digits, '_'. */
 bool tq_is_identifier(const char *s);
 

@@ -242,15 +242,9 @@ tq_status tq_gpu_attention(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
                            float *out) {
   if (!rt || !p)
     return TQ_STATUS_INVALID_ARGUMENT;
-  tq_status status = tq_check_cache(c);
+  tq_status status = tq_check_attention_call(c, p, q, out);
   if (status != TQ_STATUS_OK)
     return status;
-  if (p->version != TQ_ATTENTION_PARAMS_VERSION_0 || p->size != sizeof(*p))
-    return TQ_STATUS_VERSION_MISMATCH;
-  if (!p->q_indptr || !q || !out || p->num_q_heads == 0 ||
-      p->num_q_heads % c->num_kv_heads != 0 || !(p->softcap >= 0.0f) ||
-      !(p->scale >= 0.0f) || p->scale > 3.4e38f || p->q_indptr[0] != 0)
-    return TQ_STATUS_INVALID_ARGUMENT;
   if (c->num_seqs == 0)
     return TQ_STATUS_OK;
   const uint32_t group = p->num_q_heads / c->num_kv_heads;

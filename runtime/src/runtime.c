@@ -375,17 +375,9 @@ tq_status tq_attention(tq_runtime *rt, const tq_kv_cache_v0 *cache,
                        float *out) {
   if (!rt || !params)
     return TQ_STATUS_INVALID_ARGUMENT;
-  tq_status status = tq_check_cache(cache);
+  tq_status status = tq_check_attention_call(cache, params, q, out);
   if (status != TQ_STATUS_OK)
     return status;
-  if (params->version != TQ_ATTENTION_PARAMS_VERSION_0 ||
-      params->size != sizeof(*params))
-    return TQ_STATUS_VERSION_MISMATCH;
-  if (!params->q_indptr || !q || !out || params->num_q_heads == 0 ||
-      params->num_q_heads % cache->num_kv_heads != 0 ||
-      !(params->softcap >= 0.0f) || !(params->scale >= 0.0f) ||
-      params->scale > 3.4e38f || params->q_indptr[0] != 0)
-    return TQ_STATUS_INVALID_ARGUMENT;
   if (cache->num_seqs == 0)
     return TQ_STATUS_OK;
   const uint32_t group = params->num_q_heads / cache->num_kv_heads;

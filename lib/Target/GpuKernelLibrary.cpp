@@ -35,24 +35,10 @@ bool writeFile(const std::string &path, StringRef text, std::string &error) {
 /// the gpu.module (the CPU layout plus what sizes the launch).
 void addInfoGlobal(gpu::GPUModuleOp module, const RuntimeKernelSpec &spec,
                    unsigned blockThreads) {
-  auto rowBytes = [&](const std::string &f) -> int64_t {
-    auto format = ::tq::quant::Format::get(f, spec.headDim);
-    return format ? int64_t(format->rowBytes()) : 0;
-  };
-  auto paddedDim = [&](const std::string &f) -> int64_t {
-    auto format = ::tq::quant::Format::get(f, spec.headDim);
-    return format ? int64_t(format->paddedDim()) : 0;
-  };
-  SmallVector<int64_t> info = {1,
-                               int64_t(spec.kind),
-                               int64_t(spec.headDim),
-                               int64_t(spec.group),
-                               rowBytes(spec.keyFormat),
-                               rowBytes(spec.valueFormat),
-                               spec.causal ? 1 : 0,
-                               spec.window,
-                               paddedDim(spec.valueFormat),
-                               int64_t(blockThreads)};
+  SmallVector<int64_t> info = kernelInfo(spec);
+  auto values = ::tq::quant::Format::get(spec.valueFormat, spec.headDim);
+  info.push_back(values ? int64_t(values->paddedDim()) : 0);
+  info.push_back(int64_t(blockThreads));
   OpBuilder b(module.getContext());
   b.setInsertionPointToStart(module.getBody());
   auto type = MemRefType::get({int64_t(info.size())}, b.getI64Type(),

@@ -147,19 +147,7 @@ bool compileKernel(MLIRContext &context, const RuntimeKernelSpec &spec,
   // <name>_info = {1, kind, head_dim, group, k_row_bytes, v_row_bytes,
   //                causal, window} as int64.
   auto addInfo = [&](ModuleOp lowered) {
-    auto rowBytes = [&](const std::string &f) -> int64_t {
-      auto format = ::tq::quant::Format::get(f, spec.headDim);
-      return format ? int64_t(format->rowBytes()) : 0;
-    };
-    SmallVector<int64_t> info = {
-        1,
-        int64_t(spec.kind),
-        int64_t(spec.headDim),
-        int64_t(spec.group),
-        rowBytes(spec.keyFormat),
-        spec.kind == RuntimeKernelKind::Append ? 0 : rowBytes(spec.valueFormat),
-        spec.causal ? 1 : 0,
-        spec.window};
+    SmallVector<int64_t> info = kernelInfo(spec);
     OpBuilder b(lowered.getBodyRegion());
     auto type = LLVM::LLVMArrayType::get(b.getI64Type(), info.size());
     LLVM::GlobalOp::create(
@@ -230,6 +218,22 @@ void writeHeader(llvm::raw_ostream &os,
 }
 
 } // namespace
+
+SmallVector<int64_t> mlir::tq::kernelInfo(const RuntimeKernelSpec &spec) {
+  auto rowBytes = [&](const std::string &f) -> int64_t {
+    auto format = ::tq::quant::Format::get(f, spec.headDim);
+    return format ? int64_t(format->rowBytes()) : 0;
+  };
+  return {1,
+          int64_t(spec.kind),
+          int64_t(spec.headDim),
+          int64_t(spec.group),
+          rowBytes(spec.keyFormat),
+          spec.kind == RuntimeKernelKind::Append ? 0
+                                                 : rowBytes(spec.valueFormat),
+          spec.causal ? 1 : 0,
+          spec.window};
+}
 
 std::unique_ptr<MLIRContext> mlir::tq::createKernelCompilerContext() {
   DialectRegistry registry;

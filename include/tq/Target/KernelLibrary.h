@@ -48,6 +48,11 @@ struct KernelLibraryOptions {
 /// Called before each kernel is compiled: (index, total, name).
 using KernelProgress = std::function<void(size_t, size_t, const std::string &)>;
 
+/// The kernel's self-description the runtime checks, `<name>_info`:
+/// {1, kind, head_dim, group, k_row_bytes, v_row_bytes (0 for append),
+/// causal, window} as int64. GPU kernels append two entries.
+SmallVector<int64_t> kernelInfo(const RuntimeKernelSpec &spec);
+
 /// A context that can build, lower and translate kernels: every upstream
 /// dialect and extension, the tq dialect, and the LLVM IR translations.
 std::unique_ptr<MLIRContext> createKernelCompilerContext();

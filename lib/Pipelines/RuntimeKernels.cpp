@@ -90,7 +90,11 @@ func::FuncOp buildAttention(OpBuilder &b, Location loc,
   const int64_t dyn = ShapedType::kDynamic, g = spec.group, d = spec.headDim;
   CacheType keys = cacheType(ctx, spec.keyFormat, spec.headDim);
   CacheType values = cacheType(ctx, spec.valueFormat, spec.headDim);
-  auto qType = stridedMemRef({dyn, g, d}, f32);
+  // Decode kernels take exactly one query row (the runtime picks them for
+  // one-row sequences), which lets the lowering keep the output in
+  // registers.
+  const int64_t rows = spec.kind == RuntimeKernelKind::Decode ? 1 : dyn;
+  auto qType = stridedMemRef({rows, g, d}, f32);
   auto kType = stridedMemRef({dyn, dyn, 1, keys.getRowBytes()}, i8);
   auto vType = stridedMemRef({dyn, dyn, 1, values.getRowBytes()}, i8);
   auto tableType = stridedMemRef({dyn}, b.getI32Type());

@@ -12,7 +12,8 @@
 #include "LoopBuilders.h"
 #include "LoweringPatterns.h"
 #include "RowDecoding.h"
-#include "VectorGather.h"
+#include "FusedTileProducts.h"
+#include "VectorRowDecoder.h"
 
 #include "tq/Dialect/TQ/IR/TQDialect.h"
 
@@ -78,6 +79,28 @@ prepareGroupedDecode(ConversionPatternRewriter &rewriter, Operation *op,
   const int64_t group = qHeads / cacheType.getNumKvHeads();
   Value groupConst = arith::ConstantIndexOp::create(rewriter, loc, group);
   return GroupedCacheDecode{std::move(dec), group, groupConst};
+}
+
+/// The `tile` lookup with every row decoded into registers
+/// (FusedTileProducts), where the format has a vector row decoder; failure
+/// (nothing created) otherwise.
+FailureOr<Value> lowerTileInRegisters(
+    ConversionPatternRewriter &rewriter, Operation *op,
+    ShapedType perQueryHead, Value cache, Value convertedCache,
+    Value operand,
+    function_ref<Value(OpBuilder &, Location, Value, const VectorRowDecoder &,
+                       int64_t, int64_t)>
+        emit) {
+  auto cacheType = cast<CacheType>(cache.getType());
+  if (!VectorRowDecoder::supports(cacheType.getQuantFormat().spec()))
+    return failure();
+  FailureOr<GroupedCacheDecode> prepared =
+      prepareGroupedDecode(rewriter, op, perQueryHead, cache, convertedCache);
+  if (failed(prepared))
+    return failure();
+  FailureOr<VectorRowDecoder> rows = VectorRowDecoder::get(prepared->dec);
+  return emit(rewriter, op->getLoc(), operand, *rows,
+              cacheType.getNumKvHeads(), prepared->group);
 }
 
 /// haar4: scale / ||C[idx]|| of every row, tensor<tokens x kv_heads>.
@@ -254,8 +277,21 @@ struct LowerScore : public OpConversionPattern<ScoreOp> {
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     if (op.getLookup() == LookupStrategy::tile) {
-      // Decode the (tile of the) cache once into a dense buffer, shared by
-      // every query head of a GQA group, then take dense products.
+      // Each row decoded once, in registers, for the whole GQA group.
+      // (The query's width is the padded one once tq.pad ran.)
+      FailureOr<Value> fused = failure();
+      if (op.getQuery().getType().getDimSize(2) ==
+          op.getKeys().getType().getPaddedDim())
+        fused = lowerTileInRegisters(rewriter, op, op.getQuery().getType(),
+                                     op.getKeys(), adaptor.getKeys(),
+                                     adaptor.getQuery(), emitFusedScore);
+      if (succeeded(fused)) {
+        rewriter.replaceOp(op, *fused);
+        return success();
+      }
+      // Otherwise decode the (tile of the) cache once into a dense buffer,
+      // shared by every query head of a GQA group, then take dense
+      // products.
       CacheType keys = op.getKeys().getType();
       Value dense = GatherOp::create(rewriter, loc, keys.getRotatedType(),
                                      op.getKeys());
@@ -396,6 +432,13 @@ struct LowerAccumulate : public OpConversionPattern<AccumulateOp> {
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     if (op.getLookup() == LookupStrategy::tile) {
+      FailureOr<Value> fused = lowerTileInRegisters(
+          rewriter, op, op.getProbs().getType(), op.getValues(),
+          adaptor.getValues(), adaptor.getProbs(), emitFusedAccumulate);
+      if (succeeded(fused)) {
+        rewriter.replaceOp(op, *fused);
+        return success();
+      }
       CacheType values = op.getValues().getType();
       Value dense = GatherOp::create(rewriter, loc, values.getRotatedType(),
                                      op.getValues());

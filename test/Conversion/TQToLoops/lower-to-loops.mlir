@@ -52,36 +52,105 @@ func.func @score_lut(%q: tensor<1x2x64xf32>, %kb: tensor<?x2x18xi8>) -> tensor<1
 
 // -----
 
-// lookup = tile decodes the keys once into a dense 5x1x128 buffer — a row
-// at a time with vector ops: the row's 50 bytes are one vector, each bit
-// plane is spread to one lane per value by a constant shuffle, shifted and
-// masked per lane, the centroid picked by a select tree and scaled — then
-// both query heads of the group take dense products with it (the reduction
-// is reassociable so LLVM may vectorise it).
+// lookup = tile with a vector row decoder: the tile's packed rows are first
+// copied by a loop that only loads (many misses in flight), then each row
+// is decoded once, in 16-lane chunks held in registers — the row's 50 bytes
+// are one vector, each bit plane is spread to one lane per value by a
+// constant shuffle, shifted and masked per lane, the centroid picked by a
+// select tree and scaled — and both query heads of the group take a chain
+// of vector multiply-adds and one horizontal sum per token. No decoded
+// tile is written.
 // CHECK-LABEL: func @score_tile
-// CHECK: %[[DENSE:.*]] = scf.for %[[T:.*]] = %c0{{.*}} to %c5{{.*}} step %c1{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<5x1x128xf32>)
-// CHECK: %[[ROW:.*]] = vector.transfer_read %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}], %{{.*}} {in_bounds = [true]} : tensor<?x?x1x50xi8>, vector<50xi8>
-// CHECK: vector.shuffle %[[ROW]], %[[ROW]] [2, 2, 2, 2, 3, 3, 3, 3,
-// CHECK: arith.shrui %{{.*}}, %{{.*}} : vector<128xi32>
+// CHECK: %[[STAGED:.*]] = scf.for %{{.*}} = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<5x1x50xi8>)
+// CHECK: vector.transfer_read %{{.*}} : tensor<?x?x1x50xi8>, vector<50xi8>
+// CHECK-NEXT: vector.transfer_write %{{.*}} : vector<50xi8>, tensor<5x1x50xi8>
+// CHECK-NOT: arith.select
+// CHECK: scf.yield
+// CHECK: scf.for %[[T:.*]] = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<1x2x5xf32>)
+// CHECK: %[[ROW:.*]] = vector.transfer_read %[[STAGED]][%[[T]], %{{.*}}, %{{.*}}], %{{.*}} {in_bounds = [true]} : tensor<5x1x50xi8>, vector<50xi8>
+// CHECK: vector.shuffle %[[ROW]], %[[ROW]] [2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5] : vector<50xi8>, vector<50xi8>
+// CHECK: arith.shrui %{{.*}}, %{{.*}} : vector<16xi32>
 // CHECK: vector.shuffle %[[ROW]], %[[ROW]] [34, 34, 34, 34, 34, 34, 34, 34, 35,
 // The 3-bit centroid: a binary select tree, one bit test per index bit
 // (4 + 2 + 1 selects), never one compare per level.
 // CHECK-NOT: arith.cmpi eq
-// CHECK: %[[B0:.*]] = arith.cmpi ne, %{{.*}}, %{{.*}} : vector<128xi32>
-// CHECK-COUNT-4: arith.select %[[B0]], %{{.*}}, %{{.*}} : vector<128xi1>, vector<128xf32>
-// CHECK: %[[B1:.*]] = arith.cmpi ne, %{{.*}}, %{{.*}} : vector<128xi32>
-// CHECK-COUNT-2: arith.select %[[B1]], %{{.*}}, %{{.*}} : vector<128xi1>, vector<128xf32>
-// CHECK: %[[B2:.*]] = arith.cmpi ne, %{{.*}}, %{{.*}} : vector<128xi32>
-// CHECK-NEXT: arith.select %[[B2]], %{{.*}}, %{{.*}} : vector<128xi1>, vector<128xf32>
-// CHECK-NOT: arith.cmpi
-// CHECK: vector.transfer_write %{{.*}}, %{{.*}}[%[[T]], %{{.*}}, %{{.*}}] {in_bounds = [true]} : vector<128xf32>, tensor<5x1x128xf32>
-// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %[[DENSE]] : tensor<1x2x128xf32>, tensor<5x1x128xf32>)
-// CHECK: arith.mulf %{{.*}}, %{{.*}} fastmath<reassoc,contract> : f32
-// CHECK: arith.addf %{{.*}}, %{{.*}} fastmath<reassoc,contract> : f32
+// CHECK: %[[B0:.*]] = arith.cmpi ne, %{{.*}}, %{{.*}} : vector<16xi32>
+// CHECK-COUNT-4: arith.select %[[B0]], %{{.*}}, %{{.*}} : vector<16xi1>, vector<16xf32>
+// CHECK: %[[B1:.*]] = arith.cmpi ne, %{{.*}}, %{{.*}} : vector<16xi32>
+// CHECK-COUNT-2: arith.select %[[B1]], %{{.*}}, %{{.*}} : vector<16xi1>, vector<16xf32>
+// CHECK: %[[B2:.*]] = arith.cmpi ne, %{{.*}}, %{{.*}} : vector<16xi32>
+// CHECK-NEXT: arith.select %[[B2]], %{{.*}}, %{{.*}} : vector<16xi1>, vector<16xf32>
+// CHECK: %[[K0:.*]] = arith.mulf %{{.*}}, %{{.*}} : vector<16xf32>
+// The eighth chunk starts at value 112 (byte 2 + 112 / 4 of the 2-bit plane).
+// CHECK: vector.shuffle %[[ROW]], %[[ROW]] [30, 30, 30, 30, 31, 31, 31, 31, 32, 32, 32, 32, 33, 33, 33, 33]
+// CHECK: %[[K7:.*]] = arith.mulf %{{.*}}, %{{.*}} : vector<16xf32>
+// CHECK-NOT: tensor<5x1x128xf32>
+// CHECK: %[[Q0:.*]] = vector.transfer_read %arg0[{{.*}} : tensor<1x2x128xf32>, vector<16xf32>
+// CHECK: arith.mulf %[[Q0]], %[[K0]] : vector<16xf32>
+// CHECK-COUNT-7: vector.fma
+// CHECK: %[[S0:.*]] = vector.reduction <add>, %{{.*}} fastmath<reassoc> : vector<16xf32> into f32
+// CHECK: tensor.insert %[[S0]] into %{{.*}}[%{{.*}}, %{{.*}}, %[[T]]] : tensor<1x2x5xf32>
+// CHECK-COUNT-7: vector.fma
+// CHECK: vector.reduction <add>
+// CHECK: tensor.insert
+// CHECK: scf.yield
 func.func @score_tile(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x50xi8>) -> tensor<1x2x5xf32> {
   %k = tq.from_bytes %kb : tensor<5x1x50xi8> -> !tq.cache<5x1x128, #tq.format<"turbo3_0">>
   %s = tq.score %q, %k {lookup = #tq.lookup<tile>} : tensor<1x2x128xf32>, !tq.cache<5x1x128, #tq.format<"turbo3_0">> -> tensor<1x2x5xf32>
   return %s : tensor<1x2x5xf32>
+}
+
+// -----
+
+// One query row: the weighted sum keeps its output in loop-carried vectors
+// (2 heads x 8 chunks = 16 accumulators, one pass over the tokens) and
+// writes each chunk once after the token loop.
+// CHECK-LABEL: func @accumulate_tile_one_row
+// CHECK: %[[STAGED:.*]] = scf.for {{.*}} -> (tensor<5x1x50xi8>)
+// CHECK: %[[ACCS:.*]]:16 = scf.for %[[T:.*]] = %c0{{.*}} to %c5{{.*}} iter_args({{.*}}) -> (vector<16xf32>, {{.*}}vector<16xf32>) {
+// CHECK: vector.transfer_read %[[STAGED]][%[[T]],
+// CHECK: %[[P0:.*]] = tensor.extract %arg0[%c0{{.*}}, %{{.*}}, %[[T]]] : tensor<1x2x5xf32>
+// CHECK: %[[W0:.*]] = vector.broadcast %[[P0]] : f32 to vector<16xf32>
+// CHECK-COUNT-8: vector.fma %[[W0]],
+// CHECK: tensor.extract %arg0[%c0{{.*}}, %{{.*}}, %[[T]]] : tensor<1x2x5xf32>
+// CHECK-COUNT-8: vector.fma
+// CHECK: scf.yield
+// CHECK-COUNT-16: vector.transfer_write %[[ACCS]]#{{[0-9]+}}
+func.func @accumulate_tile_one_row(%p: tensor<1x2x5xf32>, %vb: tensor<5x1x50xi8>) -> tensor<1x2x128xf32> {
+  %v = tq.from_bytes %vb : tensor<5x1x50xi8> -> !tq.cache<5x1x128, #tq.format<"turbo3_0">>
+  %a = tq.accumulate %p, %v {lookup = #tq.lookup<tile>} : tensor<1x2x5xf32>, !tq.cache<5x1x128, #tq.format<"turbo3_0">> -> tensor<1x2x128xf32>
+  return %a : tensor<1x2x128xf32>
+}
+
+// -----
+
+// Any number of query rows (prefill): each V row is decoded once per token
+// and updates every query row's output chunks in place.
+// CHECK-LABEL: func @accumulate_tile_rows
+// CHECK: scf.for %[[T:.*]] = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<?x2x128xf32>)
+// CHECK: arith.select
+// CHECK: scf.for %[[I:.*]] = %c0{{.*}} to %{{.*}} iter_args(%[[OUT:.*]] = %{{.*}}) -> (tensor<?x2x128xf32>)
+// CHECK: tensor.extract %arg0[%[[I]], %{{.*}}, %[[T]]]
+// CHECK: %[[A:.*]] = vector.transfer_read %[[OUT]][%[[I]], %[[H:[0-9a-z_]+]], %{{.*}}]
+// CHECK: %[[F:.*]] = vector.fma %{{.*}}, %{{.*}}, %[[A]] : vector<16xf32>
+// CHECK: vector.transfer_write %[[F]], %[[OUT]][%[[I]], %[[H]], %{{.*}}]
+func.func @accumulate_tile_rows(%p: tensor<?x2x5xf32>, %vb: tensor<5x1x50xi8>) -> tensor<?x2x128xf32> {
+  %v = tq.from_bytes %vb : tensor<5x1x50xi8> -> !tq.cache<5x1x128, #tq.format<"turbo3_0">>
+  %a = tq.accumulate %p, %v {lookup = #tq.lookup<tile>} : tensor<?x2x5xf32>, !tq.cache<5x1x128, #tq.format<"turbo3_0">> -> tensor<?x2x128xf32>
+  return %a : tensor<?x2x128xf32>
+}
+
+// -----
+
+// haar4 has no vector row decoder: lookup = tile still decodes the tile
+// once, into a dense buffer, and takes dense products with it.
+// CHECK-LABEL: func @score_tile_fallback
+// CHECK: } -> tensor<3x1x32xf32>
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<1x2x32xf32>, tensor<3x1x32xf32>)
+func.func @score_tile_fallback(%q: tensor<1x2x32xf32>, %kb: tensor<3x1x36xi8>) -> tensor<1x2x3xf32> {
+  %k = tq.from_bytes %kb : tensor<3x1x36xi8> -> !tq.cache<3x1x32, #tq.format<"haar4">>
+  %s = tq.score %q, %k {lookup = #tq.lookup<tile>} : tensor<1x2x32xf32>, !tq.cache<3x1x32, #tq.format<"haar4">> -> tensor<1x2x3xf32>
+  return %s : tensor<1x2x3xf32>
 }
 
 // -----

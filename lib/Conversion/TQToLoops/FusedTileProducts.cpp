@@ -1,0 +1,235 @@
+//===- FusedTileProducts.cpp - Products over rows decoded in registers ----===//
+
+#include "FusedTileProducts.h"
+
+#include "LoopBuilders.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+using namespace mlir::tq;
+
+namespace {
+
+/// Accumulators the register-resident weighted sum keeps per token loop
+/// (AVX-512 has 32 vector registers; the decoded chunks need the rest).
+constexpr int64_t kAccumulatorBudget = 16;
+
+Value indexConst(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+
+/// Query head `hh` of kv head `kvHead`'s group.
+Value headOf(OpBuilder &b, Location loc, Value kvHead, int64_t group,
+             int64_t hh) {
+  Value first =
+      arith::MulIOp::create(b, loc, kvHead, indexConst(b, loc, group));
+  return arith::AddIOp::create(b, loc, first, indexConst(b, loc, hh));
+}
+
+/// Chunks [first, first + count) of row (t, kvHead) of the staged rows,
+/// `lanes` values each.
+SmallVector<Value> decodeChunks(OpBuilder &b, Location loc,
+                                const VectorRowDecoder &rows, Value staged,
+                                Value t, Value kvHead, int64_t lanes,
+                                int64_t first, int64_t count) {
+  Value row = rows.loadStagedRow(b, loc, staged, t, kvHead);
+  SmallVector<Value> chunks;
+  for (int64_t c = first; c < first + count; ++c)
+    chunks.push_back(rows.decode(b, loc, row, t, kvHead, c * lanes, lanes));
+  return chunks;
+}
+
+Value readChunk(OpBuilder &b, Location loc, Value tensor, Value i, Value h,
+                int64_t offset, int64_t lanes) {
+  Value zero = f32Const(b, loc, 0.0f);
+  return vector::TransferReadOp::create(
+      b, loc, VectorType::get({lanes}, b.getF32Type()), tensor,
+      ValueRange{i, h, indexConst(b, loc, offset)}, zero,
+      ArrayRef<bool>{true});
+}
+
+Value writeChunk(OpBuilder &b, Location loc, Value chunk, Value tensor,
+                 Value i, Value h, int64_t offset) {
+  return vector::TransferWriteOp::create(
+             b, loc, chunk, tensor,
+             ValueRange{i, h, indexConst(b, loc, offset)},
+             ArrayRef<bool>{true})
+      .getResult();
+}
+
+/// for x in [0, n) carrying `init`; body returns the next state.
+Value forEach(OpBuilder &b, Location loc, Value n, Value init,
+              function_ref<Value(OpBuilder &, Location, Value, Value)> body) {
+  auto loop = scf::ForOp::create(
+      b, loc, indexConst(b, loc, 0), n, indexConst(b, loc, 1),
+      ValueRange{init},
+      [&](OpBuilder &b, Location loc, Value x, ValueRange state) {
+        scf::YieldOp::create(b, loc, body(b, loc, x, state[0]));
+      });
+  return loop.getResult(0);
+}
+
+Value splatF32(OpBuilder &b, Location loc, Value scalar, int64_t lanes) {
+  return vector::BroadcastOp::create(
+      b, loc, VectorType::get({lanes}, b.getF32Type()), scalar);
+}
+
+} // namespace
+
+int64_t mlir::tq::fusedChunkLanes(int64_t width) {
+  for (int64_t lanes : {16, 8})
+    if (width % lanes == 0)
+      return lanes;
+  return width;
+}
+
+Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
+                               const VectorRowDecoder &keys, int64_t kvHeads,
+                               int64_t group) {
+  const CacheAccess &access = keys.rowDecoder().access();
+  const int64_t width = keys.width(), lanes = fusedChunkLanes(width);
+  const int64_t numChunks = width / lanes;
+  Value tokens = getValueOrCreateConstantIndexOp(b, loc, access.numTokens);
+  Value queries = tensor::DimOp::create(b, loc, query, 0);
+  Value staged = keys.stageRows(b, loc, kvHeads);
+  Value init = tensor::EmptyOp::create(
+      b, loc,
+      SmallVector<OpFoldResult>{sizeOf(b, loc, query, 0),
+                                sizeOf(b, loc, query, 1), access.numTokens},
+      b.getF32Type());
+  // Loops (t, kv head, i): each row is decoded once for all query rows and
+  // heads; every score is one chain of multiply-adds over the chunks and a
+  // horizontal sum.
+  return forEach(b, loc, tokens, init, [&](OpBuilder &b, Location loc,
+                                           Value t, Value scores) {
+    return forEach(
+        b, loc, indexConst(b, loc, kvHeads), scores,
+        [&](OpBuilder &b, Location loc, Value kvh, Value scores) {
+          SmallVector<Value> k =
+              decodeChunks(b, loc, keys, staged, t, kvh, lanes, 0, numChunks);
+          return forEach(
+              b, loc, queries, scores,
+              [&](OpBuilder &b, Location loc, Value i, Value scores) {
+                for (int64_t hh = 0; hh < group; ++hh) {
+                  Value h = headOf(b, loc, kvh, group, hh);
+                  Value dot;
+                  for (int64_t c = 0; c < numChunks; ++c) {
+                    Value q = readChunk(b, loc, query, i, h, c * lanes, lanes);
+                    dot = dot ? vector::FMAOp::create(b, loc, q, k[c], dot)
+                                    .getResult()
+                              : arith::MulFOp::create(b, loc, q, k[c])
+                                    .getResult();
+                  }
+                  Value sum = vector::ReductionOp::create(
+                      b, loc, vector::CombiningKind::ADD, dot,
+                      arith::FastMathFlags::reassoc);
+                  scores = tensor::InsertOp::create(b, loc, sum, scores,
+                                                    ValueRange{i, h, t});
+                }
+                return scores;
+              });
+        });
+  });
+}
+
+namespace {
+
+/// One query row: `chunksPerPass` chunks of every head's output stay in
+/// loop-carried vectors while the tokens stream by.
+Value accumulateInRegisters(OpBuilder &b, Location loc, Value probs,
+                            const VectorRowDecoder &values, Value out,
+                            Value tokens, int64_t kvHeads, int64_t group,
+                            int64_t lanes) {
+  const int64_t numChunks = values.width() / lanes;
+  const int64_t perPass =
+      std::clamp<int64_t>(kAccumulatorBudget / group, 1, numChunks);
+  Value c0 = indexConst(b, loc, 0);
+  Value staged = values.stageRows(b, loc, kvHeads);
+  return forEach(
+      b, loc, indexConst(b, loc, kvHeads), out,
+      [&](OpBuilder &b, Location loc, Value kvh, Value out) {
+        SmallVector<Value> heads;
+        for (int64_t hh = 0; hh < group; ++hh)
+          heads.push_back(headOf(b, loc, kvh, group, hh));
+        for (int64_t first = 0; first < numChunks; first += perPass) {
+          const int64_t count = std::min(perPass, numChunks - first);
+          // Accumulator (hh, c) at hh * count + c.
+          SmallVector<Value> zeros(
+              group * count,
+              splatF32(b, loc, f32Const(b, loc, 0.0f), lanes));
+          auto loop = scf::ForOp::create(
+              b, loc, c0, tokens, indexConst(b, loc, 1), zeros,
+              [&](OpBuilder &b, Location loc, Value t, ValueRange accs) {
+                SmallVector<Value> v =
+                    decodeChunks(b, loc, values, staged, t, kvh, lanes, first, count);
+                SmallVector<Value> next;
+                for (int64_t hh = 0; hh < group; ++hh) {
+                  Value p = tensor::ExtractOp::create(
+                      b, loc, probs, ValueRange{c0, heads[hh], t});
+                  Value weight = splatF32(b, loc, p, lanes);
+                  for (int64_t c = 0; c < count; ++c)
+                    next.push_back(vector::FMAOp::create(
+                        b, loc, weight, v[c], accs[hh * count + c]));
+                }
+                scf::YieldOp::create(b, loc, next);
+              });
+          for (int64_t hh = 0; hh < group; ++hh)
+            for (int64_t c = 0; c < count; ++c)
+              out = writeChunk(b, loc, loop.getResult(hh * count + c), out,
+                               c0, heads[hh], (first + c) * lanes);
+        }
+        return out;
+      });
+}
+
+} // namespace
+
+Value mlir::tq::emitFusedAccumulate(OpBuilder &b, Location loc, Value probs,
+                                    const VectorRowDecoder &values,
+                                    int64_t kvHeads, int64_t group) {
+  const CacheAccess &access = values.rowDecoder().access();
+  const int64_t width = values.width(), lanes = fusedChunkLanes(width);
+  const int64_t numChunks = width / lanes;
+  Value tokens = getValueOrCreateConstantIndexOp(b, loc, access.numTokens);
+  Value zeros = createFilledTensor(
+      b, loc,
+      {sizeOf(b, loc, probs, 0), sizeOf(b, loc, probs, 1),
+       b.getIndexAttr(width)},
+      b.getF32Type(), b.getF32FloatAttr(0.0f));
+  if (cast<ShapedType>(probs.getType()).getDimSize(0) == 1)
+    return accumulateInRegisters(b, loc, probs, values, zeros, tokens,
+                                 kvHeads, group, lanes);
+  Value queries = tensor::DimOp::create(b, loc, probs, 0);
+  Value staged = values.stageRows(b, loc, kvHeads);
+  // Loops (t, kv head, i): each row is decoded once for all query rows.
+  return forEach(b, loc, tokens, zeros, [&](OpBuilder &b, Location loc,
+                                            Value t, Value out) {
+    return forEach(
+        b, loc, indexConst(b, loc, kvHeads), out,
+        [&](OpBuilder &b, Location loc, Value kvh, Value out) {
+          SmallVector<Value> v =
+              decodeChunks(b, loc, values, staged, t, kvh, lanes, 0, numChunks);
+          return forEach(
+              b, loc, queries, out,
+              [&](OpBuilder &b, Location loc, Value i, Value out) {
+                for (int64_t hh = 0; hh < group; ++hh) {
+                  Value h = headOf(b, loc, kvh, group, hh);
+                  Value p = tensor::ExtractOp::create(b, loc, probs,
+                                                      ValueRange{i, h, t});
+                  Value weight = splatF32(b, loc, p, lanes);
+                  for (int64_t c = 0; c < numChunks; ++c) {
+                    Value acc =
+                        readChunk(b, loc, out, i, h, c * lanes, lanes);
+                    acc = vector::FMAOp::create(b, loc, weight, v[c], acc);
+                    out = writeChunk(b, loc, acc, out, i, h, c * lanes);
+                  }
+                }
+                return out;
+              });
+        });
+  });
+}

@@ -1,0 +1,38 @@
+//===- FusedTileProducts.h - Products over rows decoded in registers -*- C++ -*-===//
+//
+// The two products of a flash-attention tile with each packed K / V row
+// decoded once, in vector registers, and used straight away by every query
+// row and every query head of its GQA group: no decoded tile is written to
+// memory and read back (the `tile` lookup's gather + dense product).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TQ_LIB_CONVERSION_TQTOLOOPS_FUSEDTILEPRODUCTS_H
+#define TQ_LIB_CONVERSION_TQTOLOOPS_FUSEDTILEPRODUCTS_H
+
+#include "VectorRowDecoder.h"
+
+namespace mlir::tq {
+
+/// Lanes per vector chunk of a row of `width` values (16 where it divides
+/// the width, else 8, else the whole row).
+int64_t fusedChunkLanes(int64_t width);
+
+/// scores[i, h, t] = <query[i, h, :], K(t, h / group)>: tensor<queries x
+/// query_heads x tokens x f32>. `query` is tensor<queries x query_heads x
+/// width x f32> with query_heads = kvHeads * group.
+Value emitFusedScore(OpBuilder &b, Location loc, Value query,
+                     const VectorRowDecoder &keys, int64_t kvHeads,
+                     int64_t group);
+
+/// out[i, h, :] = sum_t probs[i, h, t] V(t, h / group): tensor<queries x
+/// query_heads x width x f32>. With one (static) query row the output
+/// stays in registers across the tokens, a few chunks of the row at a
+/// time; otherwise each decoded row updates every query row in memory.
+Value emitFusedAccumulate(OpBuilder &b, Location loc, Value probs,
+                          const VectorRowDecoder &values, int64_t kvHeads,
+                          int64_t group);
+
+} // namespace mlir::tq
+
+#endif // TQ_LIB_CONVERSION_TQTOLOOPS_FUSEDTILEPRODUCTS_H

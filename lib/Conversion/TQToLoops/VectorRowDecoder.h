@@ -1,0 +1,84 @@
+//===- VectorRowDecoder.h - Vector decode of packed rows --------*- C++ -*-===//
+//
+// Decodes rows of a cache to the rotated domain with vector ops: the row's
+// bytes are read as one vector, every bit plane is expanded to one lane per
+// value by a constant shuffle, shifted and masked with constant per-lane
+// amounts, and the centroid is picked by a binary select tree over the (at
+// most 16) codebook levels (one bit test per index bit), then scaled. LLVM
+// turns this into SIMD code, where the element-wise loop nest stays scalar.
+//
+// A row can be decoded whole or in lane chunks, so consumers keep decoded
+// values in registers (FusedTileProducts) instead of a buffer.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TQ_LIB_CONVERSION_TQTOLOOPS_VECTORROWDECODER_H
+#define TQ_LIB_CONVERSION_TQTOLOOPS_VECTORROWDECODER_H
+
+#include "RowDecoding.h"
+
+#include "llvm/ADT/SmallVector.h"
+
+namespace mlir::tq {
+
+class VectorRowDecoder {
+public:
+  /// The decoder of formats whose values are exactly scale * C[idx] (tq3_0,
+  /// tq3_0_legacy, turbo, polar) with at most 16 codebook levels and fp16
+  /// scales, d * int8 (q8_0) or halves (f16); failure for the others
+  /// (haar4, tqprod). `decoder` must be precomputed and outlive this.
+  static FailureOr<VectorRowDecoder> get(const RowDecoder &decoder);
+  static bool supports(const ::tq::quant::FormatSpec &spec);
+
+  /// Values per row (the padded head dim).
+  int64_t width() const { return width_; }
+  const RowDecoder &rowDecoder() const { return *decoder_; }
+
+  /// The packed bytes of row (t, kvHead): vector<row_bytes x i8>.
+  Value loadRow(OpBuilder &b, Location loc, Value t, Value kvHead) const;
+
+  /// The packed rows of every token as tensor<tokens x kv_heads x
+  /// row_bytes x i8>, copied by a loop that does nothing else: its loads
+  /// are independent, so many cache misses are in flight at once, where a
+  /// loop that decodes each row as it loads it waits for them one by one.
+  Value stageRows(OpBuilder &b, Location loc, int64_t kvHeads) const;
+
+  /// Row (t, kvHead) of `staged` (stageRows): vector<row_bytes x i8>.
+  Value loadStagedRow(OpBuilder &b, Location loc, Value staged, Value t,
+                      Value kvHead) const;
+
+  /// Values [first, first + count) of row (t, kvHead) as vector<count x
+  /// f32>, from its bytes `row` (loadRow).
+  Value decode(OpBuilder &b, Location loc, Value row, Value t, Value kvHead,
+               int64_t first, int64_t count) const;
+
+private:
+  explicit VectorRowDecoder(const RowDecoder &decoder);
+
+  /// Per value j: the byte of the row holding its bits in one plane, the
+  /// bit offset within that byte, and where the plane's bits go in the
+  /// index.
+  struct PlaneLanes {
+    SmallVector<int64_t> bytes;
+    SmallVector<int32_t> shifts;
+    int32_t mask, indexShift;
+  };
+
+  /// The block scales of lanes [first, first + count), one vector.
+  Value blockScales(OpBuilder &b, Location loc, Value t, Value kvHead,
+                    int64_t first, int64_t count) const;
+
+  const RowDecoder *decoder_;
+  int64_t width_, rowBytes_;
+  SmallVector<PlaneLanes> planes_;
+};
+
+/// tensor<tokens x kv_heads x padded x f32>: every row of the cache
+/// decoded, or failure where VectorRowDecoder::get fails (the caller falls
+/// back to the element-wise lowering). `decoder` must be precomputed.
+FailureOr<Value> emitVectorGather(OpBuilder &b, Location loc,
+                                  const RowDecoder &decoder, int64_t kvHeads);
+
+} // namespace mlir::tq
+
+#endif // TQ_LIB_CONVERSION_TQTOLOOPS_VECTORROWDECODER_H

@@ -52,6 +52,11 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
   bufferization::BufferDeallocationPipelineOptions dealloc;
   bufferization::buildBufferDeallocationPipeline(pm, dealloc);
 
+  // Centroid lookups become selects or register permutes (after
+  // bufferization: the permute intrinsics declare no memory effects).
+  TQLowerLaneLookupOptions laneLookup;
+  laneLookup.isa = options.centroidPermute;
+  pm.addPass(createTQLowerLaneLookup(laneLookup));
   // Copies through strided views would otherwise call memrefCopy from
   // MLIR's runtime library; kernels stay self-contained.
   pm.addPass(createTQMemRefCopyToLinalg());

@@ -27,6 +27,7 @@
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/TargetSelect.h"
@@ -111,9 +112,21 @@ bool emitObject(MLIRContext &context, ModuleOp module,
   return true;
 }
 
-/// Fills `pipeline` from the library options.
+/// The widest register permute the target CPU has.
+const char *centroidPermuteFor(const llvm::TargetMachine &tm) {
+  const llvm::MCSubtargetInfo *sti = tm.getMCSubtargetInfo();
+  if (sti->checkFeatures("+avx512f"))
+    return "avx512";
+  if (sti->checkFeatures("+avx2"))
+    return "avx2";
+  return "none";
+}
+
+/// Fills `pipeline` from the library options and the target machine.
 void configurePipeline(TQPipelineOptions &pipeline,
-                       const KernelLibraryOptions &options, bool decode) {
+                       const KernelLibraryOptions &options,
+                       const llvm::TargetMachine &tm, bool decode) {
+  pipeline.centroidPermute = centroidPermuteFor(tm);
   pipeline.tileSize = options.tileSize;
   pipeline.lookup = options.lookup;
   pipeline.splits = decode ? options.decodeSplits : 1;
@@ -158,7 +171,8 @@ bool compileKernel(MLIRContext &context, const RuntimeKernelSpec &spec,
             ArrayRef<int64_t>(info)));
   };
   TQPipelineOptions pipeline;
-  configurePipeline(pipeline, options, spec.kind == RuntimeKernelKind::Decode);
+  configurePipeline(pipeline, options, tm,
+                    spec.kind == RuntimeKernelKind::Decode);
   return emitObject(context, *module, pipeline, tm, objectPath, spec.name(),
                     addInfo, diagnostics, error);
 }
@@ -309,7 +323,7 @@ bool compileInput(MLIRContext &context, ModuleOp input,
       }
   };
   TQPipelineOptions pipeline;
-  configurePipeline(pipeline, options, /*decode=*/false);
+  configurePipeline(pipeline, options, tm, /*decode=*/false);
   return emitObject(context, *module, pipeline, tm, objectPath, name, record,
                     diagnostics, error);
 }

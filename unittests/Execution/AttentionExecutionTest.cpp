@@ -15,6 +15,8 @@
 
 #include "mlir/IR/BuiltinTypes.h"
 
+#include "llvm/TargetParser/Host.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -40,11 +42,12 @@ struct Config {
   int64_t tileSize = 64, splits = 1;
   int64_t pageSize = 0;
   mlir::tq::LookupStrategy lookup = mlir::tq::LookupStrategy::select;
+  std::string centroidPermute = "none";
 
   std::string describe() const {
     char buf[256];
     std::snprintf(buf, sizeof buf,
-                  "%s/%s d=%u H=%u KH=%u q=%lld n=%lld tile=%lld/%lld page=%lld%s%s%s%s%s%s",
+                  "%s/%s d=%u H=%u KH=%u q=%lld n=%lld tile=%lld/%lld page=%lld%s%s%s%s%s%s permute=%s",
                   keyFormat.c_str(), valueFormat.c_str(), headDim, queryHeads,
                   kvHeads, (long long)numQueries, (long long)numKeys,
                   (long long)tileSize, (long long)splits, (long long)pageSize,
@@ -53,7 +56,8 @@ struct Config {
                   hoist ? "" : " naive",
                   lookup == mlir::tq::LookupStrategy::lut    ? " lut"
                   : lookup == mlir::tq::LookupStrategy::tile ? " tile"
-                                                             : "");
+                                                             : "",
+                  centroidPermute.c_str());
     return buf;
   }
 };
@@ -109,6 +113,7 @@ protected:
     options.hoistRotations = c.hoist;
     options.fuseCodebook = c.fuse;
     options.lookup = c.lookup;
+    options.centroidPermute = c.centroidPermute;
     spec.pageSize = c.pageSize;
     if (c.pageSize > 0)
       spec.numKeys = mlir::ShapedType::kDynamic;
@@ -354,6 +359,36 @@ TEST_F(Execution, PipelineVariantsAgree) {
     c.splits = 2;
     check(c);
   }
+}
+
+/// Centroids picked by x86 register permutes (what tq-aot uses on such a
+/// host) give the select tree's outputs exactly: same table entries, same
+/// products. Covers 1- to 4-bit codebooks, one and several query rows
+/// (registers / in-memory outputs), GQA groups and a tail tile.
+TEST_F(Execution, RegisterPermutesMatchSelectTree) {
+  llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
+  std::vector<std::string> isas;
+  if (features.lookup("avx2"))
+    isas.push_back("avx2");
+  if (features.lookup("avx512f"))
+    isas.push_back("avx512");
+  if (isas.empty())
+    GTEST_SKIP() << "the host has neither AVX2 nor AVX-512F";
+  for (const char *fmt : {"turbo3_0", "polar4", "turbo2_0", "polar1", "tq3_0"})
+    for (int64_t queries : {1, 3}) {
+      Config c = make(fmt, fmt, 128);
+      c.queryHeads = 8;
+      c.kvHeads = 2;
+      c.numQueries = queries;
+      c.numKeys = 45;
+      c.lookup = mlir::tq::LookupStrategy::tile;
+      c.tileSize = 16;
+      std::vector<float> tree = check(c);
+      for (const std::string &isa : isas) {
+        c.centroidPermute = isa;
+        EXPECT_EQ(check(c), tree) << fmt << " " << isa;
+      }
+    }
 }
 
 } // namespace

@@ -38,6 +38,35 @@ def TQLowerToLoops : Pass<"tq-lower-to-loops", "::mlir::ModuleOp"> {
   ];
 }
 
+def TQLowerLaneLookup : Pass<"tq-lower-lane-lookup"> {
+  let summary = "Expand tq.lane_lookup for the target's vector ISA";
+  let description = [{
+    Rewrites each `tq.lane_lookup` (a decoded row picking its centroids):
+
+    - `isa=none`: a binary select tree on the index bits — bit k picks
+      between pairs of the previous level, so a table of 2^b entries takes
+      b bit tests and 2^b - 1 selects (a table whose size is not a power
+      of two is padded with its last entry);
+    - `isa=avx512`: one `vpermps` (`llvm.x86.avx512.permvar.sf.512`) per
+      16 lanes, for tables of up to 16 entries;
+    - `isa=avx2`: one `vpermps` (`llvm.x86.avx2.permps`) per 8 lanes, for
+      tables of up to 8 entries.
+
+    Where the permute does not apply (a larger table, a lane count that is
+    not a multiple of the permute's width) the select tree is used. The
+    permutes only run on a CPU with that ISA: tq-aot picks `isa` from the
+    target CPU's features. Runs after bufferization (the intrinsic calls
+    have no declared memory effects).
+  }];
+  let options = [
+    Option<"isa", "isa", "std::string", /*default=*/"\"none\"",
+           "none (select tree, any target), avx2 or avx512">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
 def TQApproximateMath : Pass<"tq-approximate-math"> {
   let summary = "Expand math.exp2 / math.exp into polynomial approximations";
   let description = [{

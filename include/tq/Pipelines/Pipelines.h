@@ -43,8 +43,14 @@ struct TQPipelineOptions : public PassPipelineOptions<TQPipelineOptions> {
                        clEnumValN(LookupStrategy::lut, "lut",
                                   "per-query lookup table"),
                        clEnumValN(LookupStrategy::tile, "tile",
-                                  "decode each KV tile once into a dense "
-                                  "buffer shared by the GQA group"))};
+                                  "decode each KV row of a tile once for "
+                                  "the whole GQA group"))};
+  PassOptions::Option<std::string> centroidPermute{
+      *this, "centroid-permute",
+      llvm::cl::desc("Centroid lookup of vector row decoding: none (select "
+                     "tree), avx2 or avx512 (x86 vpermps; tq-aot picks it "
+                     "from the target CPU's features)"),
+      llvm::cl::init("none")};
 };
 
 /// tq.attention -> the fused tq form (decompose, hoist, fuse, tile,

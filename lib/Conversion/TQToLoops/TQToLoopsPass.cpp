@@ -64,6 +64,8 @@ struct TQLowerToLoopsPass
     target.addLegalDialect<arith::ArithDialect, linalg::LinalgDialect,
                            math::MathDialect, scf::SCFDialect,
                            tensor::TensorDialect, vector::VectorDialect>();
+    // Row decoding's centroid lookup; tq-lower-lane-lookup expands it.
+    target.addLegalOp<LaneLookupOp>();
     target.addDynamicallyLegalOp<tensor::PadOp, tensor::ExtractSliceOp>(
         [](Operation *op) { return !isLoweredPadding(op); });
     target.addDynamicallyLegalOp<func::FuncOp>([&](func::FuncOp op) {

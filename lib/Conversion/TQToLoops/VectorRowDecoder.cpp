@@ -2,6 +2,8 @@
 
 #include "VectorRowDecoder.h"
 
+#include "tq/Dialect/TQ/IR/TQDialect.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -20,38 +22,6 @@ Value constI32Vector(OpBuilder &b, Location loc, ArrayRef<int32_t> v) {
 
 Value splatI32(OpBuilder &b, Location loc, int64_t lanes, int32_t v) {
   return constI32Vector(b, loc, SmallVector<int32_t>(lanes, v));
-}
-
-/// Centroid of every lane of `index` (vector<n x i32>, values below
-/// centroids.size()) by a binary select tree: bit k of the index picks
-/// between pairs of the previous level, so 2^bits - 1 selects need only
-/// `bits` bit tests (instead of one compare per level). A codebook whose
-/// size is not a power of two is padded with its last centroid (indices
-/// never reach the padding).
-Value selectCentroids(OpBuilder &b, Location loc,
-                      const std::vector<float> &centroids, Value index,
-                      int64_t n) {
-  auto f32Vec = VectorType::get({n}, b.getF32Type());
-  SmallVector<Value> level;
-  for (float c : centroids)
-    level.push_back(vector::BroadcastOp::create(
-        b, loc, f32Vec,
-        arith::ConstantOp::create(b, loc, b.getF32FloatAttr(c))));
-  while (!llvm::isPowerOf2_64(level.size()))
-    level.push_back(level.back());
-  Value zero = splatI32(b, loc, n, 0);
-  for (int32_t bit = 1; level.size() > 1; bit <<= 1) {
-    Value masked =
-        arith::AndIOp::create(b, loc, index, splatI32(b, loc, n, bit));
-    Value isSet =
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, masked, zero);
-    SmallVector<Value> next;
-    for (size_t i = 0; i < level.size(); i += 2)
-      next.push_back(
-          arith::SelectOp::create(b, loc, isSet, level[i + 1], level[i]));
-    level = std::move(next);
-  }
-  return level.front();
 }
 
 /// Lanes [first, first + count) of a lane table.
@@ -225,8 +195,10 @@ Value VectorRowDecoder::decode(OpBuilder &b, Location loc, Value row, Value t,
                                     splatI32(b, loc, count, lanes.indexShift));
     index = arith::OrIOp::create(b, loc, index, field);
   }
-  Value value =
-      selectCentroids(b, loc, spec.codebook->centroids, index, count);
+  const std::vector<float> &levels = spec.codebook->centroids;
+  Value value = LaneLookupOp::create(b, loc, f32Vec, index,
+                                     b.getDenseF32ArrayAttr(SmallVector<float>(
+                                         levels.begin(), levels.end())));
   return arith::MulFOp::create(
       b, loc, blockScales(b, loc, t, kvHead, first, count), value);
 }

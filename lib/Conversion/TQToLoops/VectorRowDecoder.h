@@ -3,9 +3,10 @@
 // Decodes rows of a cache to the rotated domain with vector ops: the row's
 // bytes are read as one vector, every bit plane is expanded to one lane per
 // value by a constant shuffle, shifted and masked with constant per-lane
-// amounts, and the centroid is picked by a binary select tree over the (at
-// most 16) codebook levels (one bit test per index bit), then scaled. LLVM
-// turns this into SIMD code, where the element-wise loop nest stays scalar.
+// amounts, and the centroid is picked by tq.lane_lookup over the (at most
+// 16) codebook levels (a select tree or a register permute once
+// tq-lower-lane-lookup ran), then scaled. LLVM turns this into SIMD code,
+// where the element-wise loop nest stays scalar.
 //
 // A row can be decoded whole or in lane chunks, so consumers keep decoded
 // values in registers (FusedTileProducts) instead of a buffer.

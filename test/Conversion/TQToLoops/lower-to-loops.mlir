@@ -56,8 +56,8 @@ func.func @score_lut(%q: tensor<1x2x64xf32>, %kb: tensor<?x2x18xi8>) -> tensor<1
 // copied by a loop that only loads (many misses in flight), then each row
 // is decoded once, in 16-lane chunks held in registers — the row's 50 bytes
 // are one vector, each bit plane is spread to one lane per value by a
-// constant shuffle, shifted and masked per lane, the centroid picked by a
-// select tree and scaled — and both query heads of the group take a chain
+// constant shuffle, shifted and masked per lane, the centroid looked up
+// and scaled — and both query heads of the group take a chain
 // of vector multiply-adds and one horizontal sum per token. No decoded
 // tile is written.
 // CHECK-LABEL: func @score_tile
@@ -71,15 +71,9 @@ func.func @score_lut(%q: tensor<1x2x64xf32>, %kb: tensor<?x2x18xi8>) -> tensor<1
 // CHECK: vector.shuffle %[[ROW]], %[[ROW]] [2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5] : vector<50xi8>, vector<50xi8>
 // CHECK: arith.shrui %{{.*}}, %{{.*}} : vector<16xi32>
 // CHECK: vector.shuffle %[[ROW]], %[[ROW]] [34, 34, 34, 34, 34, 34, 34, 34, 35,
-// The 3-bit centroid: a binary select tree, one bit test per index bit
-// (4 + 2 + 1 selects), never one compare per level.
-// CHECK-NOT: arith.cmpi eq
-// CHECK: %[[B0:.*]] = arith.cmpi ne, %{{.*}}, %{{.*}} : vector<16xi32>
-// CHECK-COUNT-4: arith.select %[[B0]], %{{.*}}, %{{.*}} : vector<16xi1>, vector<16xf32>
-// CHECK: %[[B1:.*]] = arith.cmpi ne, %{{.*}}, %{{.*}} : vector<16xi32>
-// CHECK-COUNT-2: arith.select %[[B1]], %{{.*}}, %{{.*}} : vector<16xi1>, vector<16xf32>
-// CHECK: %[[B2:.*]] = arith.cmpi ne, %{{.*}}, %{{.*}} : vector<16xi32>
-// CHECK-NEXT: arith.select %[[B2]], %{{.*}}, %{{.*}} : vector<16xi1>, vector<16xf32>
+// The 3-bit centroid: one tq.lane_lookup over the 8 levels per chunk
+// (tq-lower-lane-lookup expands it for the target).
+// CHECK: tq.lane_lookup %{{.*}} [-{{.*}}] : vector<16xi32> -> vector<16xf32>
 // CHECK: %[[K0:.*]] = arith.mulf %{{.*}}, %{{.*}} : vector<16xf32>
 // The eighth chunk starts at value 112 (byte 2 + 112 / 4 of the 2-bit plane).
 // CHECK: vector.shuffle %[[ROW]], %[[ROW]] [30, 30, 30, 30, 31, 31, 31, 31, 32, 32, 32, 32, 33, 33, 33, 33]
@@ -128,7 +122,7 @@ func.func @accumulate_tile_one_row(%p: tensor<1x2x5xf32>, %vb: tensor<5x1x50xi8>
 // and updates every query row's output chunks in place.
 // CHECK-LABEL: func @accumulate_tile_rows
 // CHECK: scf.for %[[T:.*]] = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<?x2x128xf32>)
-// CHECK: arith.select
+// CHECK: tq.lane_lookup
 // CHECK: scf.for %[[I:.*]] = %c0{{.*}} to %{{.*}} iter_args(%[[OUT:.*]] = %{{.*}}) -> (tensor<?x2x128xf32>)
 // CHECK: tensor.extract %arg0[%[[I]], %{{.*}}, %[[T]]]
 // CHECK: %[[A:.*]] = vector.transfer_read %[[OUT]][%[[I]], %[[H:[0-9a-z_]+]], %{{.*}}]

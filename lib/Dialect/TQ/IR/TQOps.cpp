@@ -100,6 +100,13 @@ const StringRef kTHB[] = {"tokens", "kv heads", "row bytes"};
 // FromBytesOp / ToBytesOp
 //===----------------------------------------------------------------------===//
 
+LogicalResult LaneLookupOp::verify() {
+  const size_t size = getTable().size();
+  if (size == 0 || size > 16)
+    return emitOpError() << "table needs 1 to 16 entries, got " << size;
+  return success();
+}
+
 LogicalResult FromBytesOp::verify() {
   return expectShape(*this, getBytes().getType(),
                      getCache().getType().getBytesType().getShape(), "bytes",

@@ -435,4 +435,25 @@ def TQ_CombineOp : TQ_Op<"combine",
   let hasVerifier = 1;
 }
 
+def TQ_LaneLookupOp : TQ_Op<"lane_lookup",
+    [Pure, AllShapesMatch<["index", "result"]>]> {
+  let summary = "Per-lane lookup in a small constant table";
+  let description = [{
+    `result[i] = table[index[i]]` for a 1-D vector of indices: how a decoded
+    row picks its centroids. Every index must be below the table's size
+    (at most 16 entries); other values give an unspecified lane, never a
+    memory access. `tq-lower-lane-lookup` expands it to a binary select
+    tree on the index bits (any target) or to x86 register permutes.
+
+    ```mlir
+    %c = tq.lane_lookup %idx [-1.0, -0.3, 0.3, 1.0] : vector<16xi32> -> vector<16xf32>
+    ```
+  }];
+  let arguments = (ins VectorOfRankAndType<[1], [I32]>:$index,
+                       DenseF32ArrayAttr:$table);
+  let results = (outs VectorOfRankAndType<[1], [F32]>:$result);
+  let assemblyFormat = "$index $table attr-dict `:` type($index) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 #endif // TQ_DIALECT_TQ_IR_TQOPS_TD

@@ -73,6 +73,45 @@ Value forEach(OpBuilder &b, Location loc, Value n, Value init,
   return loop.getResult(0);
 }
 
+/// out[i, h, l] = in[i, h, order[l]] for a tensor<rows x heads x width>.
+Value permuteRows(OpBuilder &b, Location loc, Value in,
+                  ArrayRef<int64_t> order) {
+  auto type = cast<RankedTensorType>(in.getType());
+  const int64_t width = type.getDimSize(2);
+  auto rowType = VectorType::get({width}, b.getF32Type());
+  Value out = tensor::EmptyOp::create(
+      b, loc,
+      SmallVector<OpFoldResult>{sizeOf(b, loc, in, 0), sizeOf(b, loc, in, 1),
+                                b.getIndexAttr(width)},
+      b.getF32Type());
+  Value c0 = indexConst(b, loc, 0);
+  return forEach(
+      b, loc, tensor::DimOp::create(b, loc, in, 0), out,
+      [&](OpBuilder &b, Location loc, Value i, Value out) {
+        return forEach(
+            b, loc, tensor::DimOp::create(b, loc, in, 1), out,
+            [&](OpBuilder &b, Location loc, Value h, Value out) {
+              Value row = vector::TransferReadOp::create(
+                  b, loc, rowType, in, ValueRange{i, h, c0},
+                  f32Const(b, loc, 0.0f), ArrayRef<bool>{true});
+              Value permuted =
+                  vector::ShuffleOp::create(b, loc, row, row, order);
+              return vector::TransferWriteOp::create(
+                         b, loc, permuted, out, ValueRange{i, h, c0},
+                         ArrayRef<bool>{true})
+                  .getResult();
+            });
+      });
+}
+
+/// The inverse of a lane order.
+SmallVector<int64_t> inverseOrder(ArrayRef<int64_t> order) {
+  SmallVector<int64_t> inverse(order.size());
+  for (size_t l = 0; l < order.size(); ++l)
+    inverse[order[l]] = int64_t(l);
+  return inverse;
+}
+
 Value splatF32(OpBuilder &b, Location loc, Value scalar, int64_t lanes) {
   return vector::BroadcastOp::create(
       b, loc, VectorType::get({lanes}, b.getF32Type()), scalar);
@@ -96,6 +135,9 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
   Value tokens = getValueOrCreateConstantIndexOp(b, loc, access.numTokens);
   Value queries = tensor::DimOp::create(b, loc, query, 0);
   Value staged = keys.stageRows(b, loc, kvHeads);
+  // The keys' lanes in their decode order (once per call).
+  if (keys.isReordered())
+    query = permuteRows(b, loc, query, keys.laneOrder());
   Value init = tensor::EmptyOp::create(
       b, loc,
       SmallVector<OpFoldResult>{sizeOf(b, loc, query, 0),
@@ -200,13 +242,19 @@ Value mlir::tq::emitFusedAccumulate(OpBuilder &b, Location loc, Value probs,
       {sizeOf(b, loc, probs, 0), sizeOf(b, loc, probs, 1),
        b.getIndexAttr(width)},
       b.getF32Type(), b.getF32FloatAttr(0.0f));
+  // Accumulated in the values' decode order, put back in row order once.
+  auto inRowOrder = [&](Value out) {
+    if (!values.isReordered())
+      return out;
+    return permuteRows(b, loc, out, inverseOrder(values.laneOrder()));
+  };
   if (cast<ShapedType>(probs.getType()).getDimSize(0) == 1)
-    return accumulateInRegisters(b, loc, probs, values, zeros, tokens,
-                                 kvHeads, group, lanes);
+    return inRowOrder(accumulateInRegisters(b, loc, probs, values, zeros,
+                                            tokens, kvHeads, group, lanes));
   Value queries = tensor::DimOp::create(b, loc, probs, 0);
   Value staged = values.stageRows(b, loc, kvHeads);
   // Loops (t, kv head, i): each row is decoded once for all query rows.
-  return forEach(b, loc, tokens, zeros, [&](OpBuilder &b, Location loc,
+  Value out = forEach(b, loc, tokens, zeros, [&](OpBuilder &b, Location loc,
                                             Value t, Value out) {
     return forEach(
         b, loc, indexConst(b, loc, kvHeads), out,
@@ -232,4 +280,5 @@ Value mlir::tq::emitFusedAccumulate(OpBuilder &b, Location loc, Value probs,
               });
         });
   });
+  return inRowOrder(out);
 }

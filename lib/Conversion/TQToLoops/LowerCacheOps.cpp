@@ -98,7 +98,10 @@ FailureOr<Value> lowerTileInRegisters(
       prepareGroupedDecode(rewriter, op, perQueryHead, cache, convertedCache);
   if (failed(prepared))
     return failure();
-  FailureOr<VectorRowDecoder> rows = VectorRowDecoder::get(prepared->dec);
+  // Lanes in bit-plane order; the products permute the query and the
+  // output instead (once per tile, not per row).
+  FailureOr<VectorRowDecoder> rows = VectorRowDecoder::get(
+      prepared->dec, fusedChunkLanes(cacheType.getPaddedDim()));
   return emit(rewriter, op->getLoc(), operand, *rows,
               cacheType.getNumKvHeads(), prepared->group);
 }

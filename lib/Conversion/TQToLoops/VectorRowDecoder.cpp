@@ -9,6 +9,10 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
+#include <map>
+#include <numeric>
+#include <set>
+
 using namespace mlir;
 using namespace mlir::tq;
 namespace quant = ::tq::quant;
@@ -24,15 +28,19 @@ Value splatI32(OpBuilder &b, Location loc, int64_t lanes, int32_t v) {
   return constI32Vector(b, loc, SmallVector<int32_t>(lanes, v));
 }
 
-/// Lanes [first, first + count) of a lane table.
+/// table[v] for every v of `values`.
 template <typename T>
-SmallVector<T> lanesOf(ArrayRef<T> table, int64_t first, int64_t count) {
-  return SmallVector<T>(table.slice(first, count));
+SmallVector<T> gather(ArrayRef<T> table, ArrayRef<int64_t> values) {
+  SmallVector<T> out;
+  for (int64_t v : values)
+    out.push_back(table[v]);
+  return out;
 }
 
 } // namespace
 
-VectorRowDecoder::VectorRowDecoder(const RowDecoder &decoder)
+VectorRowDecoder::VectorRowDecoder(const RowDecoder &decoder,
+                                   int64_t chunkLanes)
     : decoder_(&decoder) {
   const quant::FormatSpec &spec = decoder.spec();
   width_ = spec.paddedDim;
@@ -50,6 +58,39 @@ VectorRowDecoder::VectorRowDecoder(const RowDecoder &decoder)
     }
     planes_.push_back(std::move(lanes));
   }
+  order_.resize(width_);
+  std::iota(order_.begin(), order_.end(), 0);
+  // The widest plane sets the order (q8_0 and f16 have one value per byte
+  // or wider: nothing to gain).
+  const quant::BitPlane *widest = nullptr;
+  for (const quant::BitPlane &plane : spec.indexPlanes)
+    if (!widest || plane.bits > widest->bits)
+      widest = &plane;
+  if (chunkLanes <= 0 || !widest || widest->bits >= 8 ||
+      spec.family == quant::FormatFamily::Q8_0 ||
+      spec.family == quant::FormatFamily::F16)
+    return;
+  const int64_t perByte = 8 / widest->bits;
+  const PlaneLanes &lanes = planes_[widest - spec.indexPlanes.data()];
+  // Values of each byte of the plane, by position within the byte.
+  std::map<int64_t, SmallVector<int64_t>> byByte;
+  for (int64_t j = 0; j < width_; ++j)
+    byByte[lanes.bytes[j]].push_back(j);
+  SmallVector<SmallVector<int64_t>> bytes;
+  for (auto &entry : byByte) {
+    if (int64_t(entry.second.size()) != perByte)
+      return;
+    bytes.push_back(entry.second);
+  }
+  if (bytes.size() % chunkLanes != 0)
+    return;
+  SmallVector<int64_t> order;
+  for (size_t group = 0; group < bytes.size(); group += chunkLanes)
+    for (int64_t k = 0; k < perByte; ++k)
+      for (int64_t byte = 0; byte < chunkLanes; ++byte)
+        order.push_back(bytes[group + byte][k]);
+  order_ = std::move(order);
+  reordered_ = true;
 }
 
 bool VectorRowDecoder::supports(const quant::FormatSpec &spec) {
@@ -68,10 +109,11 @@ bool VectorRowDecoder::supports(const quant::FormatSpec &spec) {
   }
 }
 
-FailureOr<VectorRowDecoder> VectorRowDecoder::get(const RowDecoder &decoder) {
+FailureOr<VectorRowDecoder> VectorRowDecoder::get(const RowDecoder &decoder,
+                                                  int64_t chunkLanes) {
   if (!supports(decoder.spec()))
     return failure();
-  return VectorRowDecoder(decoder);
+  return VectorRowDecoder(decoder, chunkLanes);
 }
 
 Value VectorRowDecoder::loadRow(OpBuilder &b, Location loc, Value t,
@@ -125,23 +167,25 @@ Value VectorRowDecoder::loadStagedRow(OpBuilder &b, Location loc, Value staged,
 }
 
 Value VectorRowDecoder::blockScales(OpBuilder &b, Location loc, Value t,
-                                    Value kvHead, int64_t first,
-                                    int64_t count) const {
+                                    Value kvHead,
+                                    ArrayRef<int64_t> values) const {
   const int64_t blockLen = decoder_->spec().blockLen;
+  const int64_t count = values.size();
   auto f32Vec = VectorType::get({count}, b.getF32Type());
   auto scaleOf = [&](int64_t block) -> Value {
     Value j = arith::ConstantIndexOp::create(b, loc, block * blockLen);
     return vector::BroadcastOp::create(b, loc, f32Vec,
                                        decoder_->scale(b, loc, t, kvHead, j));
   };
-  const int64_t firstBlock = first / blockLen;
-  const int64_t lastBlock = (first + count - 1) / blockLen;
-  Value scale = scaleOf(firstBlock);
-  // Lanes of later blocks take their own scale.
-  for (int64_t blk = firstBlock + 1; blk <= lastBlock; ++blk) {
-    SmallVector<bool> inBlock(count);
-    for (int64_t j = 0; j < count; ++j)
-      inBlock[j] = (first + j) / blockLen == blk;
+  std::set<int64_t> blocks;
+  for (int64_t v : values)
+    blocks.insert(v / blockLen);
+  Value scale = scaleOf(*blocks.begin());
+  // Lanes of the other blocks take their own scale.
+  for (int64_t blk : llvm::drop_begin(blocks)) {
+    SmallVector<bool> inBlock;
+    for (int64_t v : values)
+      inBlock.push_back(v / blockLen == blk);
     Value mask = arith::ConstantOp::create(
         b, loc,
         DenseElementsAttr::get(VectorType::get({count}, b.getI1Type()),
@@ -158,7 +202,9 @@ Value VectorRowDecoder::decode(OpBuilder &b, Location loc, Value row, Value t,
   auto f32Vec = VectorType::get({count}, b.getF32Type());
   auto i32Vec = VectorType::get({count}, b.getI32Type());
   auto i8Lanes = VectorType::get({count}, b.getI8Type());
+  ArrayRef<int64_t> values = ArrayRef<int64_t>(order_).slice(first, count);
   if (spec.family == quant::FormatFamily::F16) {
+    // (Never reordered.)
     // The row is `width` little-endian halves.
     Value halves = vector::BitCastOp::create(
         b, loc, VectorType::get({width_}, b.getF16Type()), row);
@@ -173,21 +219,21 @@ Value VectorRowDecoder::decode(OpBuilder &b, Location loc, Value row, Value t,
     Value spread = vector::ShuffleOp::create(
         b, loc, i8Lanes, row, row,
         b.getDenseI64ArrayAttr(
-            lanesOf<int64_t>(planes_.front().bytes, first, count)));
-    Value values = arith::SIToFPOp::create(b, loc, f32Vec, spread);
+            gather<int64_t>(planes_.front().bytes, values)));
+    Value ints = arith::SIToFPOp::create(b, loc, f32Vec, spread);
     return arith::MulFOp::create(
-        b, loc, blockScales(b, loc, t, kvHead, first, count), values);
+        b, loc, blockScales(b, loc, t, kvHead, values), ints);
   }
   Value index = splatI32(b, loc, count, 0);
   for (const PlaneLanes &lanes : planes_) {
     // One lane per value: the byte holding its bits.
     Value spread = vector::ShuffleOp::create(
         b, loc, i8Lanes, row, row,
-        b.getDenseI64ArrayAttr(lanesOf<int64_t>(lanes.bytes, first, count)));
+        b.getDenseI64ArrayAttr(gather<int64_t>(lanes.bytes, values)));
     Value wide = arith::ExtUIOp::create(b, loc, i32Vec, spread);
     Value field = arith::ShRUIOp::create(
         b, loc, wide,
-        constI32Vector(b, loc, lanesOf<int32_t>(lanes.shifts, first, count)));
+        constI32Vector(b, loc, gather<int32_t>(lanes.shifts, values)));
     field = arith::AndIOp::create(b, loc, field,
                                   splatI32(b, loc, count, lanes.mask));
     if (lanes.indexShift)
@@ -200,7 +246,7 @@ Value VectorRowDecoder::decode(OpBuilder &b, Location loc, Value row, Value t,
                                      b.getDenseF32ArrayAttr(SmallVector<float>(
                                          levels.begin(), levels.end())));
   return arith::MulFOp::create(
-      b, loc, blockScales(b, loc, t, kvHead, first, count), value);
+      b, loc, blockScales(b, loc, t, kvHead, values), value);
 }
 
 FailureOr<Value> mlir::tq::emitVectorGather(OpBuilder &b, Location loc,

@@ -9,7 +9,10 @@
 // where the element-wise loop nest stays scalar.
 //
 // A row can be decoded whole or in lane chunks, so consumers keep decoded
-// values in registers (FusedTileProducts) instead of a buffer.
+// values in registers (FusedTileProducts) instead of a buffer. Lanes may
+// follow a bit-plane order instead of the row's (see laneOrder): a chunk
+// then takes consecutive bytes of the widest plane at one bit offset, so
+// its unpacking is a zero-extension, one uniform shift and a mask.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,11 +31,22 @@ public:
   /// tq3_0_legacy, turbo, polar) with at most 16 codebook levels and fp16
   /// scales, d * int8 (q8_0) or halves (f16); failure for the others
   /// (haar4, tqprod). `decoder` must be precomputed and outlive this.
-  static FailureOr<VectorRowDecoder> get(const RowDecoder &decoder);
+  /// With `chunkLanes` > 0 lanes may be reordered for chunks of that many
+  /// lanes (laneOrder); 0 keeps the row's order.
+  static FailureOr<VectorRowDecoder> get(const RowDecoder &decoder,
+                                         int64_t chunkLanes = 0);
   static bool supports(const ::tq::quant::FormatSpec &spec);
 
   /// Values per row (the padded head dim).
   int64_t width() const { return width_; }
+
+  /// Lane l of a decoded row holds value laneOrder()[l] of the row. Where
+  /// the widest index plane packs v > 1 values per byte and its bytes come
+  /// in multiples of the chunk width L, lanes go by (group of L plane
+  /// bytes, position within the byte, byte): chunk (g, k) holds value k of
+  /// bytes gL .. gL + L - 1. Otherwise the identity.
+  ArrayRef<int64_t> laneOrder() const { return order_; }
+  bool isReordered() const { return reordered_; }
   const RowDecoder &rowDecoder() const { return *decoder_; }
 
   /// The packed bytes of row (t, kvHead): vector<row_bytes x i8>.
@@ -54,24 +68,26 @@ public:
                int64_t first, int64_t count) const;
 
 private:
-  explicit VectorRowDecoder(const RowDecoder &decoder);
+  VectorRowDecoder(const RowDecoder &decoder, int64_t chunkLanes);
 
-  /// Per value j: the byte of the row holding its bits in one plane, the
-  /// bit offset within that byte, and where the plane's bits go in the
-  /// index.
+  /// Per value j of the row (not per lane): the byte of the row holding
+  /// its bits in one plane, the bit offset within that byte, and where the
+  /// plane's bits go in the index.
   struct PlaneLanes {
     SmallVector<int64_t> bytes;
     SmallVector<int32_t> shifts;
     int32_t mask, indexShift;
   };
 
-  /// The block scales of lanes [first, first + count), one vector.
+  /// The block scales of `values` (one per lane), one vector.
   Value blockScales(OpBuilder &b, Location loc, Value t, Value kvHead,
-                    int64_t first, int64_t count) const;
+                    ArrayRef<int64_t> values) const;
 
   const RowDecoder *decoder_;
   int64_t width_, rowBytes_;
   SmallVector<PlaneLanes> planes_;
+  SmallVector<int64_t> order_;
+  bool reordered_ = false;
 };
 
 /// tensor<tokens x kv_heads x padded x f32>: every row of the cache

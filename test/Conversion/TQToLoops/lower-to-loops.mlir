@@ -54,32 +54,35 @@ func.func @score_lut(%q: tensor<1x2x64xf32>, %kb: tensor<?x2x18xi8>) -> tensor<1
 
 // lookup = tile with a vector row decoder: the tile's packed rows are first
 // copied by a loop that only loads (many misses in flight), then each row
-// is decoded once, in 16-lane chunks held in registers — the row's 50 bytes
-// are one vector, each bit plane is spread to one lane per value by a
-// constant shuffle, shifted and masked per lane, the centroid looked up
-// and scaled — and both query heads of the group take a chain
-// of vector multiply-adds and one horizontal sum per token. No decoded
-// tile is written.
+// is decoded once, in 16-lane chunks held in registers, and both query
+// heads of the group take a chain of vector multiply-adds and one
+// horizontal sum per token. No decoded tile is written.
+// Lanes follow the 2-bit plane: chunk (g, k) holds value k of plane bytes
+// 16g .. 16g + 15 (values 64g + 4b + k), so its 2-bit fields are one
+// zero-extension of 16 consecutive bytes, a uniform shift and a mask; the
+// 1-bit plane is spread per lane. The query is permuted to match, once.
 // CHECK-LABEL: func @score_tile
 // CHECK: %[[STAGED:.*]] = scf.for %{{.*}} = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<5x1x50xi8>)
 // CHECK: vector.transfer_read %{{.*}} : tensor<?x?x1x50xi8>, vector<50xi8>
 // CHECK-NEXT: vector.transfer_write %{{.*}} : vector<50xi8>, tensor<5x1x50xi8>
 // CHECK-NOT: arith.select
 // CHECK: scf.yield
+// CHECK: %[[QROW:.*]] = vector.transfer_read %arg0{{.*}} : tensor<1x2x128xf32>, vector<128xf32>
+// CHECK: vector.shuffle %[[QROW]], %[[QROW]] [0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60, 1, 5, 9,
+// CHECK-SAME: 64, 68, 72,
 // CHECK: scf.for %[[T:.*]] = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<1x2x5xf32>)
 // CHECK: %[[ROW:.*]] = vector.transfer_read %[[STAGED]][%[[T]], %{{.*}}, %{{.*}}], %{{.*}} {in_bounds = [true]} : tensor<5x1x50xi8>, vector<50xi8>
-// CHECK: vector.shuffle %[[ROW]], %[[ROW]] [2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5] : vector<50xi8>, vector<50xi8>
+// CHECK: vector.shuffle %[[ROW]], %[[ROW]] [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17] : vector<50xi8>, vector<50xi8>
+// CHECK: vector.shuffle %[[ROW]], %[[ROW]] [34, 34, 35, 35, 36, 36, 37, 37, 38, 38, 39, 39, 40, 40, 41, 41] : vector<50xi8>, vector<50xi8>
 // CHECK: arith.shrui %{{.*}}, %{{.*}} : vector<16xi32>
-// CHECK: vector.shuffle %[[ROW]], %[[ROW]] [34, 34, 34, 34, 34, 34, 34, 34, 35,
 // The 3-bit centroid: one tq.lane_lookup over the 8 levels per chunk
 // (tq-lower-lane-lookup expands it for the target).
 // CHECK: tq.lane_lookup %{{.*}} [-{{.*}}] : vector<16xi32> -> vector<16xf32>
 // CHECK: %[[K0:.*]] = arith.mulf %{{.*}}, %{{.*}} : vector<16xf32>
-// The eighth chunk starts at value 112 (byte 2 + 112 / 4 of the 2-bit plane).
-// CHECK: vector.shuffle %[[ROW]], %[[ROW]] [30, 30, 30, 30, 31, 31, 31, 31, 32, 32, 32, 32, 33, 33, 33, 33]
-// CHECK: %[[K7:.*]] = arith.mulf %{{.*}}, %{{.*}} : vector<16xf32>
+// The fifth chunk starts the second group of plane bytes.
+// CHECK: vector.shuffle %[[ROW]], %[[ROW]] [18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33]
 // CHECK-NOT: tensor<5x1x128xf32>
-// CHECK: %[[Q0:.*]] = vector.transfer_read %arg0[{{.*}} : tensor<1x2x128xf32>, vector<16xf32>
+// CHECK: %[[Q0:.*]] = vector.transfer_read %{{.*}} : tensor<1x2x128xf32>, vector<16xf32>
 // CHECK: arith.mulf %[[Q0]], %[[K0]] : vector<16xf32>
 // CHECK-COUNT-7: vector.fma
 // CHECK: %[[S0:.*]] = vector.reduction <add>, %{{.*}} fastmath<reassoc> : vector<16xf32> into f32
@@ -97,8 +100,9 @@ func.func @score_tile(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x50xi8>) -> tensor
 // -----
 
 // One query row: the weighted sum keeps its output in loop-carried vectors
-// (2 heads x 8 chunks = 16 accumulators, one pass over the tokens) and
-// writes each chunk once after the token loop.
+// (2 heads x 8 chunks = 16 accumulators, one pass over the tokens),
+// writes each chunk once after the token loop, and puts the lanes back in
+// row order (value 4b + k came from lane 16k + b).
 // CHECK-LABEL: func @accumulate_tile_one_row
 // CHECK: %[[STAGED:.*]] = scf.for {{.*}} -> (tensor<5x1x50xi8>)
 // CHECK: %[[ACCS:.*]]:16 = scf.for %[[T:.*]] = %c0{{.*}} to %c5{{.*}} iter_args({{.*}}) -> (vector<16xf32>, {{.*}}vector<16xf32>) {
@@ -110,6 +114,8 @@ func.func @score_tile(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x50xi8>) -> tensor
 // CHECK-COUNT-8: vector.fma
 // CHECK: scf.yield
 // CHECK-COUNT-16: vector.transfer_write %[[ACCS]]#{{[0-9]+}}
+// CHECK: %[[AROW:.*]] = vector.transfer_read {{.*}} : tensor<1x2x128xf32>, vector<128xf32>
+// CHECK: vector.shuffle %[[AROW]], %[[AROW]] [0, 16, 32, 48, 1, 17, 33, 49,
 func.func @accumulate_tile_one_row(%p: tensor<1x2x5xf32>, %vb: tensor<5x1x50xi8>) -> tensor<1x2x128xf32> {
   %v = tq.from_bytes %vb : tensor<5x1x50xi8> -> !tq.cache<5x1x128, #tq.format<"turbo3_0">>
   %a = tq.accumulate %p, %v {lookup = #tq.lookup<tile>} : tensor<1x2x5xf32>, !tq.cache<5x1x128, #tq.format<"turbo3_0">> -> tensor<1x2x128xf32>

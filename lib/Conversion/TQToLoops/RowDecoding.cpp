@@ -67,12 +67,13 @@ CacheAccess mlir::tq::resolveCacheAccess(OpBuilder &b, Location loc,
   }
   if (auto fromPages = v.getDefiningOp<FromPagesOp>()) {
     access.table = fromPages.getTable();
-    if (!access.numTokens)
-      access.numTokens = fromPages.getNumTokens();
-  } else if (!access.numTokens) {
+    access.sequenceTokens = fromPages.getNumTokens();
+  } else {
     // Contiguous: one page holding every token.
-    access.numTokens = tensor::DimOp::create(b, loc, pages, 1).getResult();
+    access.sequenceTokens = tensor::DimOp::create(b, loc, pages, 1);
   }
+  if (!access.numTokens)
+    access.numTokens = access.sequenceTokens;
   return access;
 }
 
@@ -91,7 +92,12 @@ std::pair<Value, Value> RowDecoder::rowAddress(OpBuilder &b, Location loc,
   if (pages_)
     return {tensor::ExtractOp::create(b, loc, pages_, ValueRange{t}),
             tensor::ExtractOp::create(b, loc, slots_, ValueRange{t})};
-  Value row = arith::AddIOp::create(b, loc, access_.tokenOffset, t);
+  return sequenceRowAddress(
+      b, loc, arith::AddIOp::create(b, loc, access_.tokenOffset, t));
+}
+
+std::pair<Value, Value>
+RowDecoder::sequenceRowAddress(OpBuilder &b, Location loc, Value row) const {
   if (!access_.table)
     return {indexConst(b, loc, 0), row};
   Value entry = arith::DivUIOp::create(b, loc, row, pageSize_);

@@ -29,6 +29,7 @@ struct CacheAccess {
   Value table;       // tensor<? x i32>, or null
   Value tokenOffset; // index
   OpFoldResult numTokens; // static when the cache type says so
+  Value sequenceTokens; // index: rows of the whole sequence (not the slice)
 };
 
 /// Follows an original !tq.cache value through tq.slice_tokens to its
@@ -75,6 +76,11 @@ public:
   /// Page and slot of cache row t (index values).
   std::pair<Value, Value> rowAddress(OpBuilder &b, Location loc,
                                      Value t) const;
+  /// Page and slot of row `row` of the whole sequence (which may lie
+  /// outside this cache's token range; the caller keeps it below
+  /// access().sequenceTokens).
+  std::pair<Value, Value> sequenceRowAddress(OpBuilder &b, Location loc,
+                                             Value row) const;
   const CacheAccess &access() const { return access_; }
 
   /// Builds, outside any loop nest, each row's page and slot (index

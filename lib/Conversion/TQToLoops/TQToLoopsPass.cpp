@@ -5,7 +5,9 @@
 #include "tq/Conversion/Passes.h"
 #include "tq/Dialect/TQ/IR/TQDialect.h"
 
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Func/Transforms/FuncConversions.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -66,6 +68,8 @@ struct TQLowerToLoopsPass
                            tensor::TensorDialect, vector::VectorDialect>();
     // Row decoding's centroid lookup; tq-lower-lane-lookup expands it.
     target.addLegalOp<LaneLookupOp>();
+    // Staging prefetches the next rows through the pool's buffer.
+    target.addLegalOp<bufferization::ToBufferOp, memref::PrefetchOp>();
     target.addDynamicallyLegalOp<tensor::PadOp, tensor::ExtractSliceOp>(
         [](Operation *op) { return !isLoweredPadding(op); });
     target.addDynamicallyLegalOp<func::FuncOp>([&](func::FuncOp op) {

@@ -61,8 +61,14 @@ func.func @score_lut(%q: tensor<1x2x64xf32>, %kb: tensor<?x2x18xi8>) -> tensor<1
 // 16g .. 16g + 15 (values 64g + 4b + k), so its 2-bit fields are one
 // zero-extension of 16 consecutive bytes, a uniform shift and a mask; the
 // 1-bit plane is spread per lane. The query is permuted to match, once.
+// While staging row t, the same row of the next range (t + 5 here, past
+// the end: the guard skips it) is prefetched, both ends of its 50 bytes.
 // CHECK-LABEL: func @score_tile
+// CHECK: %[[POOL:.*]] = bufferization.to_buffer %{{.*}} read_only
 // CHECK: %[[STAGED:.*]] = scf.for %{{.*}} = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<5x1x50xi8>)
+// CHECK: scf.if
+// CHECK: memref.prefetch %[[POOL]][{{.*}}, %c0{{.*}}], read, locality<3>, data
+// CHECK: memref.prefetch %[[POOL]][{{.*}}, %c49{{.*}}], read, locality<3>, data
 // CHECK: vector.transfer_read %{{.*}} : tensor<?x?x1x50xi8>, vector<50xi8>
 // CHECK-NEXT: vector.transfer_write %{{.*}} : vector<50xi8>, tensor<5x1x50xi8>
 // CHECK-NOT: arith.select

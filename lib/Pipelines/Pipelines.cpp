@@ -42,6 +42,9 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
                                      const TQPipelineOptions &options) {
   buildTQFusionPipeline(pm, options);
   pm.addPass(createTQLowerToLoops());
+  // exp as an inline polynomial instead of a libm call, so the softmax
+  // loops vectorise.
+  pm.addPass(createTQApproximateMath());
   pm.addPass(createCanonicalizerPass());
 
   bufferization::OneShotBufferizePassOptions bufferize;

@@ -31,7 +31,8 @@ Value headOf(OpBuilder &b, Location loc, Value kvHead, int64_t group,
 }
 
 /// Chunks [first, first + count) of row (t, kvHead) of the staged rows,
-/// `lanes` values each.
+/// `lanes` values each; a single row scale is left to the caller (it
+/// scales one scalar per head instead of every value).
 SmallVector<Value> decodeChunks(OpBuilder &b, Location loc,
                                 const VectorRowDecoder &rows, Value staged,
                                 Value t, Value kvHead, int64_t lanes,
@@ -39,8 +40,77 @@ SmallVector<Value> decodeChunks(OpBuilder &b, Location loc,
   Value row = rows.loadStagedRow(b, loc, staged, t, kvHead);
   SmallVector<Value> chunks;
   for (int64_t c = first; c < first + count; ++c)
-    chunks.push_back(rows.decode(b, loc, row, t, kvHead, c * lanes, lanes));
+    chunks.push_back(rows.decode(b, loc, row, t, kvHead, c * lanes, lanes,
+                                 /*applyScale=*/!rows.hasRowScale()));
   return chunks;
+}
+
+/// `x` times row (t, kvHead)'s scale where decodeChunks left it out.
+Value applyRowScale(OpBuilder &b, Location loc, const VectorRowDecoder &rows,
+                    Value x, Value t, Value kvHead) {
+  if (!rows.hasRowScale())
+    return x;
+  return arith::MulFOp::create(b, loc, x, rows.rowScale(b, loc, t, kvHead));
+}
+
+/// The horizontal sum of every vector of `parts` (equal widths w). For
+/// n = parts.size() a power of two no larger than w, one shuffle tree
+/// serves all of them: each round adds the low and high halves of every
+/// lane group of two vectors into one (n - 1 adds in all), then the groups
+/// of the last vector are halved until each is one lane — about 4n ops
+/// where n separate reductions take about 2n log2(w).
+SmallVector<Value> sumEach(OpBuilder &b, Location loc,
+                           ArrayRef<Value> parts) {
+  const int64_t n = parts.size();
+  const int64_t w = cast<VectorType>(parts.front().getType()).getDimSize(0);
+  SmallVector<Value> sums;
+  if (n == 1 || !llvm::isPowerOf2_64(n) || n > w) {
+    for (Value part : parts)
+      sums.push_back(vector::ReductionOp::create(
+          b, loc, vector::CombiningKind::ADD, part,
+          arith::FastMathFlags::reassoc));
+    return sums;
+  }
+  // Lanes [g * size + from, g * size + from + len) of every group g of
+  // `groups` groups of `size` lanes, from operand `operand` (0 or 1).
+  auto lanesOf = [](SmallVector<int64_t> &mask, int64_t operand,
+                    int64_t width, int64_t groups, int64_t size,
+                    int64_t from, int64_t len) {
+    for (int64_t g = 0; g < groups; ++g)
+      for (int64_t l = 0; l < len; ++l)
+        mask.push_back(operand * width + g * size + from + l);
+  };
+  SmallVector<Value> level(parts);
+  int64_t groups = 1;
+  while (level.size() > 1) {
+    const int64_t size = w / groups, half = size / 2;
+    SmallVector<Value> next;
+    for (size_t i = 0; i < level.size(); i += 2) {
+      SmallVector<int64_t> lo, hi;
+      for (int64_t operand : {0, 1}) {
+        lanesOf(lo, operand, w, groups, size, 0, half);
+        lanesOf(hi, operand, w, groups, size, half, half);
+      }
+      Value a = vector::ShuffleOp::create(b, loc, level[i], level[i + 1], lo);
+      Value c = vector::ShuffleOp::create(b, loc, level[i], level[i + 1], hi);
+      next.push_back(arith::AddFOp::create(b, loc, a, c));
+    }
+    level = std::move(next);
+    groups *= 2;
+  }
+  // One vector of n groups (part k's partial sums in group k).
+  Value v = level.front();
+  for (int64_t size = w / n; size > 1; size /= 2) {
+    const int64_t width = n * size;
+    SmallVector<int64_t> lo, hi;
+    lanesOf(lo, 0, width, n, size, 0, size / 2);
+    lanesOf(hi, 0, width, n, size, size / 2, size / 2);
+    v = arith::AddFOp::create(b, loc, vector::ShuffleOp::create(b, loc, v, v, lo),
+                              vector::ShuffleOp::create(b, loc, v, v, hi));
+  }
+  for (int64_t k = 0; k < n; ++k)
+    sums.push_back(vector::ExtractOp::create(b, loc, v, k));
+  return sums;
 }
 
 Value readChunk(OpBuilder &b, Location loc, Value tensor, Value i, Value h,
@@ -156,6 +226,7 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
           return forEach(
               b, loc, queries, scores,
               [&](OpBuilder &b, Location loc, Value i, Value scores) {
+                SmallVector<Value> heads, dots;
                 for (int64_t hh = 0; hh < group; ++hh) {
                   Value h = headOf(b, loc, kvh, group, hh);
                   Value dot;
@@ -166,11 +237,14 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
                               : arith::MulFOp::create(b, loc, q, k[c])
                                     .getResult();
                   }
-                  Value sum = vector::ReductionOp::create(
-                      b, loc, vector::CombiningKind::ADD, dot,
-                      arith::FastMathFlags::reassoc);
+                  heads.push_back(h);
+                  dots.push_back(dot);
+                }
+                SmallVector<Value> sums = sumEach(b, loc, dots);
+                for (int64_t hh = 0; hh < group; ++hh) {
+                  Value sum = applyRowScale(b, loc, keys, sums[hh], t, kvh);
                   scores = tensor::InsertOp::create(b, loc, sum, scores,
-                                                    ValueRange{i, h, t});
+                                                    ValueRange{i, heads[hh], t});
                 }
                 return scores;
               });
@@ -212,6 +286,7 @@ Value accumulateInRegisters(OpBuilder &b, Location loc, Value probs,
                 for (int64_t hh = 0; hh < group; ++hh) {
                   Value p = tensor::ExtractOp::create(
                       b, loc, probs, ValueRange{c0, heads[hh], t});
+                  p = applyRowScale(b, loc, values, p, t, kvh);
                   Value weight = splatF32(b, loc, p, lanes);
                   for (int64_t c = 0; c < count; ++c)
                     next.push_back(vector::FMAOp::create(
@@ -268,6 +343,7 @@ Value mlir::tq::emitFusedAccumulate(OpBuilder &b, Location loc, Value probs,
                   Value h = headOf(b, loc, kvh, group, hh);
                   Value p = tensor::ExtractOp::create(b, loc, probs,
                                                       ValueRange{i, h, t});
+                  p = applyRowScale(b, loc, values, p, t, kvh);
                   Value weight = splatF32(b, loc, p, lanes);
                   for (int64_t c = 0; c < numChunks; ++c) {
                     Value acc =

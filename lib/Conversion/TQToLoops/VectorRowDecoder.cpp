@@ -228,9 +228,23 @@ Value VectorRowDecoder::blockScales(OpBuilder &b, Location loc, Value t,
   return scale;
 }
 
+bool VectorRowDecoder::hasRowScale() const {
+  const quant::FormatSpec &spec = decoder_->spec();
+  return spec.family != quant::FormatFamily::F16 &&
+         spec.scaleRule != quant::ScaleRule::None && spec.blocksPerRow() == 1;
+}
+
+Value VectorRowDecoder::rowScale(OpBuilder &b, Location loc, Value t,
+                                 Value kvHead) const {
+  assert(hasRowScale() && "the row has no single scale");
+  return decoder_->scale(b, loc, t, kvHead,
+                         arith::ConstantIndexOp::create(b, loc, 0));
+}
+
 Value VectorRowDecoder::decode(OpBuilder &b, Location loc, Value row, Value t,
-                               Value kvHead, int64_t first,
-                               int64_t count) const {
+                               Value kvHead, int64_t first, int64_t count,
+                               bool applyScale) const {
+  assert((applyScale || hasRowScale()) && "only a row scale can be deferred");
   const quant::FormatSpec &spec = decoder_->spec();
   auto f32Vec = VectorType::get({count}, b.getF32Type());
   auto i32Vec = VectorType::get({count}, b.getI32Type());
@@ -254,6 +268,8 @@ Value VectorRowDecoder::decode(OpBuilder &b, Location loc, Value row, Value t,
         b.getDenseI64ArrayAttr(
             gather<int64_t>(planes_.front().bytes, values)));
     Value ints = arith::SIToFPOp::create(b, loc, f32Vec, spread);
+    if (!applyScale)
+      return ints;
     return arith::MulFOp::create(
         b, loc, blockScales(b, loc, t, kvHead, values), ints);
   }
@@ -278,6 +294,8 @@ Value VectorRowDecoder::decode(OpBuilder &b, Location loc, Value row, Value t,
   Value value = LaneLookupOp::create(b, loc, f32Vec, index,
                                      b.getDenseF32ArrayAttr(SmallVector<float>(
                                          levels.begin(), levels.end())));
+  if (!applyScale)
+    return value;
   return arith::MulFOp::create(
       b, loc, blockScales(b, loc, t, kvHead, values), value);
 }

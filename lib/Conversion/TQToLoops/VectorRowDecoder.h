@@ -63,9 +63,16 @@ public:
                       Value kvHead) const;
 
   /// Values [first, first + count) of row (t, kvHead) as vector<count x
-  /// f32>, from its bytes `row` (loadRow).
+  /// f32>, from its bytes `row` (loadRow). Without `applyScale` (only where
+  /// hasRowScale()) the values are not multiplied by the row's scale.
   Value decode(OpBuilder &b, Location loc, Value row, Value t, Value kvHead,
-               int64_t first, int64_t count) const;
+               int64_t first, int64_t count, bool applyScale = true) const;
+
+  /// True where one scale covers the whole row (a single block), so a
+  /// consumer can apply it to a scalar instead of to every value.
+  bool hasRowScale() const;
+  /// That scale (f32) of row (t, kvHead).
+  Value rowScale(OpBuilder &b, Location loc, Value t, Value kvHead) const;
 
 private:
   VectorRowDecoder(const RowDecoder &decoder, int64_t chunkLanes);

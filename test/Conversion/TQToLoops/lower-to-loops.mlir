@@ -83,18 +83,28 @@ func.func @score_lut(%q: tensor<1x2x64xf32>, %kb: tensor<?x2x18xi8>) -> tensor<1
 // CHECK: arith.shrui %{{.*}}, %{{.*}} : vector<16xi32>
 // The 3-bit centroid: one tq.lane_lookup over the 8 levels per chunk
 // (tq-lower-lane-lookup expands it for the target).
-// CHECK: tq.lane_lookup %{{.*}} [-{{.*}}] : vector<16xi32> -> vector<16xf32>
-// CHECK: %[[K0:.*]] = arith.mulf %{{.*}}, %{{.*}} : vector<16xf32>
+// The row's single scale is not applied per value: it scales each score.
+// CHECK: %[[K0:.*]] = tq.lane_lookup %{{.*}} [-{{.*}}] : vector<16xi32> -> vector<16xf32>
+// CHECK-NOT: arith.mulf %{{.*}} : vector<16xf32>
 // The fifth chunk starts the second group of plane bytes.
 // CHECK: vector.shuffle %[[ROW]], %[[ROW]] [18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33]
 // CHECK-NOT: tensor<5x1x128xf32>
 // CHECK: %[[Q0:.*]] = vector.transfer_read %{{.*}} : tensor<1x2x128xf32>, vector<16xf32>
 // CHECK: arith.mulf %[[Q0]], %[[K0]] : vector<16xf32>
 // CHECK-COUNT-7: vector.fma
-// CHECK: %[[S0:.*]] = vector.reduction <add>, %{{.*}} fastmath<reassoc> : vector<16xf32> into f32
-// CHECK: tensor.insert %[[S0]] into %{{.*}}[%{{.*}}, %{{.*}}, %[[T]]] : tensor<1x2x5xf32>
+// CHECK: %[[D1:.*]] = arith.mulf %{{.*}}, %{{.*}} : vector<16xf32>
 // CHECK-COUNT-7: vector.fma
-// CHECK: vector.reduction <add>
+// The two heads' sums share one shuffle tree: halves of both vectors
+// first, then halves within each head's lane group.
+// CHECK: %[[LO:.*]] = vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23]
+// CHECK: %[[HI:.*]] = vector.shuffle %{{.*}}, %{{.*}} [8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31]
+// CHECK: arith.addf %[[LO]], %[[HI]] : vector<16xf32>
+// CHECK: %[[PAIR:.*]] = arith.addf %{{.*}}, %{{.*}} : vector<2xf32>
+// CHECK: %[[S0:.*]] = vector.extract %[[PAIR]][0] : f32 from vector<2xf32>
+// CHECK: %[[S1:.*]] = vector.extract %[[PAIR]][1] : f32 from vector<2xf32>
+// CHECK: %[[SCALED:.*]] = arith.mulf %[[S0]], %{{.*}} : f32
+// CHECK: tensor.insert %[[SCALED]] into %{{.*}}[%{{.*}}, %{{.*}}, %[[T]]] : tensor<1x2x5xf32>
+// CHECK: arith.mulf %[[S1]], %{{.*}} : f32
 // CHECK: tensor.insert
 // CHECK: scf.yield
 func.func @score_tile(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x50xi8>) -> tensor<1x2x5xf32> {
@@ -114,7 +124,8 @@ func.func @score_tile(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x50xi8>) -> tensor
 // CHECK: %[[ACCS:.*]]:16 = scf.for %[[T:.*]] = %c0{{.*}} to %c5{{.*}} iter_args({{.*}}) -> (vector<16xf32>, {{.*}}vector<16xf32>) {
 // CHECK: vector.transfer_read %[[STAGED]][%[[T]],
 // CHECK: %[[P0:.*]] = tensor.extract %arg0[%c0{{.*}}, %{{.*}}, %[[T]]] : tensor<1x2x5xf32>
-// CHECK: %[[W0:.*]] = vector.broadcast %[[P0]] : f32 to vector<16xf32>
+// CHECK: %[[PS:.*]] = arith.mulf %[[P0]], %{{.*}} : f32
+// CHECK: %[[W0:.*]] = vector.broadcast %[[PS]] : f32 to vector<16xf32>
 // CHECK-COUNT-8: vector.fma %[[W0]],
 // CHECK: tensor.extract %arg0[%c0{{.*}}, %{{.*}}, %[[T]]] : tensor<1x2x5xf32>
 // CHECK-COUNT-8: vector.fma

@@ -205,6 +205,7 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
   Value tokens = getValueOrCreateConstantIndexOp(b, loc, access.numTokens);
   Value queries = tensor::DimOp::create(b, loc, query, 0);
   Value staged = keys.stageRows(b, loc, kvHeads);
+  Value prefetch = keys.prefetchBuffer(b, loc);
   // The keys' lanes in their decode order (once per call).
   if (keys.isReordered())
     query = permuteRows(b, loc, query, keys.laneOrder());
@@ -221,6 +222,7 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
     return forEach(
         b, loc, indexConst(b, loc, kvHeads), scores,
         [&](OpBuilder &b, Location loc, Value kvh, Value scores) {
+          keys.prefetchNextRange(b, loc, prefetch, t, kvh);
           SmallVector<Value> k =
               decodeChunks(b, loc, keys, staged, t, kvh, lanes, 0, numChunks);
           return forEach(
@@ -265,6 +267,7 @@ Value accumulateInRegisters(OpBuilder &b, Location loc, Value probs,
       std::clamp<int64_t>(kAccumulatorBudget / group, 1, numChunks);
   Value c0 = indexConst(b, loc, 0);
   Value staged = values.stageRows(b, loc, kvHeads);
+  Value prefetch = values.prefetchBuffer(b, loc);
   return forEach(
       b, loc, indexConst(b, loc, kvHeads), out,
       [&](OpBuilder &b, Location loc, Value kvh, Value out) {
@@ -280,6 +283,8 @@ Value accumulateInRegisters(OpBuilder &b, Location loc, Value probs,
           auto loop = scf::ForOp::create(
               b, loc, c0, tokens, indexConst(b, loc, 1), zeros,
               [&](OpBuilder &b, Location loc, Value t, ValueRange accs) {
+                if (first == 0)
+                  values.prefetchNextRange(b, loc, prefetch, t, kvh);
                 SmallVector<Value> v =
                     decodeChunks(b, loc, values, staged, t, kvh, lanes, first, count);
                 SmallVector<Value> next;
@@ -328,12 +333,14 @@ Value mlir::tq::emitFusedAccumulate(OpBuilder &b, Location loc, Value probs,
                                             tokens, kvHeads, group, lanes));
   Value queries = tensor::DimOp::create(b, loc, probs, 0);
   Value staged = values.stageRows(b, loc, kvHeads);
+  Value prefetch = values.prefetchBuffer(b, loc);
   // Loops (t, kv head, i): each row is decoded once for all query rows.
   Value out = forEach(b, loc, tokens, zeros, [&](OpBuilder &b, Location loc,
                                             Value t, Value out) {
     return forEach(
         b, loc, indexConst(b, loc, kvHeads), out,
         [&](OpBuilder &b, Location loc, Value kvh, Value out) {
+          values.prefetchNextRange(b, loc, prefetch, t, kvh);
           SmallVector<Value> v =
               decodeChunks(b, loc, values, staged, t, kvh, lanes, 0, numChunks);
           return forEach(

@@ -141,40 +141,9 @@ Value VectorRowDecoder::stageRows(OpBuilder &b, Location loc,
   Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
   Value c1 = arith::ConstantIndexOp::create(b, loc, 1);
   Value heads = arith::ConstantIndexOp::create(b, loc, kvHeads);
-  // The rows one range further on (the next tile of a flash loop) are
-  // prefetched meanwhile, so their staging finds them in cache.
-  auto poolType = cast<RankedTensorType>(access.pages.getType());
-  Value poolBuffer = bufferization::ToBufferOp::create(
-      b, loc,
-      MemRefType::get(poolType.getShape(), poolType.getElementType(),
-                      StridedLayoutAttr::get(
-                          b.getContext(), ShapedType::kDynamic,
-                          SmallVector<int64_t>(4, ShapedType::kDynamic))),
-      access.pages, /*readOnly=*/true);
-  Value ahead = arith::AddIOp::create(b, loc, access.tokenOffset, tokens);
-  Value lastByte = arith::ConstantIndexOp::create(b, loc, rowBytes_ - 1);
   auto loop = scf::ForOp::create(
       b, loc, c0, tokens, c1, ValueRange{init},
       [&](OpBuilder &b, Location loc, Value t, ValueRange outer) {
-        Value next = arith::AddIOp::create(b, loc, ahead, t);
-        Value inSequence = arith::CmpIOp::create(
-            b, loc, arith::CmpIPredicate::ult, next, access.sequenceTokens);
-        scf::IfOp::create(b, loc, inSequence, [&](OpBuilder &b, Location loc) {
-          auto [page, slot] = decoder_->sequenceRowAddress(b, loc, next);
-          scf::ForOp::create(
-              b, loc, c0, heads, c1, ValueRange{},
-              [&](OpBuilder &b, Location loc, Value h, ValueRange) {
-                // A row may straddle two cache lines: touch both ends.
-                for (Value at : {c0, lastByte})
-                  memref::PrefetchOp::create(b, loc, poolBuffer,
-                                             ValueRange{page, slot, h, at},
-                                             /*isWrite=*/false,
-                                             /*localityHint=*/3,
-                                             /*isDataCache=*/true);
-                scf::YieldOp::create(b, loc);
-              });
-          scf::YieldOp::create(b, loc);
-        });
         auto perHead = scf::ForOp::create(
             b, loc, c0, heads, c1, ValueRange{outer[0]},
             [&](OpBuilder &b, Location loc, Value h, ValueRange inner) {
@@ -188,6 +157,39 @@ Value VectorRowDecoder::stageRows(OpBuilder &b, Location loc,
         scf::YieldOp::create(b, loc, perHead.getResult(0));
       });
   return loop.getResult(0);
+}
+
+Value VectorRowDecoder::prefetchBuffer(OpBuilder &b, Location loc) const {
+  auto poolType = cast<RankedTensorType>(decoder_->access().pages.getType());
+  return bufferization::ToBufferOp::create(
+      b, loc,
+      MemRefType::get(poolType.getShape(), poolType.getElementType(),
+                      StridedLayoutAttr::get(
+                          b.getContext(), ShapedType::kDynamic,
+                          SmallVector<int64_t>(4, ShapedType::kDynamic))),
+      decoder_->access().pages, /*readOnly=*/true);
+}
+
+void VectorRowDecoder::prefetchNextRange(OpBuilder &b, Location loc,
+                                         Value buffer, Value t,
+                                         Value kvHead) const {
+  const CacheAccess &access = decoder_->access();
+  Value tokens = getValueOrCreateConstantIndexOp(b, loc, access.numTokens);
+  Value next = arith::AddIOp::create(
+      b, loc, arith::AddIOp::create(b, loc, access.tokenOffset, tokens), t);
+  Value inSequence = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                           next, access.sequenceTokens);
+  scf::IfOp::create(b, loc, inSequence, [&](OpBuilder &b, Location loc) {
+    auto [page, slot] = decoder_->sequenceRowAddress(b, loc, next);
+    // A row may straddle two cache lines: touch both ends.
+    for (int64_t at : {int64_t(0), rowBytes_ - 1})
+      memref::PrefetchOp::create(
+          b, loc, buffer,
+          ValueRange{page, slot, kvHead,
+                     arith::ConstantIndexOp::create(b, loc, at)},
+          /*isWrite=*/false, /*localityHint=*/3, /*isDataCache=*/true);
+    scf::YieldOp::create(b, loc);
+  });
 }
 
 Value VectorRowDecoder::loadStagedRow(OpBuilder &b, Location loc, Value staged,

@@ -58,6 +58,17 @@ public:
   /// loop that decodes each row as it loads it waits for them one by one.
   Value stageRows(OpBuilder &b, Location loc, int64_t kvHeads) const;
 
+  /// A read-only buffer of the pool for prefetchNextRange (create it once,
+  /// outside the loops).
+  Value prefetchBuffer(OpBuilder &b, Location loc) const;
+
+  /// Prefetches row t of the next token range (the next tile of a flash
+  /// loop), head kvHead, where the sequence has it: issued while this
+  /// range is computed, one row per token, so the next range's staging
+  /// finds its rows in cache.
+  void prefetchNextRange(OpBuilder &b, Location loc, Value buffer, Value t,
+                         Value kvHead) const;
+
   /// Row (t, kvHead) of `staged` (stageRows): vector<row_bytes x i8>.
   Value loadStagedRow(OpBuilder &b, Location loc, Value staged, Value t,
                       Value kvHead) const;

@@ -61,22 +61,23 @@ func.func @score_lut(%q: tensor<1x2x64xf32>, %kb: tensor<?x2x18xi8>) -> tensor<1
 // 16g .. 16g + 15 (values 64g + 4b + k), so its 2-bit fields are one
 // zero-extension of 16 consecutive bytes, a uniform shift and a mask; the
 // 1-bit plane is spread per lane. The query is permuted to match, once.
-// While staging row t, the same row of the next range (t + 5 here, past
-// the end: the guard skips it) is prefetched, both ends of its 50 bytes.
+// While token t is scored, the same row of the next range (t + 5 here,
+// past the end: the guard skips it) is prefetched, both ends of its 50
+// bytes.
 // CHECK-LABEL: func @score_tile
-// CHECK: %[[POOL:.*]] = bufferization.to_buffer %{{.*}} read_only
 // CHECK: %[[STAGED:.*]] = scf.for %{{.*}} = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<5x1x50xi8>)
-// CHECK: scf.if
-// CHECK: memref.prefetch %[[POOL]][{{.*}}, %c0{{.*}}], read, locality<3>, data
-// CHECK: memref.prefetch %[[POOL]][{{.*}}, %c49{{.*}}], read, locality<3>, data
 // CHECK: vector.transfer_read %{{.*}} : tensor<?x?x1x50xi8>, vector<50xi8>
 // CHECK-NEXT: vector.transfer_write %{{.*}} : vector<50xi8>, tensor<5x1x50xi8>
 // CHECK-NOT: arith.select
 // CHECK: scf.yield
+// CHECK: %[[POOL:.*]] = bufferization.to_buffer %{{.*}} read_only
 // CHECK: %[[QROW:.*]] = vector.transfer_read %arg0{{.*}} : tensor<1x2x128xf32>, vector<128xf32>
 // CHECK: vector.shuffle %[[QROW]], %[[QROW]] [0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60, 1, 5, 9,
 // CHECK-SAME: 64, 68, 72,
 // CHECK: scf.for %[[T:.*]] = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<1x2x5xf32>)
+// CHECK: scf.if
+// CHECK: memref.prefetch %[[POOL]][{{.*}}, %c0{{.*}}], read, locality<3>, data
+// CHECK: memref.prefetch %[[POOL]][{{.*}}, %c49{{.*}}], read, locality<3>, data
 // CHECK: %[[ROW:.*]] = vector.transfer_read %[[STAGED]][%[[T]], %{{.*}}, %{{.*}}], %{{.*}} {in_bounds = [true]} : tensor<5x1x50xi8>, vector<50xi8>
 // CHECK: vector.shuffle %[[ROW]], %[[ROW]] [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17] : vector<50xi8>, vector<50xi8>
 // CHECK: vector.shuffle %[[ROW]], %[[ROW]] [34, 34, 35, 35, 36, 36, 37, 37, 38, 38, 39, 39, 40, 40, 41, 41] : vector<50xi8>, vector<50xi8>

@@ -1,8 +1,8 @@
 //===- tq-bench.cpp - Decode throughput against the machine's limits ------===//
 //
 // A benchmark, not a test. For each format and context length it times
-// decode steps through the runtime and reports, side by side in the same
-// run:
+// decode steps (and causal prefill blocks) through the runtime and
+// reports, side by side in the same run:
 //   - the compressed kernel (tq-aot's fused, tiled, split-KV decode),
 //   - the f16 flash-attention baseline (the same harness, f16 K/V),
 //   - the dequantise-then-attend baseline (the naive pipeline: every cached
@@ -69,6 +69,15 @@ cl::opt<std::string> lookup(
     cl::init("tile"));
 cl::opt<bool> skipNaive("skip-naive", cl::cat(toolOptions),
                         cl::desc("skip the dequantise-then-attend baseline"));
+cl::opt<unsigned> prefillRows(
+    "prefill-rows", cl::cat(toolOptions),
+    cl::desc("query rows of a causal prefill block (0: no prefill table)"),
+    cl::init(64));
+cl::opt<std::string> prefillContexts(
+    "prefill-contexts", cl::cat(toolOptions),
+    cl::desc("context lengths of the prefill table (the block's last row "
+             "sees all of them)"),
+    cl::init("1024,4096,16384"));
 cl::opt<std::string> report("report", cl::cat(toolOptions),
                             cl::desc("also write the markdown report here"));
 
@@ -148,7 +157,7 @@ struct Library {
 };
 
 Library buildLibrary(MLIRContext &context, const std::vector<std::string> &fs,
-                     bool naive) {
+                     bool naive, bool withPrefill) {
   llvm::SmallString<128> dir;
   if (llvm::sys::fs::createUniqueDirectory("tq-bench", dir))
     fail("cannot create a temporary directory");
@@ -160,6 +169,11 @@ Library buildLibrary(MLIRContext &context, const std::vector<std::string> &fs,
     s.headDim = headDim;
     s.group = qHeads / kvHeads;
     specs.push_back(s);
+    if (withPrefill) {
+      s.kind = RuntimeKernelKind::Prefill;
+      s.causal = true;
+      specs.push_back(s);
+    }
   }
   KernelLibraryOptions options;
   options.outputDir = dir.str().str();
@@ -190,9 +204,12 @@ struct Point {
   uint64_t kvBytes = 0;
 };
 
-/// Times decode steps over a contiguous cache of `tokens` rows. The pools
-/// hold 1024 distinct encoded Gaussian rows tiled over the context.
-Point timeDecode(tq_runtime *rt, const std::string &format, uint64_t tokens) {
+/// Times attention of `rows` query rows (1: a decode step; more: a causal
+/// prefill block at the end of the context) over a contiguous cache of
+/// `tokens` rows. The pools hold 1024 distinct encoded Gaussian rows tiled
+/// over the context.
+Point timeAttention(tq_runtime *rt, const std::string &format,
+                    uint64_t tokens, uint32_t rows) {
   auto f = ::tq::quant::Format::get(format, headDim);
   const size_t rowBytes = f->rowBytes();
   const size_t tokenBytes = kvHeads * rowBytes;
@@ -225,14 +242,14 @@ Point timeDecode(tq_runtime *rt, const std::string &format, uint64_t tokens) {
   cache.v_pages = v.data();
   cache.num_seqs = 1;
   cache.seq_lens = lens;
-  std::vector<float> q(size_t(qHeads) * headDim), out(q.size());
+  std::vector<float> q(size_t(rows) * qHeads * headDim), out(q.size());
   for (float &x : q)
     x = float(rng.gaussian());
-  int32_t qIndptr[2] = {0, 1};
+  int32_t qIndptr[2] = {0, int32_t(rows)};
   tq_attention_params_v0 p = {TQ_ATTENTION_PARAMS_VERSION_0,
                               sizeof(p),
                               qHeads,
-                              0,
+                              rows > 1 ? 1u : 0u,
                               0,
                               0.0f,
                               0.0f,
@@ -272,6 +289,14 @@ int main(int argc, char **argv) {
       fail("bad context '" + c + "'");
     ctxs.push_back(v);
   }
+  std::vector<uint64_t> prefillCtxs;
+  if (prefillRows > 0)
+    for (llvm::StringRef c : llvm::split(prefillContexts, ',')) {
+      uint64_t v;
+      if (c.getAsInteger(10, v) || v < prefillRows)
+        fail("bad prefill context '" + c + "' (at least --prefill-rows)");
+      prefillCtxs.push_back(v);
+    }
   std::vector<std::string> withBaseline = fs;
   if (std::find(fs.begin(), fs.end(), "f16") == fs.end())
     withBaseline.push_back("f16");
@@ -284,10 +309,11 @@ int main(int argc, char **argv) {
   const double bandwidth = probeBandwidth();
   const double fma = probeFma();
   llvm::errs() << "building kernels...\n";
-  Library fused = buildLibrary(context, withBaseline, false);
+  Library fused =
+      buildLibrary(context, withBaseline, false, !prefillCtxs.empty());
   Library naive;
   if (!skipNaive)
-    naive = buildLibrary(context, fs, true);
+    naive = buildLibrary(context, fs, true, false);
 
   std::string text;
   llvm::raw_string_ostream md(text);
@@ -318,12 +344,36 @@ int main(int argc, char **argv) {
     for (const std::string &f : withBaseline) {
       llvm::errs() << "  " << f << " @ " << ctx << "\n";
       row(f, ctx, f == "f16" ? "f16 baseline (fused)" : "fused",
-          timeDecode(fused.rt, f, ctx));
+          timeAttention(fused.rt, f, ctx, 1));
       // The naive library holds the requested formats only.
       bool requested = std::find(fs.begin(), fs.end(), f) != fs.end();
       if (!skipNaive && requested)
-        row(f, ctx, "dequantise-then-attend", timeDecode(naive.rt, f, ctx));
+        row(f, ctx, "dequantise-then-attend",
+            timeAttention(naive.rt, f, ctx, 1));
     }
+  }
+  if (!prefillCtxs.empty()) {
+    // The block's rows sit at the last positions: row i sees ctx - rows +
+    // i + 1 keys.
+    md << "\n### Prefill (causal block of " << prefillRows
+       << " query rows at the end of the context)\n\n"
+       << "| format | context | kernel | ms/block | KV MB | GFLOP/s | x "
+          "roofline |\n|---|---|---|---|---|---|---|\n";
+    for (uint64_t ctx : prefillCtxs)
+      for (const std::string &f : withBaseline) {
+        llvm::errs() << "  " << f << " @ " << ctx << " (prefill)\n";
+        Point p = timeAttention(fused.rt, f, ctx, prefillRows);
+        double keys = double(prefillRows) * double(ctx) -
+                      double(prefillRows) * (prefillRows - 1) / 2.0;
+        double flops = 4.0 * qHeads * keys * headDim;
+        double roofline = std::max(double(p.kvBytes) / bandwidth, flops / fma);
+        md << "| " << f << " | " << ctx << " | "
+           << (f == "f16" ? "f16 baseline (fused)" : "fused") << " | "
+           << llvm::format("%.2f", p.seconds * 1e3) << " | "
+           << llvm::format("%.2f", p.kvBytes / 1e6) << " | "
+           << llvm::format("%.1f", flops / p.seconds / 1e9) << " | "
+           << llvm::format("%.1f", p.seconds / roofline) << " |\n";
+      }
   }
   md.flush();
   llvm::outs() << text;

@@ -33,6 +33,7 @@
 #include <cmath>
 #include <cstring>
 #include <ctime>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -95,67 +96,66 @@ unsigned threadCount() {
                     : std::max(1u, std::thread::hardware_concurrency());
 }
 
+/// The seconds `work(w)` takes when run on every thread w at once; the
+/// shortest of `rounds` tries (on a shared machine one round can catch a
+/// neighbour's burst).
+double fastestParallelRun(int rounds,
+                          const std::function<void(unsigned)> &work) {
+  const unsigned t = threadCount();
+  double best = 1e30;
+  for (int round = 0; round < rounds; ++round) {
+    auto start = Clock::now();
+    std::vector<std::thread> workers;
+    for (unsigned w = 0; w < t; ++w)
+      workers.emplace_back(work, w);
+    for (auto &w : workers)
+      w.join();
+    best = std::min(best, seconds(start, Clock::now()));
+  }
+  return best;
+}
+
 /// Read bandwidth: every thread sums its share of a 512 MiB buffer.
 double probeBandwidth() {
   const size_t n = (512u << 20) / sizeof(uint64_t);
   std::vector<uint64_t> data(n, 1);
   const unsigned t = threadCount();
-  double best = 0;
-  for (int round = 0; round < 3; ++round) {
-    std::atomic<uint64_t> sink{0};
-    auto start = Clock::now();
-    std::vector<std::thread> workers;
-    for (unsigned w = 0; w < t; ++w)
-      workers.emplace_back([&, w] {
-        uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-        size_t begin = n * w / t, end = n * (w + 1) / t;
-        for (size_t i = begin; i + 4 <= end; i += 4) {
-          s0 += data[i];
-          s1 += data[i + 1];
-          s2 += data[i + 2];
-          s3 += data[i + 3];
-        }
-        sink += s0 + s1 + s2 + s3;
-      });
-    for (auto &w : workers)
-      w.join();
-    best = std::max(best, double(n * 8) / seconds(start, Clock::now()));
-  }
-  return best;
+  std::atomic<uint64_t> sink{0};
+  double time = fastestParallelRun(3, [&](unsigned w) {
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    size_t begin = n * w / t, end = n * (w + 1) / t;
+    for (size_t i = begin; i + 4 <= end; i += 4) {
+      s0 += data[i];
+      s1 += data[i + 1];
+      s2 += data[i + 2];
+      s3 += data[i + 3];
+    }
+    sink += s0 + s1 + s2 + s3;
+  });
+  return double(n * 8) / time;
 }
 
 /// Peak multiply-add rate (flops, counting a multiply-add as 2): each
 /// thread runs independent chains the compiler vectorises with the host's
 /// widest FMA (tq-bench is built with -march=native, like the kernels).
-/// Best of five rounds: on a shared machine one round can catch a
-/// neighbour's burst and read half the peak.
+/// Best of five rounds: one round on the shared machine read half the
+/// peak.
 double probeFma() {
-  const unsigned t = threadCount();
   const int chains = 64, iterations = 1000000;
-  double best = 0;
-  for (int round = 0; round < 5; ++round) {
-    std::atomic<double> sink{0};
-    auto start = Clock::now();
-    std::vector<std::thread> workers;
-    for (unsigned w = 0; w < t; ++w)
-      workers.emplace_back([&] {
-        float acc[chains];
-        for (int c = 0; c < chains; ++c)
-          acc[c] = float(c);
-        for (int i = 0; i < iterations; ++i)
-          for (int c = 0; c < chains; ++c)
-            acc[c] = acc[c] * 0.999999f + 1e-7f;
-        double s = 0;
-        for (float a : acc)
-          s += a;
-        sink = sink + s;
-      });
-    for (auto &w : workers)
-      w.join();
-    best = std::max(best, 2.0 * chains * double(iterations) * t /
-                              seconds(start, Clock::now()));
-  }
-  return best;
+  std::atomic<double> sink{0};
+  double time = fastestParallelRun(5, [&](unsigned) {
+    float acc[chains];
+    for (int c = 0; c < chains; ++c)
+      acc[c] = float(c);
+    for (int i = 0; i < iterations; ++i)
+      for (int c = 0; c < chains; ++c)
+        acc[c] = acc[c] * 0.999999f + 1e-7f;
+    double s = 0;
+    for (float a : acc)
+      s += a;
+    sink = sink + s;
+  });
+  return 2.0 * chains * double(iterations) * threadCount() / time;
 }
 
 struct Library {

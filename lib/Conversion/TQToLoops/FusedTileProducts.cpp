@@ -187,6 +187,34 @@ Value splatF32(OpBuilder &b, Location loc, Value scalar, int64_t lanes) {
       b, loc, VectorType::get({lanes}, b.getF32Type()), scalar);
 }
 
+/// Row t, kv head h's state update with the row's decoded chunks.
+using RowBody = function_ref<Value(OpBuilder &, Location, Value t, Value kvh,
+                                   ArrayRef<Value> chunks, Value state)>;
+
+/// Loops (t, kv head) over the staged rows of `rows`, carrying `init`:
+/// each row is decoded once (every chunk) and handed to `body`, and the
+/// same row of the next range is prefetched meanwhile.
+Value forEachDecodedRow(OpBuilder &b, Location loc,
+                        const VectorRowDecoder &rows, int64_t kvHeads,
+                        int64_t lanes, Value init, RowBody body) {
+  const CacheAccess &access = rows.rowDecoder().access();
+  Value tokens = getValueOrCreateConstantIndexOp(b, loc, access.numTokens);
+  Value staged = rows.stageRows(b, loc, kvHeads);
+  Value prefetch = rows.prefetchBuffer(b, loc);
+  const int64_t numChunks = rows.width() / lanes;
+  return forEach(b, loc, tokens, init, [&](OpBuilder &b, Location loc,
+                                           Value t, Value state) {
+    return forEach(
+        b, loc, indexConst(b, loc, kvHeads), state,
+        [&](OpBuilder &b, Location loc, Value kvh, Value state) {
+          rows.prefetchNextRange(b, loc, prefetch, t, kvh);
+          SmallVector<Value> chunks =
+              decodeChunks(b, loc, rows, staged, t, kvh, lanes, 0, numChunks);
+          return body(b, loc, t, kvh, chunks, state);
+        });
+  });
+}
+
 } // namespace
 
 int64_t mlir::tq::fusedChunkLanes(int64_t width) {
@@ -202,10 +230,7 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
   const CacheAccess &access = keys.rowDecoder().access();
   const int64_t width = keys.width(), lanes = fusedChunkLanes(width);
   const int64_t numChunks = width / lanes;
-  Value tokens = getValueOrCreateConstantIndexOp(b, loc, access.numTokens);
   Value queries = tensor::DimOp::create(b, loc, query, 0);
-  Value staged = keys.stageRows(b, loc, kvHeads);
-  Value prefetch = keys.prefetchBuffer(b, loc);
   // The keys' lanes in their decode order (once per call).
   if (keys.isReordered())
     query = permuteRows(b, loc, query, keys.laneOrder());
@@ -215,43 +240,38 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
                                 sizeOf(b, loc, query, 1), access.numTokens},
       b.getF32Type());
   // Loops (t, kv head, i): each row is decoded once for all query rows and
-  // heads; every score is one chain of multiply-adds over the chunks and a
-  // horizontal sum.
-  return forEach(b, loc, tokens, init, [&](OpBuilder &b, Location loc,
-                                           Value t, Value scores) {
-    return forEach(
-        b, loc, indexConst(b, loc, kvHeads), scores,
-        [&](OpBuilder &b, Location loc, Value kvh, Value scores) {
-          keys.prefetchNextRange(b, loc, prefetch, t, kvh);
-          SmallVector<Value> k =
-              decodeChunks(b, loc, keys, staged, t, kvh, lanes, 0, numChunks);
-          return forEach(
-              b, loc, queries, scores,
-              [&](OpBuilder &b, Location loc, Value i, Value scores) {
-                SmallVector<Value> heads, dots;
-                for (int64_t hh = 0; hh < group; ++hh) {
-                  Value h = headOf(b, loc, kvh, group, hh);
-                  Value dot;
-                  for (int64_t c = 0; c < numChunks; ++c) {
-                    Value q = readChunk(b, loc, query, i, h, c * lanes, lanes);
-                    dot = dot ? vector::FMAOp::create(b, loc, q, k[c], dot)
-                                    .getResult()
-                              : arith::MulFOp::create(b, loc, q, k[c])
-                                    .getResult();
-                  }
-                  heads.push_back(h);
-                  dots.push_back(dot);
+  // heads; every score is one chain of multiply-adds over the chunks, and
+  // the group's chains share one horizontal-sum tree.
+  return forEachDecodedRow(
+      b, loc, keys, kvHeads, lanes, init,
+      [&](OpBuilder &b, Location loc, Value t, Value kvh, ArrayRef<Value> k,
+          Value scores) {
+        return forEach(
+            b, loc, queries, scores,
+            [&](OpBuilder &b, Location loc, Value i, Value scores) {
+              SmallVector<Value> heads, dots;
+              for (int64_t hh = 0; hh < group; ++hh) {
+                Value h = headOf(b, loc, kvh, group, hh);
+                Value dot;
+                for (int64_t c = 0; c < numChunks; ++c) {
+                  Value q = readChunk(b, loc, query, i, h, c * lanes, lanes);
+                  dot = dot ? vector::FMAOp::create(b, loc, q, k[c], dot)
+                                  .getResult()
+                            : arith::MulFOp::create(b, loc, q, k[c])
+                                  .getResult();
                 }
-                SmallVector<Value> sums = sumEach(b, loc, dots);
-                for (int64_t hh = 0; hh < group; ++hh) {
-                  Value sum = applyRowScale(b, loc, keys, sums[hh], t, kvh);
-                  scores = tensor::InsertOp::create(b, loc, sum, scores,
-                                                    ValueRange{i, heads[hh], t});
-                }
-                return scores;
-              });
-        });
-  });
+                heads.push_back(h);
+                dots.push_back(dot);
+              }
+              SmallVector<Value> sums = sumEach(b, loc, dots);
+              for (int64_t hh = 0; hh < group; ++hh) {
+                Value sum = applyRowScale(b, loc, keys, sums[hh], t, kvh);
+                scores = tensor::InsertOp::create(b, loc, sum, scores,
+                                                  ValueRange{i, heads[hh], t});
+              }
+              return scores;
+            });
+      });
 }
 
 namespace {
@@ -332,36 +352,28 @@ Value mlir::tq::emitFusedAccumulate(OpBuilder &b, Location loc, Value probs,
     return inRowOrder(accumulateInRegisters(b, loc, probs, values, zeros,
                                             tokens, kvHeads, group, lanes));
   Value queries = tensor::DimOp::create(b, loc, probs, 0);
-  Value staged = values.stageRows(b, loc, kvHeads);
-  Value prefetch = values.prefetchBuffer(b, loc);
   // Loops (t, kv head, i): each row is decoded once for all query rows.
-  Value out = forEach(b, loc, tokens, zeros, [&](OpBuilder &b, Location loc,
-                                            Value t, Value out) {
-    return forEach(
-        b, loc, indexConst(b, loc, kvHeads), out,
-        [&](OpBuilder &b, Location loc, Value kvh, Value out) {
-          values.prefetchNextRange(b, loc, prefetch, t, kvh);
-          SmallVector<Value> v =
-              decodeChunks(b, loc, values, staged, t, kvh, lanes, 0, numChunks);
-          return forEach(
-              b, loc, queries, out,
-              [&](OpBuilder &b, Location loc, Value i, Value out) {
-                for (int64_t hh = 0; hh < group; ++hh) {
-                  Value h = headOf(b, loc, kvh, group, hh);
-                  Value p = tensor::ExtractOp::create(b, loc, probs,
-                                                      ValueRange{i, h, t});
-                  p = applyRowScale(b, loc, values, p, t, kvh);
-                  Value weight = splatF32(b, loc, p, lanes);
-                  for (int64_t c = 0; c < numChunks; ++c) {
-                    Value acc =
-                        readChunk(b, loc, out, i, h, c * lanes, lanes);
-                    acc = vector::FMAOp::create(b, loc, weight, v[c], acc);
-                    out = writeChunk(b, loc, acc, out, i, h, c * lanes);
-                  }
+  Value out = forEachDecodedRow(
+      b, loc, values, kvHeads, lanes, zeros,
+      [&](OpBuilder &b, Location loc, Value t, Value kvh, ArrayRef<Value> v,
+          Value out) {
+        return forEach(
+            b, loc, queries, out,
+            [&](OpBuilder &b, Location loc, Value i, Value out) {
+              for (int64_t hh = 0; hh < group; ++hh) {
+                Value h = headOf(b, loc, kvh, group, hh);
+                Value p = tensor::ExtractOp::create(b, loc, probs,
+                                                    ValueRange{i, h, t});
+                p = applyRowScale(b, loc, values, p, t, kvh);
+                Value weight = splatF32(b, loc, p, lanes);
+                for (int64_t c = 0; c < numChunks; ++c) {
+                  Value acc = readChunk(b, loc, out, i, h, c * lanes, lanes);
+                  acc = vector::FMAOp::create(b, loc, weight, v[c], acc);
+                  out = writeChunk(b, loc, acc, out, i, h, c * lanes);
                 }
-                return out;
-              });
-        });
-  });
+              }
+              return out;
+            });
+      });
   return inRowOrder(out);
 }

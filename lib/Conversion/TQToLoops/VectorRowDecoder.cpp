@@ -39,6 +39,32 @@ SmallVector<T> gather(ArrayRef<T> table, ArrayRef<int64_t> values) {
   return out;
 }
 
+/// Fills `init` (tensor<tokens x kv_heads x n x T>) row by row: row (t, h)
+/// is the vector `rowOf` returns for it.
+Value writeEveryRow(OpBuilder &b, Location loc, Value init, Value tokens,
+                    int64_t kvHeads,
+                    function_ref<Value(OpBuilder &, Location, Value, Value)>
+                        rowOf) {
+  Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
+  Value c1 = arith::ConstantIndexOp::create(b, loc, 1);
+  Value heads = arith::ConstantIndexOp::create(b, loc, kvHeads);
+  auto loop = scf::ForOp::create(
+      b, loc, c0, tokens, c1, ValueRange{init},
+      [&](OpBuilder &b, Location loc, Value t, ValueRange outer) {
+        auto perHead = scf::ForOp::create(
+            b, loc, c0, heads, c1, ValueRange{outer[0]},
+            [&](OpBuilder &b, Location loc, Value h, ValueRange inner) {
+              Value written = vector::TransferWriteOp::create(
+                                  b, loc, rowOf(b, loc, t, h), inner[0],
+                                  ValueRange{t, h, c0}, ArrayRef<bool>{true})
+                                  .getResult();
+              scf::YieldOp::create(b, loc, written);
+            });
+        scf::YieldOp::create(b, loc, perHead.getResult(0));
+      });
+  return loop.getResult(0);
+}
+
 } // namespace
 
 VectorRowDecoder::VectorRowDecoder(const RowDecoder &decoder,
@@ -138,25 +164,10 @@ Value VectorRowDecoder::stageRows(OpBuilder &b, Location loc,
       SmallVector<OpFoldResult>{access.numTokens, b.getIndexAttr(kvHeads),
                                 b.getIndexAttr(rowBytes_)},
       b.getI8Type());
-  Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
-  Value c1 = arith::ConstantIndexOp::create(b, loc, 1);
-  Value heads = arith::ConstantIndexOp::create(b, loc, kvHeads);
-  auto loop = scf::ForOp::create(
-      b, loc, c0, tokens, c1, ValueRange{init},
-      [&](OpBuilder &b, Location loc, Value t, ValueRange outer) {
-        auto perHead = scf::ForOp::create(
-            b, loc, c0, heads, c1, ValueRange{outer[0]},
-            [&](OpBuilder &b, Location loc, Value h, ValueRange inner) {
-              Value row = loadRow(b, loc, t, h);
-              Value written = vector::TransferWriteOp::create(
-                                  b, loc, row, inner[0], ValueRange{t, h, c0},
-                                  ArrayRef<bool>{true})
-                                  .getResult();
-              scf::YieldOp::create(b, loc, written);
-            });
-        scf::YieldOp::create(b, loc, perHead.getResult(0));
-      });
-  return loop.getResult(0);
+  return writeEveryRow(b, loc, init, tokens, kvHeads,
+                       [&](OpBuilder &b, Location loc, Value t, Value h) {
+                         return loadRow(b, loc, t, h);
+                       });
 }
 
 Value VectorRowDecoder::prefetchBuffer(OpBuilder &b, Location loc) const {
@@ -314,24 +325,9 @@ FailureOr<Value> mlir::tq::emitVectorGather(OpBuilder &b, Location loc,
   SmallVector<OpFoldResult> sizes = {access.numTokens, b.getIndexAttr(kvHeads),
                                      b.getIndexAttr(p)};
   Value init = tensor::EmptyOp::create(b, loc, sizes, b.getF32Type());
-  Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
-  Value c1 = arith::ConstantIndexOp::create(b, loc, 1);
-  Value heads = arith::ConstantIndexOp::create(b, loc, kvHeads);
-  auto loop = scf::ForOp::create(
-      b, loc, c0, tokens, c1, ValueRange{init},
-      [&](OpBuilder &b, Location loc, Value t, ValueRange outer) {
-        auto perHead = scf::ForOp::create(
-            b, loc, c0, heads, c1, ValueRange{outer[0]},
-            [&](OpBuilder &b, Location loc, Value h, ValueRange inner) {
-              Value row = rows->loadRow(b, loc, t, h);
-              Value decoded = rows->decode(b, loc, row, t, h, 0, p);
-              Value written = vector::TransferWriteOp::create(
-                                  b, loc, decoded, inner[0],
-                                  ValueRange{t, h, c0}, ArrayRef<bool>{true})
-                                  .getResult();
-              scf::YieldOp::create(b, loc, written);
-            });
-        scf::YieldOp::create(b, loc, perHead.getResult(0));
-      });
-  return loop.getResult(0);
+  return writeEveryRow(b, loc, init, tokens, kvHeads,
+                       [&](OpBuilder &b, Location loc, Value t, Value h) {
+                         Value row = rows->loadRow(b, loc, t, h);
+                         return rows->decode(b, loc, row, t, h, 0, p);
+                       });
 }

@@ -65,15 +65,15 @@ func.func @score_lut(%q: tensor<1x2x64xf32>, %kb: tensor<?x2x18xi8>) -> tensor<1
 // past the end: the guard skips it) is prefetched, both ends of its 50
 // bytes.
 // CHECK-LABEL: func @score_tile
+// CHECK: %[[QROW:.*]] = vector.transfer_read %arg0{{.*}} : tensor<1x2x128xf32>, vector<128xf32>
+// CHECK: vector.shuffle %[[QROW]], %[[QROW]] [0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60, 1, 5, 9,
+// CHECK-SAME: 64, 68, 72,
 // CHECK: %[[STAGED:.*]] = scf.for %{{.*}} = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<5x1x50xi8>)
 // CHECK: vector.transfer_read %{{.*}} : tensor<?x?x1x50xi8>, vector<50xi8>
 // CHECK-NEXT: vector.transfer_write %{{.*}} : vector<50xi8>, tensor<5x1x50xi8>
 // CHECK-NOT: arith.select
 // CHECK: scf.yield
 // CHECK: %[[POOL:.*]] = bufferization.to_buffer %{{.*}} read_only
-// CHECK: %[[QROW:.*]] = vector.transfer_read %arg0{{.*}} : tensor<1x2x128xf32>, vector<128xf32>
-// CHECK: vector.shuffle %[[QROW]], %[[QROW]] [0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60, 1, 5, 9,
-// CHECK-SAME: 64, 68, 72,
 // CHECK: scf.for %[[T:.*]] = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<1x2x5xf32>)
 // CHECK: scf.if
 // CHECK: memref.prefetch %[[POOL]][{{.*}}, %c0{{.*}}], read, locality<3>, data

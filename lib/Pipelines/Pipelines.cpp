@@ -46,6 +46,9 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
   // loops vectorise.
   pm.addPass(createTQApproximateMath());
   pm.addPass(createCanonicalizerPass());
+  // Per-tile work on loop-invariant operands (tqprod's S q, the query's
+  // lane permutation) moves out of the flash loop.
+  pm.addPass(createLoopInvariantCodeMotionPass());
 
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;

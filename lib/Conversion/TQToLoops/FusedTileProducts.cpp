@@ -3,6 +3,7 @@
 #include "FusedTileProducts.h"
 
 #include "LoopBuilders.h"
+#include "RowDecoding.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -30,14 +31,13 @@ Value headOf(OpBuilder &b, Location loc, Value kvHead, int64_t group,
   return arith::AddIOp::create(b, loc, first, indexConst(b, loc, hh));
 }
 
-/// Chunks [first, first + count) of row (t, kvHead) of the staged rows,
+/// Chunks [first, first + count) of row (t, kvHead) from its bytes `row`,
 /// `lanes` values each; a single row scale is left to the caller (it
 /// scales one scalar per head instead of every value).
 SmallVector<Value> decodeChunks(OpBuilder &b, Location loc,
-                                const VectorRowDecoder &rows, Value staged,
+                                const VectorRowDecoder &rows, Value row,
                                 Value t, Value kvHead, int64_t lanes,
                                 int64_t first, int64_t count) {
-  Value row = rows.loadStagedRow(b, loc, staged, t, kvHead);
   SmallVector<Value> chunks;
   for (int64_t c = first; c < first + count; ++c)
     chunks.push_back(rows.decode(b, loc, row, t, kvHead, c * lanes, lanes,
@@ -187,9 +187,48 @@ Value splatF32(OpBuilder &b, Location loc, Value scalar, int64_t lanes) {
       b, loc, VectorType::get({lanes}, b.getF32Type()), scalar);
 }
 
-/// Row t, kv head h's state update with the row's decoded chunks.
-using RowBody = function_ref<Value(OpBuilder &, Location, Value t, Value kvh,
-                                   ArrayRef<Value> chunks, Value state)>;
+/// sum_c x[i, h, c * lanes : (c + 1) * lanes] * chunks[c], lane-wise (a
+/// multiply-add chain; the caller sums the lanes).
+Value dotChunks(OpBuilder &b, Location loc, Value x, Value i, Value h,
+                ArrayRef<Value> chunks, int64_t lanes) {
+  Value dot;
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    Value xc = readChunk(b, loc, x, i, h, int64_t(c) * lanes, lanes);
+    dot = dot ? vector::FMAOp::create(b, loc, xc, chunks[c], dot).getResult()
+              : arith::MulFOp::create(b, loc, xc, chunks[c]).getResult();
+  }
+  return dot;
+}
+
+/// tqprod: S q for every query row and head (tensor<rows x heads x m>),
+/// with S the format's QJL projection (m x width). Loop-invariant in a
+/// flash loop: hoisted out of it by loop-invariant code motion.
+Value projectQueries(OpBuilder &b, Location loc, Value query,
+                     const VectorRowDecoder &keys) {
+  const ::tq::quant::FormatSpec &spec = keys.rowDecoder().spec();
+  MLIRContext *ctx = b.getContext();
+  Value matrix = createF32Matrix(b, loc, spec.qjl->matrix(), spec.qjl->rows(),
+                                 spec.qjl->dim());
+  Value zeros = createFilledTensor(
+      b, loc,
+      {sizeOf(b, loc, query, 0), sizeOf(b, loc, query, 1),
+       b.getIndexAttr(spec.qjl->rows())},
+      b.getF32Type(), b.getF32FloatAttr(0.0f));
+  // Loops (i, h, r, d).
+  return createLoopNest(
+      b, loc, zeros, {query, matrix},
+      {projection(ctx, 4, {0, 1, 3}), projection(ctx, 4, {2, 3})},
+      projection(ctx, 4, {0, 1, 2}), 4, 1,
+      [](OpBuilder &b, Location loc, ValueRange, ValueRange in, Value acc) {
+        return multiplyAdd(b, loc, acc, in[0], in[1]);
+      });
+}
+
+/// Row t, kv head h's state update with the row's decoded chunks (and its
+/// packed bytes, for what else the row carries).
+using RowBody =
+    function_ref<Value(OpBuilder &, Location, Value t, Value kvh, Value row,
+                       ArrayRef<Value> chunks, Value state)>;
 
 /// Loops (t, kv head) over the staged rows of `rows`, carrying `init`:
 /// each row is decoded once (every chunk) and handed to `body`, and the
@@ -208,9 +247,10 @@ Value forEachDecodedRow(OpBuilder &b, Location loc,
         b, loc, indexConst(b, loc, kvHeads), state,
         [&](OpBuilder &b, Location loc, Value kvh, Value state) {
           rows.prefetchNextRange(b, loc, prefetch, t, kvh);
+          Value row = rows.loadStagedRow(b, loc, staged, t, kvh);
           SmallVector<Value> chunks =
-              decodeChunks(b, loc, rows, staged, t, kvh, lanes, 0, numChunks);
-          return body(b, loc, t, kvh, chunks, state);
+              decodeChunks(b, loc, rows, row, t, kvh, lanes, 0, numChunks);
+          return body(b, loc, t, kvh, row, chunks, state);
         });
   });
 }
@@ -229,8 +269,12 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
                                int64_t group) {
   const CacheAccess &access = keys.rowDecoder().access();
   const int64_t width = keys.width(), lanes = fusedChunkLanes(width);
-  const int64_t numChunks = width / lanes;
   Value queries = tensor::DimOp::create(b, loc, query, 0);
+  // tqprod: S q of every query head (row order), for <S q, sign>.
+  Value projected;
+  const int64_t qjlChunks = keys.qjlRows() / lanes;
+  if (keys.hasQjl())
+    projected = projectQueries(b, loc, query, keys);
   // The keys' lanes in their decode order (once per call).
   if (keys.isReordered())
     query = permuteRows(b, loc, query, keys.laneOrder());
@@ -244,28 +288,36 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
   // the group's chains share one horizontal-sum tree.
   return forEachDecodedRow(
       b, loc, keys, kvHeads, lanes, init,
-      [&](OpBuilder &b, Location loc, Value t, Value kvh, ArrayRef<Value> k,
-          Value scores) {
+      [&](OpBuilder &b, Location loc, Value t, Value kvh, Value row,
+          ArrayRef<Value> k, Value scores) {
+        SmallVector<Value> signs;
+        for (int64_t c = 0; c < qjlChunks; ++c)
+          signs.push_back(keys.decodeSigns(b, loc, row, c * lanes, lanes));
+        Value qjlWeight =
+            keys.hasQjl() ? keys.qjlWeight(b, loc, t, kvh) : Value();
         return forEach(
             b, loc, queries, scores,
             [&](OpBuilder &b, Location loc, Value i, Value scores) {
+              // One chain per head over the values, then (tqprod) one per
+              // head over the signs; one sum tree for all of them.
               SmallVector<Value> heads, dots;
               for (int64_t hh = 0; hh < group; ++hh) {
                 Value h = headOf(b, loc, kvh, group, hh);
-                Value dot;
-                for (int64_t c = 0; c < numChunks; ++c) {
-                  Value q = readChunk(b, loc, query, i, h, c * lanes, lanes);
-                  dot = dot ? vector::FMAOp::create(b, loc, q, k[c], dot)
-                                  .getResult()
-                            : arith::MulFOp::create(b, loc, q, k[c])
-                                  .getResult();
-                }
                 heads.push_back(h);
-                dots.push_back(dot);
+                dots.push_back(dotChunks(b, loc, query, i, h, k, lanes));
               }
+              for (int64_t hh = 0; keys.hasQjl() && hh < group; ++hh)
+                dots.push_back(
+                    dotChunks(b, loc, projected, i, heads[hh], signs, lanes));
               SmallVector<Value> sums = sumEach(b, loc, dots);
               for (int64_t hh = 0; hh < group; ++hh) {
-                Value sum = applyRowScale(b, loc, keys, sums[hh], t, kvh);
+                Value sum = sums[hh];
+                if (keys.hasQjl())
+                  sum = arith::AddFOp::create(
+                      b, loc, sum,
+                      arith::MulFOp::create(b, loc, sums[group + hh],
+                                            qjlWeight));
+                sum = applyRowScale(b, loc, keys, sum, t, kvh);
                 scores = tensor::InsertOp::create(b, loc, sum, scores,
                                                   ValueRange{i, heads[hh], t});
               }
@@ -306,7 +358,9 @@ Value accumulateInRegisters(OpBuilder &b, Location loc, Value probs,
                 if (first == 0)
                   values.prefetchNextRange(b, loc, prefetch, t, kvh);
                 SmallVector<Value> v =
-                    decodeChunks(b, loc, values, staged, t, kvh, lanes, first, count);
+                    decodeChunks(b, loc, values,
+                                 values.loadStagedRow(b, loc, staged, t, kvh),
+                                 t, kvh, lanes, first, count);
                 SmallVector<Value> next;
                 for (int64_t hh = 0; hh < group; ++hh) {
                   Value p = tensor::ExtractOp::create(
@@ -355,8 +409,8 @@ Value mlir::tq::emitFusedAccumulate(OpBuilder &b, Location loc, Value probs,
   // Loops (t, kv head, i): each row is decoded once for all query rows.
   Value out = forEachDecodedRow(
       b, loc, values, kvHeads, lanes, zeros,
-      [&](OpBuilder &b, Location loc, Value t, Value kvh, ArrayRef<Value> v,
-          Value out) {
+      [&](OpBuilder &b, Location loc, Value t, Value kvh, Value,
+          ArrayRef<Value> v, Value out) {
         return forEach(
             b, loc, queries, out,
             [&](OpBuilder &b, Location loc, Value i, Value out) {

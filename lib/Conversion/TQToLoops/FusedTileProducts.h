@@ -20,12 +20,15 @@ int64_t fusedChunkLanes(int64_t width);
 
 /// scores[i, h, t] = <query[i, h, :], K(t, h / group)>: tensor<queries x
 /// query_heads x tokens x f32>. `query` is tensor<queries x query_heads x
-/// width x f32> with query_heads = kvHeads * group.
+/// width x f32> with query_heads = kvHeads * group. With a QJL residual
+/// (tqprod) the score adds scale * ||r|| * sqrt(pi/2)/m * <S q, sign>, S q
+/// computed once per call.
 Value emitFusedScore(OpBuilder &b, Location loc, Value query,
                      const VectorRowDecoder &keys, int64_t kvHeads,
                      int64_t group);
 
-/// out[i, h, :] = sum_t probs[i, h, t] V(t, h / group): tensor<queries x
+/// out[i, h, :] = sum_t probs[i, h, t] V(t, h / group) (formats without a
+/// QJL residual): tensor<queries x
 /// query_heads x width x f32>. With one (static) query row the output
 /// stays in registers across the tokens, a few chunks of the row at a
 /// time; otherwise each decoded row updates every query row in memory.

@@ -106,6 +106,11 @@ FailureOr<Value> lowerTileInRegisters(
               cacheType.getNumKvHeads(), prepared->group);
 }
 
+/// Formats whose rows carry a QJL residual (tqprod).
+bool hasQjlResidual(CacheType cache) {
+  return cache.getQuantFormat().spec().qjl != nullptr;
+}
+
 /// haar4: scale / ||C[idx]|| of every row, tensor<tokens x kv_heads>.
 Value haarRowFactors(OpBuilder &b, Location loc, const RowDecoder &dec,
                      const CacheAccess &access, int64_t kvHeads) {
@@ -294,13 +299,16 @@ struct LowerScore : public OpConversionPattern<ScoreOp> {
       }
       // Otherwise decode the (tile of the) cache once into a dense buffer,
       // shared by every query head of a GQA group, then take dense
-      // products.
+      // products — except with a QJL residual, whose dense rows cost a
+      // d x m product each (S^T sign): scored from S q below instead.
       CacheType keys = op.getKeys().getType();
-      Value dense = GatherOp::create(rewriter, loc, keys.getRotatedType(),
-                                     op.getKeys());
-      rewriter.replaceOpWithNewOp<QKOp>(op, op.getType(), op.getQuery(),
-                                        dense);
-      return success();
+      if (!hasQjlResidual(keys)) {
+        Value dense = GatherOp::create(rewriter, loc, keys.getRotatedType(),
+                                       op.getKeys());
+        rewriter.replaceOpWithNewOp<QKOp>(op, op.getType(), op.getQuery(),
+                                          dense);
+        return success();
+      }
     }
     MLIRContext *ctx = rewriter.getContext();
     CacheType cacheType = op.getKeys().getType();
@@ -435,19 +443,25 @@ struct LowerAccumulate : public OpConversionPattern<AccumulateOp> {
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     if (op.getLookup() == LookupStrategy::tile) {
-      FailureOr<Value> fused = lowerTileInRegisters(
-          rewriter, op, op.getProbs().getType(), op.getValues(),
-          adaptor.getValues(), adaptor.getProbs(), emitFusedAccumulate);
+      // (Register products do not carry a QJL residual's sign sums.)
+      FailureOr<Value> fused = failure();
+      if (!hasQjlResidual(op.getValues().getType()))
+        fused = lowerTileInRegisters(
+            rewriter, op, op.getProbs().getType(), op.getValues(),
+            adaptor.getValues(), adaptor.getProbs(), emitFusedAccumulate);
       if (succeeded(fused)) {
         rewriter.replaceOp(op, *fused);
         return success();
       }
+      // (QJL residuals: summed as signs, projected once below.)
       CacheType values = op.getValues().getType();
-      Value dense = GatherOp::create(rewriter, loc, values.getRotatedType(),
-                                     op.getValues());
-      rewriter.replaceOpWithNewOp<PVOp>(op, op.getType(), op.getProbs(),
-                                        dense);
-      return success();
+      if (!hasQjlResidual(values)) {
+        Value dense = GatherOp::create(rewriter, loc,
+                                       values.getRotatedType(), op.getValues());
+        rewriter.replaceOpWithNewOp<PVOp>(op, op.getType(), op.getProbs(),
+                                          dense);
+        return success();
+      }
     }
     MLIRContext *ctx = rewriter.getContext();
     CacheType cacheType = op.getValues().getType();

@@ -11,6 +11,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
+#include <cmath>
 #include <map>
 #include <numeric>
 #include <set>
@@ -127,6 +128,7 @@ bool VectorRowDecoder::supports(const quant::FormatSpec &spec) {
   case quant::FormatFamily::Tq3Legacy:
   case quant::FormatFamily::Turbo:
   case quant::FormatFamily::Polar:
+  case quant::FormatFamily::TqProd:
     return spec.codebook && spec.codebook->centroids.size() <= 16 &&
            spec.scaleType == quant::ScalarType::F16;
   case quant::FormatFamily::Q8_0:
@@ -241,6 +243,49 @@ Value VectorRowDecoder::blockScales(OpBuilder &b, Location loc, Value t,
   return scale;
 }
 
+bool VectorRowDecoder::hasQjl() const {
+  return decoder_->spec().qjl != nullptr;
+}
+
+int64_t VectorRowDecoder::qjlRows() const {
+  return hasQjl() ? int64_t(decoder_->spec().qjl->rows()) : 0;
+}
+
+Value VectorRowDecoder::decodeSigns(OpBuilder &b, Location loc, Value row,
+                                    int64_t first, int64_t count) const {
+  const quant::BitPlane &plane = *decoder_->spec().qjlPlane;
+  SmallVector<int64_t> bytes;
+  SmallVector<int32_t> shifts;
+  for (int64_t r = first; r < first + count; ++r) {
+    bytes.push_back(plane.byteOffset + r / 8);
+    shifts.push_back(int32_t(r % 8));
+  }
+  auto i32Vec = VectorType::get({count}, b.getI32Type());
+  auto f32Vec = VectorType::get({count}, b.getF32Type());
+  Value spread = vector::ShuffleOp::create(
+      b, loc, VectorType::get({count}, b.getI8Type()), row, row, bytes);
+  Value bit = arith::ShRUIOp::create(
+      b, loc, arith::ExtUIOp::create(b, loc, i32Vec, spread),
+      constI32Vector(b, loc, shifts));
+  bit = arith::AndIOp::create(b, loc, bit, splatI32(b, loc, count, 1));
+  // 2 * bit - 1: a set bit is +1.
+  Value twice = arith::UIToFPOp::create(
+      b, loc, f32Vec, arith::ShLIOp::create(b, loc, bit,
+                                            splatI32(b, loc, count, 1)));
+  Value one = arith::ConstantOp::create(
+      b, loc, DenseElementsAttr::get(f32Vec, 1.0f));
+  return arith::SubFOp::create(b, loc, twice, one);
+}
+
+Value VectorRowDecoder::qjlWeight(OpBuilder &b, Location loc, Value t,
+                                  Value kvHead) const {
+  const float c =
+      float(std::sqrt(M_PI / 2.0) / double(decoder_->spec().qjl->rows()));
+  return arith::MulFOp::create(
+      b, loc, decoder_->residualNorm(b, loc, t, kvHead),
+      arith::ConstantOp::create(b, loc, b.getF32FloatAttr(c)));
+}
+
 bool VectorRowDecoder::hasRowScale() const {
   const quant::FormatSpec &spec = decoder_->spec();
   return spec.family != quant::FormatFamily::F16 &&
@@ -317,7 +362,8 @@ FailureOr<Value> mlir::tq::emitVectorGather(OpBuilder &b, Location loc,
                                             const RowDecoder &decoder,
                                             int64_t kvHeads) {
   FailureOr<VectorRowDecoder> rows = VectorRowDecoder::get(decoder);
-  if (failed(rows))
+  // (A tqprod row's values also need its QJL correction.)
+  if (failed(rows) || rows->hasQjl())
     return failure();
   const int64_t p = rows->width();
   const CacheAccess &access = decoder.access();

@@ -27,10 +27,11 @@ namespace mlir::tq {
 
 class VectorRowDecoder {
 public:
-  /// The decoder of formats whose values are exactly scale * C[idx] (tq3_0,
-  /// tq3_0_legacy, turbo, polar) with at most 16 codebook levels and fp16
-  /// scales, d * int8 (q8_0) or halves (f16); failure for the others
-  /// (haar4, tqprod). `decoder` must be precomputed and outlive this.
+  /// The decoder of formats whose values are scale * C[idx] (tq3_0,
+  /// tq3_0_legacy, turbo, polar; tqprod's polar part, its QJL signs apart)
+  /// with at most 16 codebook levels and fp16 scales, d * int8 (q8_0) or
+  /// halves (f16); failure for haar4. `decoder` must be precomputed and
+  /// outlive this.
   /// With `chunkLanes` > 0 lanes may be reordered for chunks of that many
   /// lanes (laneOrder); 0 keeps the row's order.
   static FailureOr<VectorRowDecoder> get(const RowDecoder &decoder,
@@ -78,6 +79,17 @@ public:
   /// hasRowScale()) the values are not multiplied by the row's scale.
   Value decode(OpBuilder &b, Location loc, Value row, Value t, Value kvHead,
                int64_t first, int64_t count, bool applyScale = true) const;
+
+  /// tqprod: the row also carries QJL residual signs (qjlRows() of them)
+  /// and a residual norm.
+  bool hasQjl() const;
+  int64_t qjlRows() const;
+  /// Signs [first, first + count) of the row's QJL plane as +1.0 / -1.0.
+  Value decodeSigns(OpBuilder &b, Location loc, Value row, int64_t first,
+                    int64_t count) const;
+  /// ||r|| * sqrt(pi/2) / m of row (t, kvHead): the weight of <S q, sign>
+  /// in the row's score, before the row scale.
+  Value qjlWeight(OpBuilder &b, Location loc, Value t, Value kvHead) const;
 
   /// True where one scale covers the whole row (a single block), so a
   /// consumer can apply it to a scalar instead of to every value.

@@ -160,6 +160,34 @@ func.func @accumulate_tile_rows(%p: tensor<?x2x5xf32>, %vb: tensor<5x1x50xi8>) -
 
 // -----
 
+// tqprod keys in registers: S q is computed once (a 32x32 projection of
+// each query head), each row's QJL signs are decoded to +-1 lanes next to
+// its polar values, and the two heads' value chains and sign chains (four
+// vectors) share one sum tree; each score is scale * (<q, C> + ||r|| c
+// <S q, sign>).
+// CHECK-LABEL: func @score_tile_tqprod
+// CHECK: %[[SQ:.*]] = linalg.generic {{.*}} ins(%arg0, %{{.*}} : tensor<1x2x32xf32>, tensor<32x32xf32>)
+// CHECK: scf.for
+// CHECK: tq.lane_lookup
+// CHECK: tq.lane_lookup
+// CHECK: arith.uitofp %{{.*}} : vector<16xi32> to vector<16xf32>
+// CHECK: arith.subf
+// CHECK: arith.uitofp %{{.*}} : vector<16xi32> to vector<16xf32>
+// CHECK: arith.subf
+// CHECK: vector.transfer_read %[[SQ]]
+// CHECK: %[[FOUR:.*]] = arith.addf %{{.*}}, %{{.*}} : vector<4xf32>
+// CHECK: %[[A0:.*]] = vector.extract %[[FOUR]][0]
+// CHECK: %[[B0:.*]] = vector.extract %[[FOUR]][2]
+// CHECK: %[[W0:.*]] = arith.mulf %[[B0]], %{{.*}} : f32
+// CHECK: arith.addf %[[A0]], %[[W0]] : f32
+func.func @score_tile_tqprod(%q: tensor<1x2x32xf32>, %kb: tensor<3x1x16xi8>) -> tensor<1x2x3xf32> {
+  %k = tq.from_bytes %kb : tensor<3x1x16xi8> -> !tq.cache<3x1x32, #tq.format<"tqprod3">>
+  %s = tq.score %q, %k {lookup = #tq.lookup<tile>} : tensor<1x2x32xf32>, !tq.cache<3x1x32, #tq.format<"tqprod3">> -> tensor<1x2x3xf32>
+  return %s : tensor<1x2x3xf32>
+}
+
+// -----
+
 // haar4 has no vector row decoder: lookup = tile still decodes the tile
 // once, into a dense buffer, and takes dense products with it.
 // CHECK-LABEL: func @score_tile_fallback

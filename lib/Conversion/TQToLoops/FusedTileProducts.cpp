@@ -328,13 +328,16 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
 
 namespace {
 
-/// One query row: `chunksPerPass` chunks of every head's output stay in
-/// loop-carried vectors while the tokens stream by.
+/// One query row: a few chunks of every head's output stay in
+/// loop-carried vectors while the tokens stream by. The chunks are the
+/// row's value chunks then, with a QJL residual, its sign chunks (output
+/// lanes [width, width + m): sign sums weighted by ||r|| sqrt(pi/2)/m).
 Value accumulateInRegisters(OpBuilder &b, Location loc, Value probs,
                             const VectorRowDecoder &values, Value out,
                             Value tokens, int64_t kvHeads, int64_t group,
                             int64_t lanes) {
-  const int64_t numChunks = values.width() / lanes;
+  const int64_t valueChunks = values.width() / lanes;
+  const int64_t numChunks = valueChunks + values.qjlRows() / lanes;
   const int64_t perPass =
       std::clamp<int64_t>(kAccumulatorBudget / group, 1, numChunks);
   Value c0 = indexConst(b, loc, 0);
@@ -357,19 +360,34 @@ Value accumulateInRegisters(OpBuilder &b, Location loc, Value probs,
               [&](OpBuilder &b, Location loc, Value t, ValueRange accs) {
                 if (first == 0)
                   values.prefetchNextRange(b, loc, prefetch, t, kvh);
-                SmallVector<Value> v =
-                    decodeChunks(b, loc, values,
-                                 values.loadStagedRow(b, loc, staged, t, kvh),
-                                 t, kvh, lanes, first, count);
+                Value row = values.loadStagedRow(b, loc, staged, t, kvh);
+                const int64_t inValues =
+                    std::clamp<int64_t>(valueChunks - first, 0, count);
+                SmallVector<Value> v = decodeChunks(
+                    b, loc, values, row, t, kvh, lanes, first, inValues);
+                for (int64_t c = first + inValues; c < first + count; ++c)
+                  v.push_back(values.decodeSigns(
+                      b, loc, row, (c - valueChunks) * lanes, lanes));
+                Value signWeight = inValues < count
+                                       ? values.qjlWeight(b, loc, t, kvh)
+                                       : Value();
                 SmallVector<Value> next;
                 for (int64_t hh = 0; hh < group; ++hh) {
                   Value p = tensor::ExtractOp::create(
                       b, loc, probs, ValueRange{c0, heads[hh], t});
                   p = applyRowScale(b, loc, values, p, t, kvh);
                   Value weight = splatF32(b, loc, p, lanes);
+                  Value signW =
+                      signWeight
+                          ? splatF32(b, loc,
+                                     arith::MulFOp::create(b, loc, p,
+                                                           signWeight),
+                                     lanes)
+                          : Value();
                   for (int64_t c = 0; c < count; ++c)
                     next.push_back(vector::FMAOp::create(
-                        b, loc, weight, v[c], accs[hh * count + c]));
+                        b, loc, c < inValues ? weight : signW, v[c],
+                        accs[hh * count + c]));
                 }
                 scf::YieldOp::create(b, loc, next);
               });
@@ -382,35 +400,34 @@ Value accumulateInRegisters(OpBuilder &b, Location loc, Value probs,
       });
 }
 
-} // namespace
-
-Value mlir::tq::emitFusedAccumulate(OpBuilder &b, Location loc, Value probs,
-                                    const VectorRowDecoder &values,
-                                    int64_t kvHeads, int64_t group) {
-  const CacheAccess &access = values.rowDecoder().access();
-  const int64_t width = values.width(), lanes = fusedChunkLanes(width);
-  const int64_t numChunks = width / lanes;
-  Value tokens = getValueOrCreateConstantIndexOp(b, loc, access.numTokens);
-  Value zeros = createFilledTensor(
-      b, loc,
-      {sizeOf(b, loc, probs, 0), sizeOf(b, loc, probs, 1),
-       b.getIndexAttr(width)},
-      b.getF32Type(), b.getF32FloatAttr(0.0f));
-  // Accumulated in the values' decode order, put back in row order once.
-  auto inRowOrder = [&](Value out) {
-    if (!values.isReordered())
-      return out;
-    return permuteRows(b, loc, out, inverseOrder(values.laneOrder()));
-  };
-  if (cast<ShapedType>(probs.getType()).getDimSize(0) == 1)
-    return inRowOrder(accumulateInRegisters(b, loc, probs, values, zeros,
-                                            tokens, kvHeads, group, lanes));
+/// Any number of query rows: loops (t, kv head, i), each row decoded once
+/// for all query rows, every output chunk updated in memory. With a QJL
+/// residual, output lanes [width, width + m) sum the signs weighted by
+/// p * scale * ||r|| * sqrt(pi/2)/m, for one projection by S^T at the end.
+Value accumulateInMemory(OpBuilder &b, Location loc, Value probs,
+                         const VectorRowDecoder &values, Value out,
+                         int64_t kvHeads, int64_t group, int64_t lanes) {
+  const int64_t width = values.width(), signs = values.qjlRows();
   Value queries = tensor::DimOp::create(b, loc, probs, 0);
-  // Loops (t, kv head, i): each row is decoded once for all query rows.
-  Value out = forEachDecodedRow(
-      b, loc, values, kvHeads, lanes, zeros,
-      [&](OpBuilder &b, Location loc, Value t, Value kvh, Value,
+  return forEachDecodedRow(
+      b, loc, values, kvHeads, lanes, out,
+      [&](OpBuilder &b, Location loc, Value t, Value kvh, Value row,
           ArrayRef<Value> v, Value out) {
+        SmallVector<Value> sign;
+        for (int64_t c = 0; c * lanes < signs; ++c)
+          sign.push_back(values.decodeSigns(b, loc, row, c * lanes, lanes));
+        Value signWeight =
+            signs ? values.qjlWeight(b, loc, t, kvh) : Value();
+        auto accumulate = [&](Value out, Value i, Value h, Value weight,
+                              ArrayRef<Value> chunks, int64_t offset) {
+          for (size_t c = 0; c < chunks.size(); ++c) {
+            int64_t at = offset + int64_t(c) * lanes;
+            Value acc = readChunk(b, loc, out, i, h, at, lanes);
+            acc = vector::FMAOp::create(b, loc, weight, chunks[c], acc);
+            out = writeChunk(b, loc, acc, out, i, h, at);
+          }
+          return out;
+        };
         return forEach(
             b, loc, queries, out,
             [&](OpBuilder &b, Location loc, Value i, Value out) {
@@ -419,15 +436,76 @@ Value mlir::tq::emitFusedAccumulate(OpBuilder &b, Location loc, Value probs,
                 Value p = tensor::ExtractOp::create(b, loc, probs,
                                                     ValueRange{i, h, t});
                 p = applyRowScale(b, loc, values, p, t, kvh);
-                Value weight = splatF32(b, loc, p, lanes);
-                for (int64_t c = 0; c < numChunks; ++c) {
-                  Value acc = readChunk(b, loc, out, i, h, c * lanes, lanes);
-                  acc = vector::FMAOp::create(b, loc, weight, v[c], acc);
-                  out = writeChunk(b, loc, acc, out, i, h, c * lanes);
+                out = accumulate(out, i, h, splatF32(b, loc, p, lanes), v, 0);
+                if (signs) {
+                  Value w = arith::MulFOp::create(b, loc, p, signWeight);
+                  out = accumulate(out, i, h, splatF32(b, loc, w, lanes),
+                                   sign, width);
                 }
               }
               return out;
             });
       });
-  return inRowOrder(out);
+}
+
+} // namespace
+
+Value mlir::tq::emitFusedAccumulate(OpBuilder &b, Location loc, Value probs,
+                                    const VectorRowDecoder &values,
+                                    int64_t kvHeads, int64_t group) {
+  const CacheAccess &access = values.rowDecoder().access();
+  const int64_t width = values.width(), lanes = fusedChunkLanes(width);
+  const int64_t signs = values.qjlRows();
+  Value tokens = getValueOrCreateConstantIndexOp(b, loc, access.numTokens);
+  auto zerosOfWidth = [&](int64_t n) {
+    return createFilledTensor(
+        b, loc,
+        {sizeOf(b, loc, probs, 0), sizeOf(b, loc, probs, 1),
+         b.getIndexAttr(n)},
+        b.getF32Type(), b.getF32FloatAttr(0.0f));
+  };
+  // Accumulated in the values' decode order, put back in row order once.
+  auto inRowOrder = [&](Value out) {
+    if (!values.isReordered())
+      return out;
+    return permuteRows(b, loc, out, inverseOrder(values.laneOrder()));
+  };
+  Value out;
+  if (cast<ShapedType>(probs.getType()).getDimSize(0) == 1) {
+    out = accumulateInRegisters(b, loc, probs, values,
+                                zerosOfWidth(width + signs), tokens, kvHeads,
+                                group, lanes);
+  } else {
+    out = accumulateInMemory(b, loc, probs, values,
+                             zerosOfWidth(width + signs), kvHeads, group,
+                             lanes);
+  }
+  if (!signs)
+    return inRowOrder(out);
+  auto slice = [&](int64_t offset, int64_t n) -> Value {
+    SmallVector<OpFoldResult> offsets = {b.getIndexAttr(0), b.getIndexAttr(0),
+                                         b.getIndexAttr(offset)};
+    SmallVector<OpFoldResult> sizes = {sizeOf(b, loc, out, 0),
+                                       sizeOf(b, loc, out, 1),
+                                       b.getIndexAttr(n)};
+    SmallVector<OpFoldResult> strides(3, b.getIndexAttr(1));
+    return tensor::ExtractSliceOp::create(b, loc, out, offsets, sizes,
+                                          strides);
+  };
+  // out[i, h, j] += sum_r S[r, j] W[i, h, r]: loops (i, h, r, j), the
+  // reduction outside so the innermost loop streams rows of S.
+  const ::tq::quant::FormatSpec &spec = values.rowDecoder().spec();
+  MLIRContext *ctx = b.getContext();
+  Value matrix = createF32Matrix(b, loc, spec.qjl->matrix(), spec.qjl->rows(),
+                                 spec.qjl->dim());
+  using utils::IteratorType;
+  return createLoopNest(
+      b, loc, inRowOrder(slice(0, width)), {slice(width, signs), matrix},
+      {projection(ctx, 4, {0, 1, 2}), projection(ctx, 4, {2, 3})},
+      projection(ctx, 4, {0, 1, 3}),
+      {IteratorType::parallel, IteratorType::parallel,
+       IteratorType::reduction, IteratorType::parallel},
+      [](OpBuilder &b, Location loc, ValueRange, ValueRange in, Value acc) {
+        return multiplyAdd(b, loc, acc, in[0], in[1]);
+      });
 }

@@ -27,11 +27,12 @@ Value emitFusedScore(OpBuilder &b, Location loc, Value query,
                      const VectorRowDecoder &keys, int64_t kvHeads,
                      int64_t group);
 
-/// out[i, h, :] = sum_t probs[i, h, t] V(t, h / group) (formats without a
-/// QJL residual): tensor<queries x
+/// out[i, h, :] = sum_t probs[i, h, t] V(t, h / group): tensor<queries x
 /// query_heads x width x f32>. With one (static) query row the output
 /// stays in registers across the tokens, a few chunks of the row at a
-/// time; otherwise each decoded row updates every query row in memory.
+/// time; otherwise (or with a QJL residual, whose signs are summed next to
+/// the values and projected by S^T once per call) each decoded row updates
+/// every query row in memory.
 Value emitFusedAccumulate(OpBuilder &b, Location loc, Value probs,
                           const VectorRowDecoder &values, int64_t kvHeads,
                           int64_t group);

@@ -443,12 +443,9 @@ struct LowerAccumulate : public OpConversionPattern<AccumulateOp> {
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     if (op.getLookup() == LookupStrategy::tile) {
-      // (Register products do not carry a QJL residual's sign sums.)
-      FailureOr<Value> fused = failure();
-      if (!hasQjlResidual(op.getValues().getType()))
-        fused = lowerTileInRegisters(
-            rewriter, op, op.getProbs().getType(), op.getValues(),
-            adaptor.getValues(), adaptor.getProbs(), emitFusedAccumulate);
+      FailureOr<Value> fused = lowerTileInRegisters(
+          rewriter, op, op.getProbs().getType(), op.getValues(),
+          adaptor.getValues(), adaptor.getProbs(), emitFusedAccumulate);
       if (succeeded(fused)) {
         rewriter.replaceOp(op, *fused);
         return success();

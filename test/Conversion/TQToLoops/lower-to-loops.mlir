@@ -188,6 +188,24 @@ func.func @score_tile_tqprod(%q: tensor<1x2x32xf32>, %kb: tensor<3x1x16xi8>) -> 
 
 // -----
 
+// tqprod values, one query row: each head's loop-carried vectors hold its
+// 2 value chunks and 2 sign-sum chunks (lanes 32..63 of a 64-lane output
+// row); after the tokens, the sign sums are projected by S^T (a 32x32
+// constant) and added to the values.
+// CHECK-LABEL: func @accumulate_tile_tqprod
+// CHECK: scf.for {{.*}} iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// CHECK: arith.uitofp %{{.*}} : vector<16xi32> to vector<16xf32>
+// CHECK: vector.transfer_write %{{.*}} : vector<16xf32>, tensor<1x2x64xf32>
+// CHECK: %[[SUMS:.*]] = tensor.extract_slice %{{.*}}[0, 0, 32] [1, 2, 32] [1, 1, 1] : tensor<1x2x64xf32> to tensor<1x2x32xf32>
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction", "parallel"]} ins(%[[SUMS]], %{{.*}} : tensor<1x2x32xf32>, tensor<32x32xf32>)
+func.func @accumulate_tile_tqprod(%p: tensor<1x2x3xf32>, %vb: tensor<3x1x16xi8>) -> tensor<1x2x32xf32> {
+  %v = tq.from_bytes %vb : tensor<3x1x16xi8> -> !tq.cache<3x1x32, #tq.format<"tqprod3">>
+  %a = tq.accumulate %p, %v {lookup = #tq.lookup<tile>} : tensor<1x2x3xf32>, !tq.cache<3x1x32, #tq.format<"tqprod3">> -> tensor<1x2x32xf32>
+  return %a : tensor<1x2x32xf32>
+}
+
+// -----
+
 // haar4 has no vector row decoder: lookup = tile still decodes the tile
 // once, into a dense buffer, and takes dense products with it.
 // CHECK-LABEL: func @score_tile_fallback

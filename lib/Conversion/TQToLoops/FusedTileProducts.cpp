@@ -234,7 +234,7 @@ using RowBody =
 /// each row is decoded once (every chunk) and handed to `body`, and the
 /// same row of the next range is prefetched meanwhile.
 Value forEachDecodedRow(OpBuilder &b, Location loc,
-                        const VectorRowDecoder &rows, int64_t kvHeads,
+                        VectorRowDecoder &rows, int64_t kvHeads,
                         int64_t lanes, Value init, RowBody body) {
   const CacheAccess &access = rows.rowDecoder().access();
   Value tokens = getValueOrCreateConstantIndexOp(b, loc, access.numTokens);
@@ -265,7 +265,7 @@ int64_t mlir::tq::fusedChunkLanes(int64_t width) {
 }
 
 Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
-                               const VectorRowDecoder &keys, int64_t kvHeads,
+                               VectorRowDecoder &keys, int64_t kvHeads,
                                int64_t group) {
   const CacheAccess &access = keys.rowDecoder().access();
   const int64_t width = keys.width(), lanes = fusedChunkLanes(width);
@@ -333,7 +333,7 @@ namespace {
 /// row's value chunks then, with a QJL residual, its sign chunks (output
 /// lanes [width, width + m): sign sums weighted by ||r|| sqrt(pi/2)/m).
 Value accumulateInRegisters(OpBuilder &b, Location loc, Value probs,
-                            const VectorRowDecoder &values, Value out,
+                            VectorRowDecoder &values, Value out,
                             Value tokens, int64_t kvHeads, int64_t group,
                             int64_t lanes) {
   const int64_t valueChunks = values.width() / lanes;
@@ -405,7 +405,7 @@ Value accumulateInRegisters(OpBuilder &b, Location loc, Value probs,
 /// residual, output lanes [width, width + m) sum the signs weighted by
 /// p * scale * ||r|| * sqrt(pi/2)/m, for one projection by S^T at the end.
 Value accumulateInMemory(OpBuilder &b, Location loc, Value probs,
-                         const VectorRowDecoder &values, Value out,
+                         VectorRowDecoder &values, Value out,
                          int64_t kvHeads, int64_t group, int64_t lanes) {
   const int64_t width = values.width(), signs = values.qjlRows();
   Value queries = tensor::DimOp::create(b, loc, probs, 0);
@@ -451,7 +451,7 @@ Value accumulateInMemory(OpBuilder &b, Location loc, Value probs,
 } // namespace
 
 Value mlir::tq::emitFusedAccumulate(OpBuilder &b, Location loc, Value probs,
-                                    const VectorRowDecoder &values,
+                                    VectorRowDecoder &values,
                                     int64_t kvHeads, int64_t group) {
   const CacheAccess &access = values.rowDecoder().access();
   const int64_t width = values.width(), lanes = fusedChunkLanes(width);

@@ -24,7 +24,7 @@ int64_t fusedChunkLanes(int64_t width);
 /// (tqprod) the score adds scale * ||r|| * sqrt(pi/2)/m * <S q, sign>, S q
 /// computed once per call.
 Value emitFusedScore(OpBuilder &b, Location loc, Value query,
-                     const VectorRowDecoder &keys, int64_t kvHeads,
+                     VectorRowDecoder &keys, int64_t kvHeads,
                      int64_t group);
 
 /// out[i, h, :] = sum_t probs[i, h, t] V(t, h / group): tensor<queries x
@@ -34,7 +34,7 @@ Value emitFusedScore(OpBuilder &b, Location loc, Value query,
 /// the values and projected by S^T once per call) each decoded row updates
 /// every query row in memory.
 Value emitFusedAccumulate(OpBuilder &b, Location loc, Value probs,
-                          const VectorRowDecoder &values, int64_t kvHeads,
+                          VectorRowDecoder &values, int64_t kvHeads,
                           int64_t group);
 
 } // namespace mlir::tq

@@ -88,7 +88,7 @@ FailureOr<Value> lowerTileInRegisters(
     ConversionPatternRewriter &rewriter, Operation *op,
     ShapedType perQueryHead, Value cache, Value convertedCache,
     Value operand,
-    function_ref<Value(OpBuilder &, Location, Value, const VectorRowDecoder &,
+    function_ref<Value(OpBuilder &, Location, Value, VectorRowDecoder &,
                        int64_t, int64_t)>
         emit) {
   auto cacheType = cast<CacheType>(cache.getType());

@@ -6,6 +6,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -129,14 +130,13 @@ bool VectorRowDecoder::supports(const quant::FormatSpec &spec) {
   case quant::FormatFamily::Turbo:
   case quant::FormatFamily::Polar:
   case quant::FormatFamily::TqProd:
-    return spec.codebook && spec.codebook->centroids.size() <= 16 &&
-           spec.scaleType == quant::ScalarType::F16;
+  case quant::FormatFamily::Haar:
+    return spec.codebook && spec.codebook->centroids.size() <= 16;
   case quant::FormatFamily::Q8_0:
   case quant::FormatFamily::F16:
     return true;
-  default:
-    return false;
   }
+  return false;
 }
 
 FailureOr<VectorRowDecoder> VectorRowDecoder::get(const RowDecoder &decoder,
@@ -157,8 +157,12 @@ Value VectorRowDecoder::loadRow(OpBuilder &b, Location loc, Value t,
       ArrayRef<bool>{true});
 }
 
+bool VectorRowDecoder::renormalises() const {
+  return decoder_->spec().family == quant::FormatFamily::Haar;
+}
+
 Value VectorRowDecoder::stageRows(OpBuilder &b, Location loc,
-                                  int64_t kvHeads) const {
+                                  int64_t kvHeads) {
   const CacheAccess &access = decoder_->access();
   Value tokens = getValueOrCreateConstantIndexOp(b, loc, access.numTokens);
   Value init = tensor::EmptyOp::create(
@@ -166,10 +170,41 @@ Value VectorRowDecoder::stageRows(OpBuilder &b, Location loc,
       SmallVector<OpFoldResult>{access.numTokens, b.getIndexAttr(kvHeads),
                                 b.getIndexAttr(rowBytes_)},
       b.getI8Type());
-  return writeEveryRow(b, loc, init, tokens, kvHeads,
-                       [&](OpBuilder &b, Location loc, Value t, Value h) {
-                         return loadRow(b, loc, t, h);
-                       });
+  Value staged =
+      writeEveryRow(b, loc, init, tokens, kvHeads,
+                    [&](OpBuilder &b, Location loc, Value t, Value h) {
+                      return loadRow(b, loc, t, h);
+                    });
+  if (renormalises()) {
+    // scale / ||C[idx]|| per row (0 for an all-zero row), as a 1-lane row.
+    Value factors = tensor::EmptyOp::create(
+        b, loc,
+        SmallVector<OpFoldResult>{access.numTokens, b.getIndexAttr(kvHeads),
+                                  b.getIndexAttr(1)},
+        b.getF32Type());
+    rowFactors_ = writeEveryRow(
+        b, loc, factors, tokens, kvHeads,
+        [&](OpBuilder &b, Location loc, Value t, Value h) -> Value {
+          Value row = loadStagedRow(b, loc, staged, t, h);
+          Value c = decode(b, loc, row, t, h, 0, width_, /*applyScale=*/false);
+          Value normSq = vector::ReductionOp::create(
+              b, loc, vector::CombiningKind::ADD,
+              arith::MulFOp::create(b, loc, c, c),
+              arith::FastMathFlags::reassoc);
+          Value norm = math::SqrtOp::create(b, loc, normSq);
+          Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
+          Value positive = arith::CmpFOp::create(
+              b, loc, arith::CmpFPredicate::OGT, norm, zero);
+          Value scale = decoder_->scale(
+              b, loc, t, h, arith::ConstantIndexOp::create(b, loc, 0));
+          Value factor = arith::SelectOp::create(
+              b, loc, positive, arith::DivFOp::create(b, loc, scale, norm),
+              zero);
+          return vector::BroadcastOp::create(
+              b, loc, VectorType::get({1}, b.getF32Type()), factor);
+        });
+  }
+  return staged;
 }
 
 Value VectorRowDecoder::prefetchBuffer(OpBuilder &b, Location loc) const {
@@ -295,6 +330,12 @@ bool VectorRowDecoder::hasRowScale() const {
 Value VectorRowDecoder::rowScale(OpBuilder &b, Location loc, Value t,
                                  Value kvHead) const {
   assert(hasRowScale() && "the row has no single scale");
+  if (renormalises()) {
+    assert(rowFactors_ && "stageRows computes the renormalised scales");
+    Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
+    return tensor::ExtractOp::create(b, loc, rowFactors_,
+                                     ValueRange{t, kvHead, c0});
+  }
   return decoder_->scale(b, loc, t, kvHead,
                          arith::ConstantIndexOp::create(b, loc, 0));
 }
@@ -362,8 +403,9 @@ FailureOr<Value> mlir::tq::emitVectorGather(OpBuilder &b, Location loc,
                                             const RowDecoder &decoder,
                                             int64_t kvHeads) {
   FailureOr<VectorRowDecoder> rows = VectorRowDecoder::get(decoder);
-  // (A tqprod row's values also need its QJL correction.)
-  if (failed(rows) || rows->hasQjl())
+  // (A tqprod row's values also need its QJL correction, a haar4 row its
+  // norm.)
+  if (failed(rows) || rows->hasQjl() || rows->renormalises())
     return failure();
   const int64_t p = rows->width();
   const CacheAccess &access = decoder.access();

@@ -29,9 +29,10 @@ class VectorRowDecoder {
 public:
   /// The decoder of formats whose values are scale * C[idx] (tq3_0,
   /// tq3_0_legacy, turbo, polar; tqprod's polar part, its QJL signs apart)
-  /// with at most 16 codebook levels and fp16 scales, d * int8 (q8_0) or
-  /// halves (f16); failure for haar4. `decoder` must be precomputed and
-  /// outlive this.
+  /// with at most 16 codebook levels and fp16 or f32 scales (haar4: its
+  /// uint8 indices, each row renormalised by 1/||C[idx]||), d * int8
+  /// (q8_0) or halves (f16). `decoder` must be precomputed and outlive
+  /// this.
   /// With `chunkLanes` > 0 lanes may be reordered for chunks of that many
   /// lanes (laneOrder); 0 keeps the row's order.
   static FailureOr<VectorRowDecoder> get(const RowDecoder &decoder,
@@ -57,7 +58,12 @@ public:
   /// row_bytes x i8>, copied by a loop that does nothing else: its loads
   /// are independent, so many cache misses are in flight at once, where a
   /// loop that decodes each row as it loads it waits for them one by one.
-  Value stageRows(OpBuilder &b, Location loc, int64_t kvHeads) const;
+  /// For a renormalised format (haar4) a second loop then computes each
+  /// staged row's scale / ||C[idx]||, which rowScale reads afterwards.
+  Value stageRows(OpBuilder &b, Location loc, int64_t kvHeads);
+
+  /// True where a row's values are scale * C[idx] / ||C[idx]|| (haar4).
+  bool renormalises() const;
 
   /// A read-only buffer of the pool for prefetchNextRange (create it once,
   /// outside the loops).
@@ -94,7 +100,8 @@ public:
   /// True where one scale covers the whole row (a single block), so a
   /// consumer can apply it to a scalar instead of to every value.
   bool hasRowScale() const;
-  /// That scale (f32) of row (t, kvHead).
+  /// That scale (f32) of row (t, kvHead) — for haar4 divided by the row's
+  /// ||C[idx]|| (only after stageRows).
   Value rowScale(OpBuilder &b, Location loc, Value t, Value kvHead) const;
 
 private:
@@ -118,6 +125,8 @@ private:
   SmallVector<PlaneLanes> planes_;
   SmallVector<int64_t> order_;
   bool reordered_ = false;
+  // haar4: tensor<tokens x kv_heads x f32> of scale / ||C[idx]|| (stageRows).
+  Value rowFactors_;
 };
 
 /// tensor<tokens x kv_heads x padded x f32>: every row of the cache

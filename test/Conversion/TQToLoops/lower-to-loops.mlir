@@ -206,12 +206,19 @@ func.func @accumulate_tile_tqprod(%p: tensor<1x2x3xf32>, %vb: tensor<3x1x16xi8>)
 
 // -----
 
-// haar4 has no vector row decoder: lookup = tile still decodes the tile
-// once, into a dense buffer, and takes dense products with it.
-// CHECK-LABEL: func @score_tile_fallback
-// CHECK: } -> tensor<3x1x32xf32>
-// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<1x2x32xf32>, tensor<3x1x32xf32>)
-func.func @score_tile_fallback(%q: tensor<1x2x32xf32>, %kb: tensor<3x1x36xi8>) -> tensor<1x2x3xf32> {
+// haar4 in registers: after staging, a second loop decodes each row once
+// more to compute its scale / ||C[idx]|| (0 for a zero row); every score
+// is then scaled by that factor.
+// CHECK-LABEL: func @score_tile_haar
+// CHECK: scf.for {{.*}} -> (tensor<3x1x36xi8>)
+// CHECK: %[[F:.*]] = scf.for {{.*}} -> (tensor<3x1x1xf32>)
+// CHECK: tq.lane_lookup
+// CHECK: vector.reduction <add>
+// CHECK: math.sqrt
+// CHECK: arith.divf
+// CHECK: scf.for {{.*}} -> (tensor<1x2x3xf32>)
+// CHECK: tensor.extract %[[F]]
+func.func @score_tile_haar(%q: tensor<1x2x32xf32>, %kb: tensor<3x1x36xi8>) -> tensor<1x2x3xf32> {
   %k = tq.from_bytes %kb : tensor<3x1x36xi8> -> !tq.cache<3x1x32, #tq.format<"haar4">>
   %s = tq.score %q, %k {lookup = #tq.lookup<tile>} : tensor<1x2x32xf32>, !tq.cache<3x1x32, #tq.format<"haar4">> -> tensor<1x2x3xf32>
   return %s : tensor<1x2x3xf32>

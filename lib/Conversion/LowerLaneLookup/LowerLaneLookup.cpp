@@ -51,7 +51,8 @@ Value selectTree(OpBuilder &b, Location loc, ArrayRef<float> table,
     level.push_back(level.back());
   Value zero = splatI32(b, loc, n, 0);
   for (int32_t bit = 1; level.size() > 1; bit <<= 1) {
-    Value masked = arith::AndIOp::create(b, loc, index, splatI32(b, loc, n, bit));
+    Value masked =
+        arith::AndIOp::create(b, loc, index, splatI32(b, loc, n, bit));
     Value isSet =
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, masked, zero);
     SmallVector<Value> next;

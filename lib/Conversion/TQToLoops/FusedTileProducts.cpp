@@ -105,8 +105,9 @@ SmallVector<Value> sumEach(OpBuilder &b, Location loc,
     SmallVector<int64_t> lo, hi;
     lanesOf(lo, 0, width, n, size, 0, size / 2);
     lanesOf(hi, 0, width, n, size, size / 2, size / 2);
-    v = arith::AddFOp::create(b, loc, vector::ShuffleOp::create(b, loc, v, v, lo),
-                              vector::ShuffleOp::create(b, loc, v, v, hi));
+    Value low = vector::ShuffleOp::create(b, loc, v, v, lo);
+    Value high = vector::ShuffleOp::create(b, loc, v, v, hi);
+    v = arith::AddFOp::create(b, loc, low, high);
   }
   for (int64_t k = 0; k < n; ++k)
     sums.push_back(vector::ExtractOp::create(b, loc, v, k));

@@ -1,4 +1,4 @@
-//===- FusedTileProducts.h - Products over rows decoded in registers -*- C++ -*-===//
+//===- FusedTileProducts.h - Products over decoded rows ---------*- C++ -*-===//
 //
 // The two products of a flash-attention tile with each packed K / V row
 // decoded once, in vector registers, and used straight away by every query

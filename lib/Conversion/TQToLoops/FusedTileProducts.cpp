@@ -225,35 +225,61 @@ Value projectQueries(OpBuilder &b, Location loc, Value query,
       });
 }
 
-/// Row t, kv head h's state update with the row's decoded chunks (and its
-/// packed bytes, for what else the row carries).
-using RowBody =
-    function_ref<Value(OpBuilder &, Location, Value t, Value kvh, Value row,
-                       ArrayRef<Value> chunks, Value state)>;
+/// One decoded row of a loop step: its token, packed bytes (for what else
+/// the row carries) and value chunks; `valid` (i1) is false for the
+/// padding row of a step past the last token (a repeat of the last row,
+/// whose weights the body must zero), null when every row is valid.
+struct DecodedRow {
+  Value t, row, valid;
+  SmallVector<Value> chunks;
+};
 
-/// Loops (t, kv head) over the staged rows of `rows`, carrying `init`:
-/// each row is decoded once (every chunk) and handed to `body`, and the
-/// same row of the next range is prefetched meanwhile.
-Value forEachDecodedRow(OpBuilder &b, Location loc,
-                        VectorRowDecoder &rows, int64_t kvHeads,
-                        int64_t lanes, Value init, RowBody body) {
+/// A kv head's state update with the step's decoded rows.
+using RowsBody = function_ref<Value(OpBuilder &, Location, Value kvh,
+                                    ArrayRef<DecodedRow> rows, Value state)>;
+
+/// Loops (t in steps of `step`, kv head) over the staged rows of `rows`,
+/// carrying `init`: each row is decoded once (every chunk) and handed to
+/// `body` with the other rows of its step, and the same rows of the next
+/// range are prefetched meanwhile.
+Value forEachDecodedRows(OpBuilder &b, Location loc, VectorRowDecoder &rows,
+                         int64_t kvHeads, int64_t lanes, int64_t step,
+                         Value init, RowsBody body) {
   const CacheAccess &access = rows.rowDecoder().access();
   Value tokens = getValueOrCreateConstantIndexOp(b, loc, access.numTokens);
   Value staged = rows.stageRows(b, loc, kvHeads);
   Value prefetch = rows.prefetchBuffer(b, loc);
   const int64_t numChunks = rows.width() / lanes;
-  return forEach(b, loc, tokens, init, [&](OpBuilder &b, Location loc,
-                                           Value t, Value state) {
-    return forEach(
-        b, loc, indexConst(b, loc, kvHeads), state,
-        [&](OpBuilder &b, Location loc, Value kvh, Value state) {
-          rows.prefetchNextRange(b, loc, prefetch, t, kvh);
-          Value row = rows.loadStagedRow(b, loc, staged, t, kvh);
-          SmallVector<Value> chunks =
-              decodeChunks(b, loc, rows, row, t, kvh, lanes, 0, numChunks);
-          return body(b, loc, t, kvh, row, chunks, state);
-        });
-  });
+  Value last = arith::SubIOp::create(b, loc, tokens, indexConst(b, loc, 1));
+  auto loop = scf::ForOp::create(
+      b, loc, indexConst(b, loc, 0), tokens, indexConst(b, loc, step),
+      ValueRange{init},
+      [&](OpBuilder &b, Location loc, Value t0, ValueRange state) {
+        Value next = forEach(
+            b, loc, indexConst(b, loc, kvHeads), state[0],
+            [&](OpBuilder &b, Location loc, Value kvh, Value state) {
+              SmallVector<DecodedRow> decoded;
+              for (int64_t k = 0; k < step; ++k) {
+                DecodedRow r;
+                r.t = t0;
+                if (k > 0) {
+                  Value t = arith::AddIOp::create(b, loc, t0,
+                                                  indexConst(b, loc, k));
+                  r.valid = arith::CmpIOp::create(
+                      b, loc, arith::CmpIPredicate::ult, t, tokens);
+                  r.t = arith::MinUIOp::create(b, loc, t, last);
+                }
+                rows.prefetchNextRange(b, loc, prefetch, r.t, kvh);
+                r.row = rows.loadStagedRow(b, loc, staged, r.t, kvh);
+                r.chunks = decodeChunks(b, loc, rows, r.row, r.t, kvh, lanes,
+                                        0, numChunks);
+                decoded.push_back(std::move(r));
+              }
+              return body(b, loc, kvh, decoded, state);
+            });
+        scf::YieldOp::create(b, loc, next);
+      });
+  return loop.getResult(0);
 }
 
 } // namespace
@@ -287,10 +313,12 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
   // Loops (t, kv head, i): each row is decoded once for all query rows and
   // heads; every score is one chain of multiply-adds over the chunks, and
   // the group's chains share one horizontal-sum tree.
-  return forEachDecodedRow(
-      b, loc, keys, kvHeads, lanes, init,
-      [&](OpBuilder &b, Location loc, Value t, Value kvh, Value row,
-          ArrayRef<Value> k, Value scores) {
+  return forEachDecodedRows(
+      b, loc, keys, kvHeads, lanes, /*step=*/1, init,
+      [&](OpBuilder &b, Location loc, Value kvh, ArrayRef<DecodedRow> rows,
+          Value scores) {
+        Value t = rows[0].t, row = rows[0].row;
+        ArrayRef<Value> k = rows[0].chunks;
         SmallVector<Value> signs;
         for (int64_t c = 0; c < qjlChunks; ++c)
           signs.push_back(keys.decodeSigns(b, loc, row, c * lanes, lanes));
@@ -402,47 +430,68 @@ Value accumulateInRegisters(OpBuilder &b, Location loc, Value probs,
 }
 
 /// Any number of query rows: loops (t, kv head, i), each row decoded once
-/// for all query rows, every output chunk updated in memory. With a QJL
-/// residual, output lanes [width, width + m) sum the signs weighted by
+/// for all query rows. Rows come in pairs, so each output chunk is loaded
+/// and stored once per two tokens (the updates are store-bound). With a
+/// QJL residual, output lanes [width, width + m) sum the signs weighted by
 /// p * scale * ||r|| * sqrt(pi/2)/m, for one projection by S^T at the end.
 Value accumulateInMemory(OpBuilder &b, Location loc, Value probs,
                          VectorRowDecoder &values, Value out,
                          int64_t kvHeads, int64_t group, int64_t lanes) {
   const int64_t width = values.width(), signs = values.qjlRows();
   Value queries = tensor::DimOp::create(b, loc, probs, 0);
-  return forEachDecodedRow(
-      b, loc, values, kvHeads, lanes, out,
-      [&](OpBuilder &b, Location loc, Value t, Value kvh, Value row,
-          ArrayRef<Value> v, Value out) {
-        SmallVector<Value> sign;
-        for (int64_t c = 0; c * lanes < signs; ++c)
-          sign.push_back(values.decodeSigns(b, loc, row, c * lanes, lanes));
-        Value signWeight =
-            signs ? values.qjlWeight(b, loc, t, kvh) : Value();
-        auto accumulate = [&](Value out, Value i, Value h, Value weight,
-                              ArrayRef<Value> chunks, int64_t offset) {
-          for (size_t c = 0; c < chunks.size(); ++c) {
+  return forEachDecodedRows(
+      b, loc, values, kvHeads, lanes, /*step=*/2, out,
+      [&](OpBuilder &b, Location loc, Value kvh, ArrayRef<DecodedRow> rows,
+          Value out) {
+        // Per row: its sign chunks and the weight of its signs.
+        SmallVector<SmallVector<Value>> sign(rows.size());
+        SmallVector<Value> signWeight(rows.size());
+        for (size_t r = 0; r < rows.size() && signs; ++r) {
+          for (int64_t c = 0; c * lanes < signs; ++c)
+            sign[r].push_back(
+                values.decodeSigns(b, loc, rows[r].row, c * lanes, lanes));
+          signWeight[r] = values.qjlWeight(b, loc, rows[r].t, kvh);
+        }
+        // out[i, h, offset + ...] += sum_r weights[r] * chunks[r][...].
+        auto accumulate = [&](Value out, Value i, Value h,
+                              ArrayRef<Value> weights,
+                              ArrayRef<SmallVector<Value>> chunks,
+                              int64_t offset) {
+          for (size_t c = 0; c < chunks[0].size(); ++c) {
             int64_t at = offset + int64_t(c) * lanes;
             Value acc = readChunk(b, loc, out, i, h, at, lanes);
-            acc = vector::FMAOp::create(b, loc, weight, chunks[c], acc);
+            for (size_t r = 0; r < weights.size(); ++r)
+              acc = vector::FMAOp::create(b, loc, weights[r], chunks[r][c],
+                                          acc);
             out = writeChunk(b, loc, acc, out, i, h, at);
           }
           return out;
         };
+        SmallVector<SmallVector<Value>> valueChunks;
+        for (const DecodedRow &r : rows)
+          valueChunks.push_back(r.chunks);
         return forEach(
             b, loc, queries, out,
             [&](OpBuilder &b, Location loc, Value i, Value out) {
               for (int64_t hh = 0; hh < group; ++hh) {
                 Value h = headOf(b, loc, kvh, group, hh);
-                Value p = tensor::ExtractOp::create(b, loc, probs,
-                                                    ValueRange{i, h, t});
-                p = applyRowScale(b, loc, values, p, t, kvh);
-                out = accumulate(out, i, h, splatF32(b, loc, p, lanes), v, 0);
-                if (signs) {
-                  Value w = arith::MulFOp::create(b, loc, p, signWeight);
-                  out = accumulate(out, i, h, splatF32(b, loc, w, lanes),
-                                   sign, width);
+                SmallVector<Value> w, ws;
+                for (size_t r = 0; r < rows.size(); ++r) {
+                  Value p = tensor::ExtractOp::create(
+                      b, loc, probs, ValueRange{i, h, rows[r].t});
+                  if (rows[r].valid)
+                    p = arith::SelectOp::create(b, loc, rows[r].valid, p,
+                                                f32Const(b, loc, 0.0f));
+                  p = applyRowScale(b, loc, values, p, rows[r].t, kvh);
+                  w.push_back(splatF32(b, loc, p, lanes));
+                  if (signs)
+                    ws.push_back(splatF32(
+                        b, loc, arith::MulFOp::create(b, loc, p, signWeight[r]),
+                        lanes));
                 }
+                out = accumulate(out, i, h, w, valueChunks, 0);
+                if (signs)
+                  out = accumulate(out, i, h, ws, sign, width);
               }
               return out;
             });

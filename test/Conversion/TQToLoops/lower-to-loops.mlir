@@ -142,15 +142,21 @@ func.func @accumulate_tile_one_row(%p: tensor<1x2x5xf32>, %vb: tensor<5x1x50xi8>
 
 // -----
 
-// Any number of query rows (prefill): each V row is decoded once per token
-// and updates every query row's output chunks in place.
+// Any number of query rows (prefill): tokens come in pairs (the second
+// clamped to the last token and weighted 0 past it); each pair's V rows
+// are decoded once and update every query row's output chunks in place,
+// one load and one store per chunk for both tokens.
 // CHECK-LABEL: func @accumulate_tile_rows
-// CHECK: scf.for %[[T:.*]] = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<?x2x128xf32>)
+// CHECK: scf.for %[[T:.*]] = %c0{{.*}} to %c5{{.*}} step %c2{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<?x2x128xf32>)
+// CHECK: %[[T1:.*]] = arith.minui
 // CHECK: tq.lane_lookup
 // CHECK: scf.for %[[I:.*]] = %c0{{.*}} to %{{.*}} iter_args(%[[OUT:.*]] = %{{.*}}) -> (tensor<?x2x128xf32>)
 // CHECK: tensor.extract %arg0[%[[I]], %{{.*}}, %[[T]]]
+// CHECK: %[[P1:.*]] = tensor.extract %arg0[%[[I]], %{{.*}}, %[[T1]]]
+// CHECK: arith.select %{{.*}}, %[[P1]], %{{.*}} : f32
 // CHECK: %[[A:.*]] = vector.transfer_read %[[OUT]][%[[I]], %[[H:[0-9a-z_]+]], %{{.*}}]
-// CHECK: %[[F:.*]] = vector.fma %{{.*}}, %{{.*}}, %[[A]] : vector<16xf32>
+// CHECK: %[[F0:.*]] = vector.fma %{{.*}}, %{{.*}}, %[[A]] : vector<16xf32>
+// CHECK: %[[F:.*]] = vector.fma %{{.*}}, %{{.*}}, %[[F0]] : vector<16xf32>
 // CHECK: vector.transfer_write %[[F]], %[[OUT]][%[[I]], %[[H]], %{{.*}}]
 func.func @accumulate_tile_rows(%p: tensor<?x2x5xf32>, %vb: tensor<5x1x50xi8>) -> tensor<?x2x128xf32> {
   %v = tq.from_bytes %vb : tensor<5x1x50xi8> -> !tq.cache<5x1x128, #tq.format<"turbo3_0">>

@@ -3,6 +3,7 @@
 #include "FusedTileProducts.h"
 
 #include "LoopBuilders.h"
+#include "QjlLowering.h"
 #include "RowDecoding.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -201,30 +202,6 @@ Value dotChunks(OpBuilder &b, Location loc, Value x, Value i, Value h,
   return dot;
 }
 
-/// tqprod: S q for every query row and head (tensor<rows x heads x m>),
-/// with S the format's QJL projection (m x width). Loop-invariant in a
-/// flash loop: hoisted out of it by loop-invariant code motion.
-Value projectQueries(OpBuilder &b, Location loc, Value query,
-                     const VectorRowDecoder &keys) {
-  const ::tq::quant::FormatSpec &spec = keys.rowDecoder().spec();
-  MLIRContext *ctx = b.getContext();
-  Value matrix = createF32Matrix(b, loc, spec.qjl->matrix(), spec.qjl->rows(),
-                                 spec.qjl->dim());
-  Value zeros = createFilledTensor(
-      b, loc,
-      {sizeOf(b, loc, query, 0), sizeOf(b, loc, query, 1),
-       b.getIndexAttr(spec.qjl->rows())},
-      b.getF32Type(), b.getF32FloatAttr(0.0f));
-  // Loops (i, h, r, d).
-  return createLoopNest(
-      b, loc, zeros, {query, matrix},
-      {projection(ctx, 4, {0, 1, 3}), projection(ctx, 4, {2, 3})},
-      projection(ctx, 4, {0, 1, 2}), 4, 1,
-      [](OpBuilder &b, Location loc, ValueRange, ValueRange in, Value acc) {
-        return multiplyAdd(b, loc, acc, in[0], in[1]);
-      });
-}
-
 /// One decoded row of a loop step: its token, packed bytes (for what else
 /// the row carries) and value chunks; `valid` (i1) is false for the
 /// padding row of a step past the last token (a repeat of the last row,
@@ -301,7 +278,8 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
   Value projected;
   const int64_t qjlChunks = keys.qjlRows() / lanes;
   if (keys.hasQjl())
-    projected = projectQueries(b, loc, query, keys);
+    // (Loop-invariant in a flash loop: LICM lifts it out.)
+    projected = projectQueriesByQjl(b, loc, query, keys.rowDecoder().spec());
   // The keys' lanes in their decode order (once per call).
   if (keys.isReordered())
     query = permuteRows(b, loc, query, keys.laneOrder());
@@ -546,8 +524,7 @@ Value mlir::tq::emitFusedAccumulate(OpBuilder &b, Location loc, Value probs,
   // reduction outside so the innermost loop streams rows of S.
   const ::tq::quant::FormatSpec &spec = values.rowDecoder().spec();
   MLIRContext *ctx = b.getContext();
-  Value matrix = createF32Matrix(b, loc, spec.qjl->matrix(), spec.qjl->rows(),
-                                 spec.qjl->dim());
+  Value matrix = qjlMatrix(b, loc, spec);
   using utils::IteratorType;
   return createLoopNest(
       b, loc, inRowOrder(slice(0, width)), {slice(width, signs), matrix},

@@ -11,6 +11,7 @@
 
 #include "LoopBuilders.h"
 #include "LoweringPatterns.h"
+#include "QjlLowering.h"
 #include "RowDecoding.h"
 #include "FusedTileProducts.h"
 #include "VectorRowDecoder.h"
@@ -21,7 +22,6 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
-#include <cmath>
 
 using namespace mlir;
 using namespace mlir::tq;
@@ -33,11 +33,6 @@ Value zeroIndex(OpBuilder &b, Location loc) {
   return arith::ConstantIndexOp::create(b, loc, 0);
 }
 
-/// sqrt(pi/2) / m, the QJL estimator's constant.
-float qjlConstant(const quant::FormatSpec &spec) {
-  return float(std::sqrt(M_PI / 2.0) / spec.qjl->rows());
-}
-
 /// tqprod: the weight of row (t, kvHead)'s QJL term, scale * ||r|| * c,
 /// with the scale of the block holding element j and c = qjlConstant.
 Value qjlRowWeight(OpBuilder &b, Location loc, const RowDecoder &dec,
@@ -47,12 +42,6 @@ Value qjlRowWeight(OpBuilder &b, Location loc, const RowDecoder &dec,
   return arith::MulFOp::create(b, loc,
                                arith::MulFOp::create(b, loc, scale, rnorm),
                                f32Const(b, loc, qjlConstant(dec.spec())));
-}
-
-/// The QJL projection S (rows x dim) as a constant.
-Value qjlMatrix(OpBuilder &b, Location loc, const quant::FormatSpec &spec) {
-  return createF32Matrix(b, loc, spec.qjl->matrix(), spec.qjl->rows(),
-                         spec.qjl->dim());
 }
 
 /// What the codebook score / accumulate lowerings share: the decoder of the
@@ -392,19 +381,7 @@ struct LowerScore : public OpConversionPattern<ScoreOp> {
           });
     }
     if (spec.qjl) {
-      const unsigned m = spec.qjl->rows();
-      // sq[i, h, r] = sum_d S[r, d] q[i, h, d]: loops (i, h, r, d).
-      SmallVector<OpFoldResult> sqSizes = {outSizes[0], outSizes[1],
-                                           rewriter.getIndexAttr(m)};
-      Value sqZeros = createFilledTensor(rewriter, loc, sqSizes,
-                                         rewriter.getF32Type(),
-                                         rewriter.getF32FloatAttr(0.0f));
-      Value sq = createLoopNest(
-          rewriter, loc, sqZeros, {q, qjlMatrix(rewriter, loc, spec)},
-          {projection(ctx, 4, {0, 1, 3}), projection(ctx, 4, {2, 3})},
-          projection(ctx, 4, {0, 1, 2}), 4, 1,
-          [](OpBuilder &b, Location loc, ValueRange, ValueRange in,
-             Value acc) { return multiplyAdd(b, loc, acc, in[0], in[1]); });
+      Value sq = projectQueriesByQjl(rewriter, loc, q, spec);
       // corr[i, h, t] = sum_r sq[i, h, r] * sign_r(t, h / g): (i, h, t, r).
       Value corr = createLoopNest(
           rewriter, loc, zeros, {sq}, {projection(ctx, 4, {0, 1, 3})},

@@ -2,6 +2,8 @@
 
 #include "VectorRowDecoder.h"
 
+#include "QjlLowering.h"
+
 #include "tq/Dialect/TQ/IR/TQDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -12,7 +14,6 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
-#include <cmath>
 #include <map>
 #include <numeric>
 #include <set>
@@ -314,11 +315,10 @@ Value VectorRowDecoder::decodeSigns(OpBuilder &b, Location loc, Value row,
 
 Value VectorRowDecoder::qjlWeight(OpBuilder &b, Location loc, Value t,
                                   Value kvHead) const {
-  const float c =
-      float(std::sqrt(M_PI / 2.0) / double(decoder_->spec().qjl->rows()));
   return arith::MulFOp::create(
       b, loc, decoder_->residualNorm(b, loc, t, kvHead),
-      arith::ConstantOp::create(b, loc, b.getF32FloatAttr(c)));
+      arith::ConstantOp::create(
+          b, loc, b.getF32FloatAttr(qjlConstant(decoder_->spec()))));
 }
 
 bool VectorRowDecoder::hasRowScale() const {

@@ -69,6 +69,10 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   pm.addPass(createForallToForLoopPass());
   pm.addPass(createConvertVectorToSCFPass());
+  buildHostLoopsToLLVMPipeline(pm);
+}
+
+void mlir::tq::buildHostLoopsToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());

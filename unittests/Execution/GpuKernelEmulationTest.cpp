@@ -14,13 +14,13 @@
 #include "tq/Conversion/Passes.h"
 #include "tq/Conversion/TQToGPU/GpuKernels.h"
 #include "tq/Dialect/TQ/IR/TQDialect.h"
+#include "tq/Pipelines/Pipelines.h"
 #include "tq/Quant/Attention.h"
 #include "tq/Quant/Format.h"
 #include "tq/Quant/Random.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
-#include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Diagnostics.h"
@@ -124,16 +124,7 @@ TEST_P(GpuKernelEmulationTest, MatchesReference) {
   // hundreds of values and canonicalization is slow; the code runs as built.
   pm.addPass(createTQApproximateMath()); // the GPU targets' exp2 as well
   pm.addPass(arith::createArithExpandOpsPass());
-  pm.addPass(memref::createExpandStridedMetadataPass());
-  pm.addPass(createLowerAffinePass());
-  pm.addPass(createSCFToControlFlowPass());
-  pm.addPass(createConvertMathToLLVMPass());
-  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
-  pm.addPass(createArithToLLVMConversionPass());
-  pm.addPass(createConvertControlFlowToLLVMPass());
-  pm.addPass(createConvertFuncToLLVMPass());
-  pm.addPass(createConvertIndexToLLVMPass());
-  pm.addPass(createReconcileUnrealizedCastsPass());
+  buildHostLoopsToLLVMPipeline(pm);
   ASSERT_TRUE(succeeded(pm.run(*module))) << diagnostics;
   auto transformer = makeOptimizingTransformer(0, 0, nullptr);
   ExecutionEngineOptions options;

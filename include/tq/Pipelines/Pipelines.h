@@ -61,6 +61,13 @@ void buildTQFusionPipeline(OpPassManager &pm, const TQPipelineOptions &options);
 /// upstream conversions down to the LLVM dialect (CPU).
 void buildTQToLLVMPipeline(OpPassManager &pm, const TQPipelineOptions &options);
 
+/// The tail of tq-to-llvm, for any host code of scf/affine loops, vector,
+/// math, arith and memref ops: strided metadata expanded, affine and scf
+/// lowered, then everything converted to the LLVM dialect (math by LLVM
+/// intrinsics, libm for the rest). Also runs kernels built for the host
+/// emulation of the GPU target (after tq-gpu-to-host).
+void buildHostLoopsToLLVMPipeline(OpPassManager &pm);
+
 /// Registers "tq-fusion" and "tq-to-llvm" with the pass registry.
 void registerTQPipelines();
 

@@ -186,8 +186,10 @@ KernelRunner::jit(ModuleOp module, const mlir::tq::TQPipelineOptions &options,
     error = "pipeline failed: " + diagnostics;
     return nullptr;
   }
+  // options.transformer is a function_ref: the function must outlive create().
+  auto transformer = makeOptimizingTransformer(2, 0, nullptr);
   ExecutionEngineOptions engineOptions;
-  engineOptions.transformer = makeOptimizingTransformer(2, 0, nullptr);
+  engineOptions.transformer = transformer;
   auto engine = ExecutionEngine::create(module, engineOptions);
   if (!engine) {
     error = "JIT failed: " + llvm::toString(engine.takeError());

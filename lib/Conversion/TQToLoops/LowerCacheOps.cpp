@@ -95,11 +95,6 @@ FailureOr<Value> lowerTileInRegisters(
               cacheType.getNumKvHeads(), prepared->group);
 }
 
-/// Formats whose rows carry a QJL residual (tqprod).
-bool hasQjlResidual(CacheType cache) {
-  return cache.getQuantFormat().spec().qjl != nullptr;
-}
-
 /// haar4: scale / ||C[idx]|| of every row, tensor<tokens x kv_heads>.
 Value haarRowFactors(OpBuilder &b, Location loc, const RowDecoder &dec,
                      const CacheAccess &access, int64_t kvHeads) {
@@ -286,18 +281,8 @@ struct LowerScore : public OpConversionPattern<ScoreOp> {
         rewriter.replaceOp(op, *fused);
         return success();
       }
-      // Otherwise decode the (tile of the) cache once into a dense buffer,
-      // shared by every query head of a GQA group, then take dense
-      // products — except with a QJL residual, whose dense rows cost a
-      // d x m product each (S^T sign): scored from S q below instead.
-      CacheType keys = op.getKeys().getType();
-      if (!hasQjlResidual(keys)) {
-        Value dense = GatherOp::create(rewriter, loc, keys.getRotatedType(),
-                                       op.getKeys());
-        rewriter.replaceOpWithNewOp<QKOp>(op, op.getType(), op.getQuery(),
-                                          dense);
-        return success();
-      }
+      // (Every format has a vector row decoder; a query of dynamic width
+      // takes the element-wise lowering below.)
     }
     MLIRContext *ctx = rewriter.getContext();
     CacheType cacheType = op.getKeys().getType();
@@ -425,15 +410,6 @@ struct LowerAccumulate : public OpConversionPattern<AccumulateOp> {
           adaptor.getValues(), adaptor.getProbs(), emitFusedAccumulate);
       if (succeeded(fused)) {
         rewriter.replaceOp(op, *fused);
-        return success();
-      }
-      // (QJL residuals: summed as signs, projected once below.)
-      CacheType values = op.getValues().getType();
-      if (!hasQjlResidual(values)) {
-        Value dense = GatherOp::create(rewriter, loc,
-                                       values.getRotatedType(), op.getValues());
-        rewriter.replaceOpWithNewOp<PVOp>(op, op.getType(), op.getProbs(),
-                                          dense);
         return success();
       }
     }

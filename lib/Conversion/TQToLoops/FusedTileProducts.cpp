@@ -32,40 +32,43 @@ Value headOf(OpBuilder &b, Location loc, Value kvHead, int64_t group,
   return arith::AddIOp::create(b, loc, first, indexConst(b, loc, hh));
 }
 
-/// Chunks [first, first + count) of row (t, kvHead) from its bytes `row`,
+/// Chunks [first, first + count) of a row from its bytes `row`,
 /// `lanes` values each; a single row scale is left to the caller (it
 /// scales one scalar per head instead of every value).
 SmallVector<Value> decodeChunks(OpBuilder &b, Location loc,
-                                const VectorRowDecoder &rows, Value row,
-                                Value t, Value kvHead, int64_t lanes,
-                                int64_t first, int64_t count) {
+                                const VectorRowDecoder &rows,
+                                const RowBytes &row,
+                                int64_t lanes, int64_t first,
+                                int64_t count) {
   SmallVector<Value> chunks;
   for (int64_t c = first; c < first + count; ++c)
-    chunks.push_back(rows.decode(b, loc, row, t, kvHead, c * lanes, lanes,
+    chunks.push_back(rows.decode(b, loc, row, c * lanes, lanes,
                                  /*applyScale=*/!rows.hasRowScale()));
   return chunks;
 }
 
-/// `x` times row (t, kvHead)'s scale where decodeChunks left it out.
+/// `x` times the scale of row (t, kvHead), bytes `row`, where decodeChunks
+/// left it out.
 Value applyRowScale(OpBuilder &b, Location loc, const VectorRowDecoder &rows,
-                    Value x, Value t, Value kvHead) {
+                    Value x, const RowBytes &row, Value t, Value kvHead) {
   if (!rows.hasRowScale())
     return x;
-  return arith::MulFOp::create(b, loc, x, rows.rowScale(b, loc, t, kvHead));
+  return arith::MulFOp::create(b, loc, x,
+                               rows.rowScale(b, loc, row, t, kvHead));
 }
 
-/// The horizontal sum of every vector of `parts` (equal widths w). For
-/// n = parts.size() a power of two no larger than w, one shuffle tree
-/// serves all of them: each round adds the low and high halves of every
+/// The horizontal sum of every vector of `parts` (equal widths w). Where
+/// n, parts.size() rounded up to a power of two (zero parts fill the
+/// gap), is no larger than w, one shuffle tree serves all of them: each round adds the low and high halves of every
 /// lane group of two vectors into one (n - 1 adds in all), then the groups
 /// of the last vector are halved until each is one lane — about 4n ops
 /// where n separate reductions take about 2n log2(w).
 SmallVector<Value> sumEach(OpBuilder &b, Location loc,
                            ArrayRef<Value> parts) {
-  const int64_t n = parts.size();
   const int64_t w = cast<VectorType>(parts.front().getType()).getDimSize(0);
+  const int64_t n = int64_t(llvm::PowerOf2Ceil(uint64_t(parts.size())));
   SmallVector<Value> sums;
-  if (n == 1 || !llvm::isPowerOf2_64(n) || n > w) {
+  if (n == 1 || n > w) {
     for (Value part : parts)
       sums.push_back(vector::ReductionOp::create(
           b, loc, vector::CombiningKind::ADD, part,
@@ -82,6 +85,13 @@ SmallVector<Value> sumEach(OpBuilder &b, Location loc,
         mask.push_back(operand * width + g * size + from + l);
   };
   SmallVector<Value> level(parts);
+  // Zero parts fill the tree up to a power of two.
+  if (int64_t(level.size()) < n)
+    level.resize(n, arith::ConstantOp::create(
+                        b, loc,
+                        DenseElementsAttr::get(
+                            cast<VectorType>(parts.front().getType()),
+                            0.0f)));
   int64_t groups = 1;
   while (level.size() > 1) {
     const int64_t size = w / groups, half = size / 2;
@@ -110,9 +120,21 @@ SmallVector<Value> sumEach(OpBuilder &b, Location loc,
     Value high = vector::ShuffleOp::create(b, loc, v, v, hi);
     v = arith::AddFOp::create(b, loc, low, high);
   }
-  for (int64_t k = 0; k < n; ++k)
+  for (int64_t k = 0; k < int64_t(parts.size()); ++k)
     sums.push_back(vector::ExtractOp::create(b, loc, v, k));
   return sums;
+}
+
+/// Rows a score step takes: up to 4, while their horizontal sums (perRow
+/// each, padded to a power of two) fit one sum tree of `lanes` lanes.
+/// More rows per step make the tree cheaper per sum and give the core
+/// independent multiply-add chains to overlap.
+int64_t scoreRowsPerStep(int64_t perRow, int64_t lanes) {
+  const int64_t padded = int64_t(llvm::PowerOf2Ceil(uint64_t(perRow)));
+  int64_t step = 1;
+  while (step < 4 && 2 * step * padded <= lanes)
+    step *= 2;
+  return step;
 }
 
 Value readChunk(OpBuilder &b, Location loc, Value tensor, Value i, Value h,
@@ -189,25 +211,13 @@ Value splatF32(OpBuilder &b, Location loc, Value scalar, int64_t lanes) {
       b, loc, VectorType::get({lanes}, b.getF32Type()), scalar);
 }
 
-/// sum_c x[i, h, c * lanes : (c + 1) * lanes] * chunks[c], lane-wise (a
-/// multiply-add chain; the caller sums the lanes).
-Value dotChunks(OpBuilder &b, Location loc, Value x, Value i, Value h,
-                ArrayRef<Value> chunks, int64_t lanes) {
-  Value dot;
-  for (size_t c = 0; c < chunks.size(); ++c) {
-    Value xc = readChunk(b, loc, x, i, h, int64_t(c) * lanes, lanes);
-    dot = dot ? vector::FMAOp::create(b, loc, xc, chunks[c], dot).getResult()
-              : arith::MulFOp::create(b, loc, xc, chunks[c]).getResult();
-  }
-  return dot;
-}
-
 /// One decoded row of a loop step: its token, packed bytes (for what else
-/// the row carries) and value chunks; `valid` (i1) is false for the
+/// the row carries) and value chunks (none where the body decodes them); `valid` (i1) is false for the
 /// padding row of a step past the last token (a repeat of the last row,
 /// whose weights the body must zero), null when every row is valid.
 struct DecodedRow {
-  Value t, row, valid;
+  Value t, valid;
+  RowBytes row;
   SmallVector<Value> chunks;
 };
 
@@ -216,12 +226,13 @@ using RowsBody = function_ref<Value(OpBuilder &, Location, Value kvh,
                                     ArrayRef<DecodedRow> rows, Value state)>;
 
 /// Loops (t in steps of `step`, kv head) over the staged rows of `rows`,
-/// carrying `init`: each row is decoded once (every chunk) and handed to
-/// `body` with the other rows of its step, and the same rows of the next
-/// range are prefetched meanwhile.
+/// carrying `init`: each row is decoded once (every chunk, unless
+/// `decode` is false: then the body decodes them where it uses them) and
+/// handed to `body` with the other rows of its step, and the same rows of
+/// the next range are prefetched meanwhile.
 Value forEachDecodedRows(OpBuilder &b, Location loc, VectorRowDecoder &rows,
                          int64_t kvHeads, int64_t lanes, int64_t step,
-                         Value init, RowsBody body) {
+                         Value init, RowsBody body, bool decode = true) {
   const CacheAccess &access = rows.rowDecoder().access();
   Value tokens = getValueOrCreateConstantIndexOp(b, loc, access.numTokens);
   Value staged = rows.stageRows(b, loc, kvHeads);
@@ -247,9 +258,10 @@ Value forEachDecodedRows(OpBuilder &b, Location loc, VectorRowDecoder &rows,
                   r.t = arith::MinUIOp::create(b, loc, t, last);
                 }
                 rows.prefetchNextRange(b, loc, prefetch, r.t, kvh);
-                r.row = rows.loadStagedRow(b, loc, staged, r.t, kvh);
-                r.chunks = decodeChunks(b, loc, rows, r.row, r.t, kvh, lanes,
-                                        0, numChunks);
+                r.row = rows.stagedRow(staged, r.t, kvh);
+                if (decode)
+                  r.chunks =
+                      decodeChunks(b, loc, rows, r.row, lanes, 0, numChunks);
                 decoded.push_back(std::move(r));
               }
               return body(b, loc, kvh, decoded, state);
@@ -273,6 +285,7 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
                                int64_t group) {
   const CacheAccess &access = keys.rowDecoder().access();
   const int64_t width = keys.width(), lanes = fusedChunkLanes(width);
+  const int64_t numChunks = width / lanes;
   Value queries = tensor::DimOp::create(b, loc, query, 0);
   // tqprod: S q of every query head (row order), for <S q, sign>.
   Value projected;
@@ -288,49 +301,84 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
       SmallVector<OpFoldResult>{sizeOf(b, loc, query, 0),
                                 sizeOf(b, loc, query, 1), access.numTokens},
       b.getF32Type());
-  // Loops (t, kv head, i): each row is decoded once for all query rows and
-  // heads; every score is one chain of multiply-adds over the chunks, and
-  // the group's chains share one horizontal-sum tree.
+  // Loops (t in steps of `step`, kv head, i): each row is decoded once for
+  // all query rows and heads; every score is one chain of multiply-adds
+  // over the chunks, and the step's chains share one horizontal-sum tree.
+  // (A padding row past the last token repeats it, so its scores
+  // overwrite the last token's with the same values.)
+  const int64_t perRow = group * (keys.hasQjl() ? 2 : 1);
+  const int64_t step = scoreRowsPerStep(perRow, lanes);
   return forEachDecodedRows(
-      b, loc, keys, kvHeads, lanes, /*step=*/1, init,
+      b, loc, keys, kvHeads, lanes, step, init,
       [&](OpBuilder &b, Location loc, Value kvh, ArrayRef<DecodedRow> rows,
           Value scores) {
-        Value t = rows[0].t, row = rows[0].row;
-        ArrayRef<Value> k = rows[0].chunks;
-        SmallVector<Value> signs;
-        for (int64_t c = 0; c < qjlChunks; ++c)
-          signs.push_back(keys.decodeSigns(b, loc, row, c * lanes, lanes));
-        Value qjlWeight =
-            keys.hasQjl() ? keys.qjlWeight(b, loc, t, kvh) : Value();
+        SmallVector<Value> heads;
+        for (int64_t hh = 0; hh < group; ++hh)
+          heads.push_back(headOf(b, loc, kvh, group, hh));
+        SmallVector<SmallVector<Value>> signs(rows.size());
+        SmallVector<Value> qjlWeights;
+        for (auto [r, row] : llvm::enumerate(rows)) {
+          for (int64_t c = 0; c < qjlChunks; ++c)
+            signs[r].push_back(
+                keys.decodeSigns(b, loc, row.row, c * lanes, lanes));
+          if (keys.hasQjl())
+            qjlWeights.push_back(keys.qjlWeight(b, loc, row.row));
+        }
         return forEach(
             b, loc, queries, scores,
             [&](OpBuilder &b, Location loc, Value i, Value scores) {
-              // One chain per head over the values, then (tqprod) one per
-              // head over the signs; one sum tree for all of them.
-              SmallVector<Value> heads, dots;
-              for (int64_t hh = 0; hh < group; ++hh) {
-                Value h = headOf(b, loc, kvh, group, hh);
-                heads.push_back(h);
-                dots.push_back(dotChunks(b, loc, query, i, h, k, lanes));
+              // Per row, one chain per head over the values, then (tqprod)
+              // one per head over the signs; one sum tree for all of them.
+              // Chunk by chunk: the step's rows decode chunk c, which goes
+              // straight into every chain, so the chains stay in
+              // registers and a decoded chunk lives briefly.
+              SmallVector<Value> dots(rows.size() * perRow);
+              auto addChunk = [&](int64_t slot, Value x, Value y) {
+                dots[slot] =
+                    dots[slot]
+                        ? vector::FMAOp::create(b, loc, x, y, dots[slot])
+                              .getResult()
+                        : arith::MulFOp::create(b, loc, x, y).getResult();
+              };
+              for (int64_t c = 0; c < numChunks; ++c) {
+                SmallVector<Value> qc;
+                for (Value h : heads)
+                  qc.push_back(readChunk(b, loc, query, i, h, c * lanes,
+                                         lanes));
+                for (auto [r, row] : llvm::enumerate(rows)) {
+                  Value kc = decodeChunks(b, loc, keys, row.row, lanes, c,
+                                          1)[0];
+                  for (int64_t hh = 0; hh < group; ++hh)
+                    addChunk(r * perRow + hh, qc[hh], kc);
+                }
               }
-              for (int64_t hh = 0; keys.hasQjl() && hh < group; ++hh)
-                dots.push_back(
-                    dotChunks(b, loc, projected, i, heads[hh], signs, lanes));
+              for (int64_t c = 0; c < qjlChunks; ++c)
+                for (int64_t hh = 0; hh < group; ++hh) {
+                  Value pc = readChunk(b, loc, projected, i, heads[hh],
+                                       c * lanes, lanes);
+                  for (size_t r = 0; r < rows.size(); ++r)
+                    addChunk(r * perRow + group + hh, pc, signs[r][c]);
+                }
               SmallVector<Value> sums = sumEach(b, loc, dots);
-              for (int64_t hh = 0; hh < group; ++hh) {
-                Value sum = sums[hh];
-                if (keys.hasQjl())
-                  sum = arith::AddFOp::create(
-                      b, loc, sum,
-                      arith::MulFOp::create(b, loc, sums[group + hh],
-                                            qjlWeight));
-                sum = applyRowScale(b, loc, keys, sum, t, kvh);
-                scores = tensor::InsertOp::create(b, loc, sum, scores,
-                                                  ValueRange{i, heads[hh], t});
+              for (auto [r, row] : llvm::enumerate(rows)) {
+                ArrayRef<Value> rowSums =
+                    ArrayRef<Value>(sums).slice(r * perRow, perRow);
+                for (int64_t hh = 0; hh < group; ++hh) {
+                  Value sum = rowSums[hh];
+                  if (keys.hasQjl())
+                    sum = arith::AddFOp::create(
+                        b, loc, sum,
+                        arith::MulFOp::create(b, loc, rowSums[group + hh],
+                                              qjlWeights[r]));
+                  sum = applyRowScale(b, loc, keys, sum, row.row, row.t, kvh);
+                  scores = tensor::InsertOp::create(
+                      b, loc, sum, scores, ValueRange{i, heads[hh], row.t});
+                }
               }
               return scores;
             });
-      });
+      },
+      /*decode=*/false);
 }
 
 namespace {
@@ -367,22 +415,22 @@ Value accumulateInRegisters(OpBuilder &b, Location loc, Value probs,
               [&](OpBuilder &b, Location loc, Value t, ValueRange accs) {
                 if (first == 0)
                   values.prefetchNextRange(b, loc, prefetch, t, kvh);
-                Value row = values.loadStagedRow(b, loc, staged, t, kvh);
+                RowBytes row = values.stagedRow(staged, t, kvh);
                 const int64_t inValues =
                     std::clamp<int64_t>(valueChunks - first, 0, count);
-                SmallVector<Value> v = decodeChunks(
-                    b, loc, values, row, t, kvh, lanes, first, inValues);
+                SmallVector<Value> v =
+                    decodeChunks(b, loc, values, row, lanes, first, inValues);
                 for (int64_t c = first + inValues; c < first + count; ++c)
                   v.push_back(values.decodeSigns(
                       b, loc, row, (c - valueChunks) * lanes, lanes));
                 Value signWeight = inValues < count
-                                       ? values.qjlWeight(b, loc, t, kvh)
+                                       ? values.qjlWeight(b, loc, row)
                                        : Value();
                 SmallVector<Value> next;
                 for (int64_t hh = 0; hh < group; ++hh) {
                   Value p = tensor::ExtractOp::create(
                       b, loc, probs, ValueRange{c0, heads[hh], t});
-                  p = applyRowScale(b, loc, values, p, t, kvh);
+                  p = applyRowScale(b, loc, values, p, row, t, kvh);
                   Value weight = splatF32(b, loc, p, lanes);
                   Value signW =
                       signWeight
@@ -428,7 +476,7 @@ Value accumulateInMemory(OpBuilder &b, Location loc, Value probs,
           for (int64_t c = 0; c * lanes < signs; ++c)
             sign[r].push_back(
                 values.decodeSigns(b, loc, rows[r].row, c * lanes, lanes));
-          signWeight[r] = values.qjlWeight(b, loc, rows[r].t, kvh);
+          signWeight[r] = values.qjlWeight(b, loc, rows[r].row);
         }
         // out[i, h, offset + ...] += sum_r weights[r] * chunks[r][...].
         auto accumulate = [&](Value out, Value i, Value h,
@@ -460,7 +508,8 @@ Value accumulateInMemory(OpBuilder &b, Location loc, Value probs,
                   if (rows[r].valid)
                     p = arith::SelectOp::create(b, loc, rows[r].valid, p,
                                                 f32Const(b, loc, 0.0f));
-                  p = applyRowScale(b, loc, values, p, rows[r].t, kvh);
+                  p = applyRowScale(b, loc, values, p, rows[r].row, rows[r].t,
+                                    kvh);
                   w.push_back(splatF32(b, loc, p, lanes));
                   if (signs)
                     ws.push_back(splatF32(

@@ -45,8 +45,9 @@ Value qjlRowWeight(OpBuilder &b, Location loc, const RowDecoder &dec,
 }
 
 /// What the codebook score / accumulate lowerings share: the decoder of the
-/// cache operand (scales and page lookups precomputed, outside the loop
-/// nests) and the GQA group size (query heads per kv head).
+/// cache operand (page lookups and, with `withScales`, scales precomputed
+/// outside the loop nests) and the GQA group size (query heads per kv
+/// head).
 struct GroupedCacheDecode {
   RowDecoder dec;
   int64_t group;
@@ -56,7 +57,7 @@ struct GroupedCacheDecode {
 FailureOr<GroupedCacheDecode>
 prepareGroupedDecode(ConversionPatternRewriter &rewriter, Operation *op,
                      ShapedType perQueryHead, Value cache,
-                     Value convertedCache) {
+                     Value convertedCache, bool withScales = true) {
   Location loc = op->getLoc();
   const int64_t qHeads = perQueryHead.getDimSize(1);
   if (ShapedType::isDynamic(qHeads))
@@ -64,7 +65,7 @@ prepareGroupedDecode(ConversionPatternRewriter &rewriter, Operation *op,
   auto cacheType = cast<CacheType>(cache.getType());
   CacheAccess access = resolveCacheAccess(rewriter, loc, cache, convertedCache);
   RowDecoder dec(rewriter, loc, cacheType.getQuantFormat(), access);
-  dec.precompute(rewriter, loc, cacheType.getNumKvHeads());
+  dec.precompute(rewriter, loc, cacheType.getNumKvHeads(), withScales);
   const int64_t group = qHeads / cacheType.getNumKvHeads();
   Value groupConst = arith::ConstantIndexOp::create(rewriter, loc, group);
   return GroupedCacheDecode{std::move(dec), group, groupConst};
@@ -83,8 +84,9 @@ FailureOr<Value> lowerTileInRegisters(
   auto cacheType = cast<CacheType>(cache.getType());
   if (!VectorRowDecoder::supports(cacheType.getQuantFormat().spec()))
     return failure();
-  FailureOr<GroupedCacheDecode> prepared =
-      prepareGroupedDecode(rewriter, op, perQueryHead, cache, convertedCache);
+  // (The vector decoder reads scales from the rows it loads.)
+  FailureOr<GroupedCacheDecode> prepared = prepareGroupedDecode(
+      rewriter, op, perQueryHead, cache, convertedCache, /*withScales=*/false);
   if (failed(prepared))
     return failure();
   // Lanes in bit-plane order; the products permute the query and the

@@ -269,7 +269,6 @@ Encoded Encoder::turbo(Value x) {
 /// sum of squares)), and the norm as f64 [.., 1].
 std::pair<Value, Value> normalise(Encoder &enc, Value x) {
   OpBuilder &b = enc.b;
-  Location loc = enc.loc;
   const int64_t n = enc.spec.paddedDim;
   Value sumSq = enc.sumOfSquares(x, 1, n);
   Value norm = enc.map3(1, b.getF64Type(),

@@ -6,6 +6,8 @@
 #include "tq/Dialect/TQ/IR/TQDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -92,12 +94,19 @@ std::pair<Value, Value> RowDecoder::rowAddress(OpBuilder &b, Location loc,
   if (pages_)
     return {tensor::ExtractOp::create(b, loc, pages_, ValueRange{t}),
             tensor::ExtractOp::create(b, loc, slots_, ValueRange{t})};
-  return sequenceRowAddress(
-      b, loc, arith::AddIOp::create(b, loc, access_.tokenOffset, t));
+  assert(!access_.table && "a paged cache's addresses are precomputed");
+  return {indexConst(b, loc, 0),
+          arith::AddIOp::create(b, loc, access_.tokenOffset, t)};
 }
 
 std::pair<Value, Value>
-RowDecoder::sequenceRowAddress(OpBuilder &b, Location loc, Value row) const {
+RowDecoder::nextRangeRowAddress(OpBuilder &b, Location loc, Value t) const {
+  Value tokens = getValueOrCreateConstantIndexOp(b, loc, access_.numTokens);
+  Value at = arith::AddIOp::create(b, loc, tokens, t);
+  if (pages_)
+    return {tensor::ExtractOp::create(b, loc, pages_, ValueRange{at}),
+            tensor::ExtractOp::create(b, loc, slots_, ValueRange{at})};
+  Value row = arith::AddIOp::create(b, loc, access_.tokenOffset, at);
   if (!access_.table)
     return {indexConst(b, loc, 0), row};
   Value entry = arith::DivUIOp::create(b, loc, row, pageSize_);
@@ -222,38 +231,67 @@ Value RowDecoder::element(OpBuilder &b, Location loc, Value t, Value kvHead,
   }
 }
 
-void RowDecoder::precompute(OpBuilder &b, Location loc, int64_t kvHeads) {
-  MLIRContext *ctx = b.getContext();
-  auto tokenMap = AffineMap::getMultiDimIdentityMap(1, ctx);
-  SmallVector<OpFoldResult> tokens = {access_.numTokens};
-  // Row t of the cache: page table[(offset + t) / page_size], slot
-  // (offset + t) % page_size (page 0, slot offset + t without a table).
-  auto rowOf = [&](bool wantPage) {
-    Value init = tensor::EmptyOp::create(b, loc, tokens, b.getIndexType());
-    return createLoopNest(
-        b, loc, init, {}, {}, tokenMap, 1, 0,
-        [&](OpBuilder &nb, Location nloc, ValueRange idx, ValueRange,
-            Value) -> Value {
-          Value row = arith::AddIOp::create(nb, nloc, access_.tokenOffset,
-                                            idx[0]);
-          if (!access_.table)
-            return wantPage ? indexConst(nb, nloc, 0) : row;
-          if (!wantPage)
-            return arith::RemUIOp::create(nb, nloc, row, pageSize_);
-          Value entry = arith::DivUIOp::create(nb, nloc, row, pageSize_);
-          Value page = tensor::ExtractOp::create(nb, nloc, access_.table,
-                                                 ValueRange{entry});
-          return arith::IndexCastOp::create(nb, nloc, nb.getIndexType(),
-                                            page);
-        });
-  };
+void RowDecoder::precompute(OpBuilder &b, Location loc, int64_t kvHeads,
+                            bool withScales) {
   // Without a table the address is plain arithmetic on t; with one, the
-  // division and the table load move out of the element loops.
-  if (access_.table) {
-    Value pages = rowOf(true), slots = rowOf(false);
-    pages_ = pages;
-    slots_ = slots;
-  }
+  // table lookups move out of the element loops.
+  if (access_.table)
+    precomputeAddresses(b, loc);
+  if (withScales)
+    precomputeScales(b, loc, kvHeads);
+}
+
+void RowDecoder::precomputeAddresses(OpBuilder &b, Location loc) {
+  // Rows offset, offset + 1, ... walk the pages in order: one division
+  // for the first row, then the slot counts up and wraps to the next
+  // table entry (a division per row would cost more than the lookup).
+  // The walk covers twice the tokens: the second half addresses the range
+  // that follows (nextRangeRowAddress), with the entry clamped to the
+  // sequence's last one so no lookup leaves the table.
+  Value c0 = indexConst(b, loc, 0), c1 = indexConst(b, loc, 1);
+  Value tokens = getValueOrCreateConstantIndexOp(b, loc, access_.numTokens);
+  Value rows = arith::AddIOp::create(b, loc, tokens, tokens);
+  SmallVector<OpFoldResult> sizes = {rows};
+  Value pagesInit = tensor::EmptyOp::create(b, loc, sizes, b.getIndexType());
+  Value slotsInit = tensor::EmptyOp::create(b, loc, sizes, b.getIndexType());
+  Value entry0 =
+      arith::DivUIOp::create(b, loc, access_.tokenOffset, pageSize_);
+  Value slot0 =
+      arith::RemUIOp::create(b, loc, access_.tokenOffset, pageSize_);
+  // (Unused, and unsigned garbage, when the sequence is empty: then there
+  // are no rows.)
+  Value lastEntry = arith::DivUIOp::create(
+      b, loc, arith::SubIOp::create(b, loc, access_.sequenceTokens, c1),
+      pageSize_);
+  auto walk = scf::ForOp::create(
+      b, loc, c0, rows, c1, ValueRange{pagesInit, slotsInit, entry0, slot0},
+      [&](OpBuilder &b, Location loc, Value t, ValueRange state) {
+        Value entry = state[2], slot = state[3];
+        Value inTable = arith::MinUIOp::create(b, loc, entry, lastEntry);
+        Value page = arith::IndexCastOp::create(
+            b, loc, b.getIndexType(),
+            tensor::ExtractOp::create(b, loc, access_.table,
+                                      ValueRange{inTable}));
+        Value pages =
+            tensor::InsertOp::create(b, loc, page, state[0], ValueRange{t});
+        Value slots =
+            tensor::InsertOp::create(b, loc, slot, state[1], ValueRange{t});
+        Value nextSlot = arith::AddIOp::create(b, loc, slot, c1);
+        Value wraps = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                            nextSlot, pageSize_);
+        Value nextEntry = arith::SelectOp::create(
+            b, loc, wraps, arith::AddIOp::create(b, loc, entry, c1), entry);
+        nextSlot = arith::SelectOp::create(b, loc, wraps, c0, nextSlot);
+        scf::YieldOp::create(b, loc,
+                             ValueRange{pages, slots, nextEntry, nextSlot});
+      });
+  pages_ = walk.getResult(0);
+  slots_ = walk.getResult(1);
+}
+
+void RowDecoder::precomputeScales(OpBuilder &b, Location loc,
+                                  int64_t kvHeads) {
+  MLIRContext *ctx = b.getContext();
   const quant::FormatSpec &s = spec();
   if (s.scaleRule == quant::ScaleRule::None)
     return;

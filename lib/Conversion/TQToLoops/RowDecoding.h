@@ -76,20 +76,22 @@ public:
   /// Page and slot of cache row t (index values).
   std::pair<Value, Value> rowAddress(OpBuilder &b, Location loc,
                                      Value t) const;
-  /// Page and slot of row `row` of the whole sequence (which may lie
-  /// outside this cache's token range; the caller keeps it below
-  /// access().sequenceTokens).
-  std::pair<Value, Value> sequenceRowAddress(OpBuilder &b, Location loc,
-                                             Value row) const;
+  /// Page and slot of row t of the range that follows this cache's tokens
+  /// in the sequence (the caller keeps it below access().sequenceTokens).
+  std::pair<Value, Value> nextRangeRowAddress(OpBuilder &b, Location loc,
+                                              Value t) const;
   const CacheAccess &access() const { return access_; }
 
   /// Builds, outside any loop nest, each row's page and slot (index
-  /// tensors over the tokens) and each block's scale; afterwards the
-  /// element accessors read those instead of recomputing the page lookup
-  /// and the scale conversion for every value.
-  void precompute(OpBuilder &b, Location loc, int64_t kvHeads);
+  /// tensors over the tokens) and, with `withScales`, each block's scale;
+  /// afterwards the element accessors read those instead of recomputing
+  /// the page lookup and the scale conversion for every value.
+  void precompute(OpBuilder &b, Location loc, int64_t kvHeads,
+                  bool withScales = true);
 
 private:
+  void precomputeAddresses(OpBuilder &b, Location loc);
+  void precomputeScales(OpBuilder &b, Location loc, int64_t kvHeads);
   /// Byte offset of the block holding element j within its row.
   Value blockBase(OpBuilder &b, Location loc, Value j) const;
   Value byteAt(OpBuilder &b, Location loc, Value t, Value kvHead,

@@ -89,8 +89,20 @@ VectorRowDecoder::VectorRowDecoder(const RowDecoder &decoder,
     }
     planes_.push_back(std::move(lanes));
   }
+  if (const quant::BitPlane *plane = spec.qjlPlane ? &*spec.qjlPlane
+                                                    : nullptr) {
+    signLanes_.mask = 1;
+    signLanes_.indexShift = 0;
+    for (int64_t r = 0, e = int64_t(spec.qjl->rows()); r < e; ++r) {
+      signLanes_.bytes.push_back(plane->byteOffset + r / 8);
+      signLanes_.shifts.push_back(int32_t(r % 8));
+    }
+  }
   order_.resize(width_);
   std::iota(order_.begin(), order_.end(), 0);
+  if (chunkLanes > 0 && width_ % chunkLanes == 0 && spec.codebook &&
+      allChunksReadWords(chunkLanes))
+    return; // The row's order, fields read by words.
   // The widest plane sets the order (q8_0 and f16 have one value per byte
   // or wider: nothing to gain).
   const quant::BitPlane *widest = nullptr;
@@ -124,6 +136,88 @@ VectorRowDecoder::VectorRowDecoder(const RowDecoder &decoder,
   reordered_ = true;
 }
 
+bool VectorRowDecoder::allChunksReadWords(int64_t chunkLanes) const {
+  for (int64_t first = 0; first < width_; first += chunkLanes)
+    for (const PlaneLanes &lanes : planes_)
+      if (!planWordReads(lanes, ArrayRef<int64_t>(order_).slice(first,
+                                                               chunkLanes)))
+        return false;
+  return true;
+}
+
+std::optional<VectorRowDecoder::WordReads>
+VectorRowDecoder::planWordReads(const PlaneLanes &lanes,
+                                ArrayRef<int64_t> values) const {
+  constexpr int64_t kMaxWords = 4;
+  const int64_t bits = llvm::countr_one(uint32_t(lanes.mask));
+  const int64_t indexShift = lanes.indexShift;
+  SmallVector<int64_t> position;
+  for (int64_t v : values)
+    position.push_back(8 * lanes.bytes[v] + lanes.shifts[v]);
+  SmallVector<int64_t> byPosition(values.size());
+  std::iota(byPosition.begin(), byPosition.end(), 0);
+  // (Fields of distinct values never share a position.)
+  llvm::sort(byPosition, [&](int64_t x, int64_t y) {
+    return position[x] < position[y];
+  });
+  WordReads reads;
+  reads.lanesWord.resize(values.size());
+  reads.lanesShift.resize(values.size());
+  // A field fits word w when it lies inside it at or above the index
+  // position (a right shift then lands it there).
+  auto fits = [&](int64_t p, int64_t wordByte) {
+    return p - 8 * wordByte >= indexShift && p + bits <= 8 * wordByte + 32;
+  };
+  for (int64_t l : byPosition) {
+    const int64_t p = position[l];
+    if (reads.wordBytes.empty() || !fits(p, reads.wordBytes.back())) {
+      // The lowest word start that keeps this field above indexShift,
+      // inside the row.
+      const int64_t start = std::min<int64_t>(
+          std::max<int64_t>((p - indexShift) / 8, 0), rowBytes_ - 4);
+      if (start < 0 || !fits(p, start) ||
+          int64_t(reads.wordBytes.size()) == kMaxWords)
+        return std::nullopt;
+      reads.wordBytes.push_back(start);
+    }
+    reads.lanesWord[l] = int64_t(reads.wordBytes.size()) - 1;
+    reads.lanesShift[l] =
+        int32_t(p - 8 * reads.wordBytes.back() - indexShift);
+  }
+  return reads;
+}
+
+Value VectorRowDecoder::readFields(OpBuilder &b, Location loc, const RowBytes &row,
+                                   const PlaneLanes &lanes,
+                                   const WordReads &reads) const {
+  const int64_t count = reads.lanesWord.size();
+  auto i32Vec = VectorType::get({count}, b.getI32Type());
+  SmallVector<Value> words;
+  for (int64_t byte : reads.wordBytes) {
+    Value bytes = row.read(b, loc, byte, 4);
+    words.push_back(vector::ExtractOp::create(
+        b, loc,
+        vector::BitCastOp::create(
+            b, loc, VectorType::get({1}, b.getI32Type()), bytes),
+        int64_t(0)));
+  }
+  Value spread;
+  if (words.size() == 1) {
+    spread = vector::BroadcastOp::create(b, loc, i32Vec, words.front());
+  } else {
+    Value packed = vector::FromElementsOp::create(
+        b, loc, VectorType::get({int64_t(words.size())}, b.getI32Type()),
+        words);
+    spread = vector::ShuffleOp::create(b, loc, i32Vec, packed, packed,
+                                       reads.lanesWord);
+  }
+  Value field = arith::ShRUIOp::create(
+      b, loc, spread, constI32Vector(b, loc, reads.lanesShift));
+  return arith::AndIOp::create(
+      b, loc, field,
+      splatI32(b, loc, count, lanes.mask << lanes.indexShift));
+}
+
 bool VectorRowDecoder::supports(const quant::FormatSpec &spec) {
   switch (spec.family) {
   case quant::FormatFamily::Tq3:
@@ -147,15 +241,25 @@ FailureOr<VectorRowDecoder> VectorRowDecoder::get(const RowDecoder &decoder,
   return VectorRowDecoder(decoder, chunkLanes);
 }
 
-Value VectorRowDecoder::loadRow(OpBuilder &b, Location loc, Value t,
-                                Value kvHead) const {
-  auto [page, slot] = decoder_->rowAddress(b, loc, t);
-  Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
+Value RowBytes::read(OpBuilder &b, Location loc, int64_t offset,
+                     int64_t count) const {
+  SmallVector<Value> indices(at.begin(), at.end());
+  indices.push_back(arith::ConstantIndexOp::create(b, loc, offset));
   Value zeroByte = arith::ConstantIntOp::create(b, loc, b.getI8Type(), 0);
   return vector::TransferReadOp::create(
-      b, loc, VectorType::get({rowBytes_}, b.getI8Type()),
-      decoder_->access().pages, ValueRange{page, slot, kvHead, c0}, zeroByte,
-      ArrayRef<bool>{true});
+      b, loc, VectorType::get({count}, b.getI8Type()), source, indices,
+      zeroByte, ArrayRef<bool>{true});
+}
+
+RowBytes VectorRowDecoder::rowBytes(OpBuilder &b, Location loc, Value t,
+                                    Value kvHead) const {
+  auto [page, slot] = decoder_->rowAddress(b, loc, t);
+  return RowBytes{decoder_->access().pages, {page, slot, kvHead}};
+}
+
+Value VectorRowDecoder::loadRow(OpBuilder &b, Location loc,
+                                const RowBytes &row) const {
+  return row.read(b, loc, 0, rowBytes_);
 }
 
 bool VectorRowDecoder::renormalises() const {
@@ -174,7 +278,7 @@ Value VectorRowDecoder::stageRows(OpBuilder &b, Location loc,
   Value staged =
       writeEveryRow(b, loc, init, tokens, kvHeads,
                     [&](OpBuilder &b, Location loc, Value t, Value h) {
-                      return loadRow(b, loc, t, h);
+                      return loadRow(b, loc, rowBytes(b, loc, t, h));
                     });
   if (renormalises()) {
     // scale / ||C[idx]|| per row (0 for an all-zero row), as a 1-lane row.
@@ -186,8 +290,8 @@ Value VectorRowDecoder::stageRows(OpBuilder &b, Location loc,
     rowFactors_ = writeEveryRow(
         b, loc, factors, tokens, kvHeads,
         [&](OpBuilder &b, Location loc, Value t, Value h) -> Value {
-          Value row = loadStagedRow(b, loc, staged, t, h);
-          Value c = decode(b, loc, row, t, h, 0, width_, /*applyScale=*/false);
+          RowBytes row = stagedRow(staged, t, h);
+          Value c = decode(b, loc, row, 0, width_, /*applyScale=*/false);
           Value normSq = vector::ReductionOp::create(
               b, loc, vector::CombiningKind::ADD,
               arith::MulFOp::create(b, loc, c, c),
@@ -196,8 +300,7 @@ Value VectorRowDecoder::stageRows(OpBuilder &b, Location loc,
           Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
           Value positive = arith::CmpFOp::create(
               b, loc, arith::CmpFPredicate::OGT, norm, zero);
-          Value scale = decoder_->scale(
-              b, loc, t, h, arith::ConstantIndexOp::create(b, loc, 0));
+          Value scale = blockScale(b, loc, row, 0);
           Value factor = arith::SelectOp::create(
               b, loc, positive, arith::DivFOp::create(b, loc, scale, norm),
               zero);
@@ -229,7 +332,7 @@ void VectorRowDecoder::prefetchNextRange(OpBuilder &b, Location loc,
   Value inSequence = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
                                            next, access.sequenceTokens);
   scf::IfOp::create(b, loc, inSequence, [&](OpBuilder &b, Location loc) {
-    auto [page, slot] = decoder_->sequenceRowAddress(b, loc, next);
+    auto [page, slot] = decoder_->nextRangeRowAddress(b, loc, t);
     // A row may straddle two cache lines: touch both ends.
     for (int64_t at : {int64_t(0), rowBytes_ - 1})
       memref::PrefetchOp::create(
@@ -241,25 +344,42 @@ void VectorRowDecoder::prefetchNextRange(OpBuilder &b, Location loc,
   });
 }
 
-Value VectorRowDecoder::loadStagedRow(OpBuilder &b, Location loc, Value staged,
-                                      Value t, Value kvHead) const {
-  Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
-  Value zeroByte = arith::ConstantIntOp::create(b, loc, b.getI8Type(), 0);
-  return vector::TransferReadOp::create(
-      b, loc, VectorType::get({rowBytes_}, b.getI8Type()), staged,
-      ValueRange{t, kvHead, c0}, zeroByte, ArrayRef<bool>{true});
+RowBytes VectorRowDecoder::stagedRow(Value staged, Value t,
+                                     Value kvHead) const {
+  return RowBytes{staged, {t, kvHead}};
 }
 
-Value VectorRowDecoder::blockScales(OpBuilder &b, Location loc, Value t,
-                                    Value kvHead,
+Value VectorRowDecoder::scalarInRow(OpBuilder &b, Location loc, const RowBytes &row,
+                                     int64_t offset,
+                                     quant::ScalarType type) const {
+  const bool half = type == quant::ScalarType::F16;
+  const int64_t bytes = half ? 2 : 4;
+  Value slice = row.read(b, loc, offset, bytes);
+  Type element = half ? Type(b.getF16Type()) : Type(b.getF32Type());
+  Value value = vector::ExtractOp::create(
+      b, loc,
+      vector::BitCastOp::create(b, loc, VectorType::get({1}, element), slice),
+      int64_t(0));
+  return half ? arith::ExtFOp::create(b, loc, b.getF32Type(), value)
+              : value;
+}
+
+Value VectorRowDecoder::blockScale(OpBuilder &b, Location loc, const RowBytes &row,
+                                   int64_t block) const {
+  const quant::FormatSpec &spec = decoder_->spec();
+  return scalarInRow(b, loc, row,
+                     block * spec.bytesPerBlock + spec.scaleOffset,
+                     spec.scaleType);
+}
+
+Value VectorRowDecoder::blockScales(OpBuilder &b, Location loc, const RowBytes &row,
                                     ArrayRef<int64_t> values) const {
   const int64_t blockLen = decoder_->spec().blockLen;
   const int64_t count = values.size();
   auto f32Vec = VectorType::get({count}, b.getF32Type());
   auto scaleOf = [&](int64_t block) -> Value {
-    Value j = arith::ConstantIndexOp::create(b, loc, block * blockLen);
     return vector::BroadcastOp::create(b, loc, f32Vec,
-                                       decoder_->scale(b, loc, t, kvHead, j));
+                                       blockScale(b, loc, row, block));
   };
   std::set<int64_t> blocks;
   for (int64_t v : values)
@@ -287,23 +407,25 @@ int64_t VectorRowDecoder::qjlRows() const {
   return hasQjl() ? int64_t(decoder_->spec().qjl->rows()) : 0;
 }
 
-Value VectorRowDecoder::decodeSigns(OpBuilder &b, Location loc, Value row,
+Value VectorRowDecoder::decodeSigns(OpBuilder &b, Location loc, const RowBytes &row,
                                     int64_t first, int64_t count) const {
-  const quant::BitPlane &plane = *decoder_->spec().qjlPlane;
-  SmallVector<int64_t> bytes;
-  SmallVector<int32_t> shifts;
-  for (int64_t r = first; r < first + count; ++r) {
-    bytes.push_back(plane.byteOffset + r / 8);
-    shifts.push_back(int32_t(r % 8));
-  }
   auto i32Vec = VectorType::get({count}, b.getI32Type());
   auto f32Vec = VectorType::get({count}, b.getF32Type());
-  Value spread = vector::ShuffleOp::create(
-      b, loc, VectorType::get({count}, b.getI8Type()), row, row, bytes);
-  Value bit = arith::ShRUIOp::create(
-      b, loc, arith::ExtUIOp::create(b, loc, i32Vec, spread),
-      constI32Vector(b, loc, shifts));
-  bit = arith::AndIOp::create(b, loc, bit, splatI32(b, loc, count, 1));
+  SmallVector<int64_t> signs(count);
+  std::iota(signs.begin(), signs.end(), first);
+  Value bit;
+  if (std::optional<WordReads> reads = planWordReads(signLanes_, signs)) {
+    bit = readFields(b, loc, row, signLanes_, *reads);
+  } else {
+    Value bytes = loadRow(b, loc, row);
+    Value spread = vector::ShuffleOp::create(
+        b, loc, VectorType::get({count}, b.getI8Type()), bytes, bytes,
+        gather<int64_t>(signLanes_.bytes, signs));
+    bit = arith::ShRUIOp::create(
+        b, loc, arith::ExtUIOp::create(b, loc, i32Vec, spread),
+        constI32Vector(b, loc, gather<int32_t>(signLanes_.shifts, signs)));
+    bit = arith::AndIOp::create(b, loc, bit, splatI32(b, loc, count, 1));
+  }
   // 2 * bit - 1: a set bit is +1.
   Value twice = arith::UIToFPOp::create(
       b, loc, f32Vec, arith::ShLIOp::create(b, loc, bit,
@@ -313,10 +435,12 @@ Value VectorRowDecoder::decodeSigns(OpBuilder &b, Location loc, Value row,
   return arith::SubFOp::create(b, loc, twice, one);
 }
 
-Value VectorRowDecoder::qjlWeight(OpBuilder &b, Location loc, Value t,
-                                  Value kvHead) const {
+Value VectorRowDecoder::qjlWeight(OpBuilder &b, Location loc,
+                                  const RowBytes &row) const {
   return arith::MulFOp::create(
-      b, loc, decoder_->residualNorm(b, loc, t, kvHead),
+      b, loc,
+      scalarInRow(b, loc, row, *decoder_->spec().residualNormOffset,
+                  quant::ScalarType::F16),
       arith::ConstantOp::create(
           b, loc, b.getF32FloatAttr(qjlConstant(decoder_->spec()))));
 }
@@ -327,8 +451,8 @@ bool VectorRowDecoder::hasRowScale() const {
          spec.scaleRule != quant::ScaleRule::None && spec.blocksPerRow() == 1;
 }
 
-Value VectorRowDecoder::rowScale(OpBuilder &b, Location loc, Value t,
-                                 Value kvHead) const {
+Value VectorRowDecoder::rowScale(OpBuilder &b, Location loc, const RowBytes &row,
+                                 Value t, Value kvHead) const {
   assert(hasRowScale() && "the row has no single scale");
   if (renormalises()) {
     assert(rowFactors_ && "stageRows computes the renormalised scales");
@@ -336,12 +460,11 @@ Value VectorRowDecoder::rowScale(OpBuilder &b, Location loc, Value t,
     return tensor::ExtractOp::create(b, loc, rowFactors_,
                                      ValueRange{t, kvHead, c0});
   }
-  return decoder_->scale(b, loc, t, kvHead,
-                         arith::ConstantIndexOp::create(b, loc, 0));
+  return blockScale(b, loc, row, 0);
 }
 
-Value VectorRowDecoder::decode(OpBuilder &b, Location loc, Value row, Value t,
-                               Value kvHead, int64_t first, int64_t count,
+Value VectorRowDecoder::decode(OpBuilder &b, Location loc, const RowBytes &row,
+                               int64_t first, int64_t count,
                                bool applyScale) const {
   assert((applyScale || hasRowScale()) && "only a row scale can be deferred");
   const quant::FormatSpec &spec = decoder_->spec();
@@ -353,30 +476,37 @@ Value VectorRowDecoder::decode(OpBuilder &b, Location loc, Value row, Value t,
     // (Never reordered.)
     // The row is `width` little-endian halves.
     Value halves = vector::BitCastOp::create(
-        b, loc, VectorType::get({width_}, b.getF16Type()), row);
-    if (count != width_)
-      halves = vector::ExtractStridedSliceOp::create(
-          b, loc, halves, ArrayRef<int64_t>{first}, ArrayRef<int64_t>{count},
-          ArrayRef<int64_t>{1});
+        b, loc, VectorType::get({count}, b.getF16Type()),
+        row.read(b, loc, 2 * first, 2 * count));
     return arith::ExtFOp::create(b, loc, f32Vec, halves);
   }
   if (spec.family == quant::FormatFamily::Q8_0) {
     // Lane j reads the int8 at its block's value offset.
+    Value bytes = loadRow(b, loc, row);
     Value spread = vector::ShuffleOp::create(
-        b, loc, i8Lanes, row, row,
+        b, loc, i8Lanes, bytes, bytes,
         b.getDenseI64ArrayAttr(
             gather<int64_t>(planes_.front().bytes, values)));
     Value ints = arith::SIToFPOp::create(b, loc, f32Vec, spread);
     if (!applyScale)
       return ints;
     return arith::MulFOp::create(
-        b, loc, blockScales(b, loc, t, kvHead, values), ints);
+        b, loc, blockScales(b, loc, row, values), ints);
   }
-  Value index = splatI32(b, loc, count, 0);
+  Value index;
+  auto addField = [&](Value field) {
+    index = index ? arith::OrIOp::create(b, loc, index, field).getResult()
+                  : field;
+  };
   for (const PlaneLanes &lanes : planes_) {
+    if (std::optional<WordReads> reads = planWordReads(lanes, values)) {
+      addField(readFields(b, loc, row, lanes, *reads));
+      continue;
+    }
     // One lane per value: the byte holding its bits.
+    Value bytes = loadRow(b, loc, row);
     Value spread = vector::ShuffleOp::create(
-        b, loc, i8Lanes, row, row,
+        b, loc, i8Lanes, bytes, bytes,
         b.getDenseI64ArrayAttr(gather<int64_t>(lanes.bytes, values)));
     Value wide = arith::ExtUIOp::create(b, loc, i32Vec, spread);
     Value field = arith::ShRUIOp::create(
@@ -387,7 +517,7 @@ Value VectorRowDecoder::decode(OpBuilder &b, Location loc, Value row, Value t,
     if (lanes.indexShift)
       field = arith::ShLIOp::create(b, loc, field,
                                     splatI32(b, loc, count, lanes.indexShift));
-    index = arith::OrIOp::create(b, loc, index, field);
+    addField(field);
   }
   const std::vector<float> &levels = spec.codebook->centroids;
   Value value = LaneLookupOp::create(b, loc, f32Vec, index,
@@ -396,7 +526,7 @@ Value VectorRowDecoder::decode(OpBuilder &b, Location loc, Value row, Value t,
   if (!applyScale)
     return value;
   return arith::MulFOp::create(
-      b, loc, blockScales(b, loc, t, kvHead, values), value);
+      b, loc, blockScales(b, loc, row, values), value);
 }
 
 FailureOr<Value> mlir::tq::emitVectorGather(OpBuilder &b, Location loc,
@@ -415,7 +545,7 @@ FailureOr<Value> mlir::tq::emitVectorGather(OpBuilder &b, Location loc,
   Value init = tensor::EmptyOp::create(b, loc, sizes, b.getF32Type());
   return writeEveryRow(b, loc, init, tokens, kvHeads,
                        [&](OpBuilder &b, Location loc, Value t, Value h) {
-                         Value row = rows->loadRow(b, loc, t, h);
-                         return rows->decode(b, loc, row, t, h, 0, p);
+                         RowBytes row = rows->rowBytes(b, loc, t, h);
+                         return rows->decode(b, loc, row, 0, p);
                        });
 }

@@ -13,6 +13,11 @@
 // follow a bit-plane order instead of the row's (see laneOrder): a chunk
 // then takes consecutive bytes of the widest plane at one bit offset, so
 // its unpacking is a zero-extension, one uniform shift and a mask.
+// Where each chunk's fields of a plane sit in a few 32-bit words of the
+// row (turbo3_0: 16 two-bit fields in one word, 16 one-bit fields in
+// another), lanes keep the row's order and read their fields by
+// broadcasting those words and shifting every lane by its own amount:
+// one variable shift per plane instead of byte shuffles and widening.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +29,18 @@
 #include "llvm/ADT/SmallVector.h"
 
 namespace mlir::tq {
+
+/// Where the packed bytes of one row live: the trailing dim of `source`
+/// (a tensor) holds them, `at` indexes its leading dims. Consumers read
+/// just the bytes they need, so word and scale reads stay loads from
+/// memory (a load folds into a broadcast) instead of lane extractions
+/// from a row held in registers.
+struct RowBytes {
+  Value source;
+  SmallVector<Value, 3> at;
+  /// Bytes [offset, offset + count) as vector<count x i8>.
+  Value read(OpBuilder &b, Location loc, int64_t offset, int64_t count) const;
+};
 
 class VectorRowDecoder {
 public:
@@ -51,8 +68,10 @@ public:
   bool isReordered() const { return reordered_; }
   const RowDecoder &rowDecoder() const { return *decoder_; }
 
-  /// The packed bytes of row (t, kvHead): vector<row_bytes x i8>.
-  Value loadRow(OpBuilder &b, Location loc, Value t, Value kvHead) const;
+  /// The packed bytes of row (t, kvHead) in the cache.
+  RowBytes rowBytes(OpBuilder &b, Location loc, Value t, Value kvHead) const;
+  /// All of a row's bytes: vector<row_bytes x i8>.
+  Value loadRow(OpBuilder &b, Location loc, const RowBytes &row) const;
 
   /// The packed rows of every token as tensor<tokens x kv_heads x
   /// row_bytes x i8>, copied by a loop that does nothing else: its loads
@@ -76,33 +95,33 @@ public:
   void prefetchNextRange(OpBuilder &b, Location loc, Value buffer, Value t,
                          Value kvHead) const;
 
-  /// Row (t, kvHead) of `staged` (stageRows): vector<row_bytes x i8>.
-  Value loadStagedRow(OpBuilder &b, Location loc, Value staged, Value t,
-                      Value kvHead) const;
+  /// Row (t, kvHead) of `staged` (stageRows).
+  RowBytes stagedRow(Value staged, Value t, Value kvHead) const;
 
-  /// Values [first, first + count) of row (t, kvHead) as vector<count x
-  /// f32>, from its bytes `row` (loadRow). Without `applyScale` (only where
-  /// hasRowScale()) the values are not multiplied by the row's scale.
-  Value decode(OpBuilder &b, Location loc, Value row, Value t, Value kvHead,
-               int64_t first, int64_t count, bool applyScale = true) const;
+  /// Values [first, first + count) of a row as vector<count x f32>, from
+  /// its bytes `row` (scales are read from them too). Without `applyScale` (only where hasRowScale()) the values are
+  /// not multiplied by the row's scale.
+  Value decode(OpBuilder &b, Location loc, const RowBytes &row, int64_t first,
+               int64_t count, bool applyScale = true) const;
 
   /// tqprod: the row also carries QJL residual signs (qjlRows() of them)
   /// and a residual norm.
   bool hasQjl() const;
   int64_t qjlRows() const;
   /// Signs [first, first + count) of the row's QJL plane as +1.0 / -1.0.
-  Value decodeSigns(OpBuilder &b, Location loc, Value row, int64_t first,
+  Value decodeSigns(OpBuilder &b, Location loc, const RowBytes &row, int64_t first,
                     int64_t count) const;
-  /// ||r|| * sqrt(pi/2) / m of row (t, kvHead): the weight of <S q, sign>
-  /// in the row's score, before the row scale.
-  Value qjlWeight(OpBuilder &b, Location loc, Value t, Value kvHead) const;
+  /// ||r|| * sqrt(pi/2) / m of the row with bytes `row`: the weight of
+  /// <S q, sign> in the row's score, before the row scale.
+  Value qjlWeight(OpBuilder &b, Location loc, const RowBytes &row) const;
 
   /// True where one scale covers the whole row (a single block), so a
   /// consumer can apply it to a scalar instead of to every value.
   bool hasRowScale() const;
-  /// That scale (f32) of row (t, kvHead) — for haar4 divided by the row's
-  /// ||C[idx]|| (only after stageRows).
-  Value rowScale(OpBuilder &b, Location loc, Value t, Value kvHead) const;
+  /// That scale (f32) of row (t, kvHead), whose bytes are `row` — for
+  /// haar4 divided by the row's ||C[idx]|| (only after stageRows).
+  Value rowScale(OpBuilder &b, Location loc, const RowBytes &row, Value t,
+                 Value kvHead) const;
 
 private:
   VectorRowDecoder(const RowDecoder &decoder, int64_t chunkLanes);
@@ -116,13 +135,41 @@ private:
     int32_t mask, indexShift;
   };
 
+  /// How lanes read one plane's fields from 32-bit words of the row: word
+  /// k starts at row byte wordBytes[k]; lane l shifts word lanesWord[l]
+  /// right by lanesShift[l], which leaves its field at the plane's index
+  /// position (masking does the rest).
+  struct WordReads {
+    SmallVector<int64_t> wordBytes, lanesWord;
+    SmallVector<int32_t> lanesShift;
+  };
+  /// The word reads of `values` in `lanes`, where at most four words hold
+  /// them all without a field straddling a word.
+  std::optional<WordReads> planWordReads(const PlaneLanes &lanes,
+                                         ArrayRef<int64_t> values) const;
+  /// True where every plane of every chunk of `chunkLanes` lanes, in the
+  /// row's order, has word reads.
+  bool allChunksReadWords(int64_t chunkLanes) const;
+  /// The plane's fields of `values`, shifted to their index position, by
+  /// word reads (see WordReads).
+  Value readFields(OpBuilder &b, Location loc, const RowBytes &row,
+                   const PlaneLanes &lanes, const WordReads &reads) const;
+
+  /// The little-endian f16 or f32 at byte `offset` of `row`, as f32.
+  Value scalarInRow(OpBuilder &b, Location loc, const RowBytes &row, int64_t offset,
+                    ::tq::quant::ScalarType type) const;
+  /// The scale of block `block` of `row`.
+  Value blockScale(OpBuilder &b, Location loc, const RowBytes &row,
+                   int64_t block) const;
   /// The block scales of `values` (one per lane), one vector.
-  Value blockScales(OpBuilder &b, Location loc, Value t, Value kvHead,
+  Value blockScales(OpBuilder &b, Location loc, const RowBytes &row,
                     ArrayRef<int64_t> values) const;
 
   const RowDecoder *decoder_;
   int64_t width_, rowBytes_;
   SmallVector<PlaneLanes> planes_;
+  // tqprod: the QJL sign plane, per residual row (empty otherwise).
+  PlaneLanes signLanes_;
   SmallVector<int64_t> order_;
   bool reordered_ = false;
   // haar4: tensor<tokens x kv_heads x f32> of scale / ||C[idx]|| (stageRows).

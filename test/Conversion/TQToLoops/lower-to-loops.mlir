@@ -53,60 +53,73 @@ func.func @score_lut(%q: tensor<1x2x64xf32>, %kb: tensor<?x2x18xi8>) -> tensor<1
 // -----
 
 // lookup = tile with a vector row decoder: the tile's packed rows are first
-// copied by a loop that only loads (many misses in flight), then each row
-// is decoded once, in 16-lane chunks held in registers, and both query
-// heads of the group take a chain of vector multiply-adds and one
-// horizontal sum per token. No decoded tile is written.
-// Lanes follow the 2-bit plane: chunk (g, k) holds value k of plane bytes
-// 16g .. 16g + 15 (values 64g + 4b + k), so its 2-bit fields are one
-// zero-extension of 16 consecutive bytes, a uniform shift and a mask; the
-// 1-bit plane is spread per lane. The query is permuted to match, once.
-// While token t is scored, the same row of the next range (t + 5 here,
-// past the end: the guard skips it) is prefetched, both ends of its 50
-// bytes.
+// copied by a loop that only loads (many misses in flight), then rows are
+// decoded in 16-lane chunks held in registers, four tokens per step (the
+// last three clamped to the last token: a repeat writes the same score),
+// and both query heads take a chain of vector multiply-adds per token.
+// Lanes keep the row's order: a chunk's 16 two-bit fields are one 32-bit
+// word of the row (bytes 2.. for the first chunk), broadcast and shifted
+// by 0, 2, .., 30; its 16 high bits sit in the word at byte 33, shifted
+// so each lands on bit 2 of the index. While the step is scored, the
+// same rows of the next range (past the end here: the guard skips them)
+// are prefetched, both ends of their 50 bytes.
 // CHECK-LABEL: func @score_tile
-// CHECK: %[[QROW:.*]] = vector.transfer_read %arg0{{.*}} : tensor<1x2x128xf32>, vector<128xf32>
-// CHECK: vector.shuffle %[[QROW]], %[[QROW]] [0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60, 1, 5, 9,
-// CHECK-SAME: 64, 68, 72,
+// CHECK-NOT: vector.shuffle
 // CHECK: %[[STAGED:.*]] = scf.for %{{.*}} = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<5x1x50xi8>)
 // CHECK: vector.transfer_read %{{.*}} : tensor<?x?x1x50xi8>, vector<50xi8>
 // CHECK-NEXT: vector.transfer_write %{{.*}} : vector<50xi8>, tensor<5x1x50xi8>
 // CHECK-NOT: arith.select
 // CHECK: scf.yield
 // CHECK: %[[POOL:.*]] = bufferization.to_buffer %{{.*}} read_only
-// CHECK: scf.for %[[T:.*]] = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<1x2x5xf32>)
+// CHECK: scf.for %[[T:.*]] = %c0{{.*}} to %c5{{.*}} step %c4{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<1x2x5xf32>)
 // CHECK: scf.if
 // CHECK: memref.prefetch %[[POOL]][{{.*}}, %c0{{.*}}], read, locality<3>, data
 // CHECK: memref.prefetch %[[POOL]][{{.*}}, %c49{{.*}}], read, locality<3>, data
-// CHECK: %[[ROW:.*]] = vector.transfer_read %[[STAGED]][%[[T]], %{{.*}}, %{{.*}}], %{{.*}} {in_bounds = [true]} : tensor<5x1x50xi8>, vector<50xi8>
-// CHECK: vector.shuffle %[[ROW]], %[[ROW]] [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17] : vector<50xi8>, vector<50xi8>
-// CHECK: vector.shuffle %[[ROW]], %[[ROW]] [34, 34, 35, 35, 36, 36, 37, 37, 38, 38, 39, 39, 40, 40, 41, 41] : vector<50xi8>, vector<50xi8>
-// CHECK: arith.shrui %{{.*}}, %{{.*}} : vector<16xi32>
+// CHECK: %[[T1:.*]] = arith.minui
+// CHECK: %[[Q0:.*]] = vector.transfer_read %arg0{{.*}} : tensor<1x2x128xf32>, vector<16xf32>
+// CHECK: %[[Q1:.*]] = vector.transfer_read %arg0{{.*}} : tensor<1x2x128xf32>, vector<16xf32>
+// CHECK: %[[LOBYTES:.*]] = vector.transfer_read %[[STAGED]][%[[T]], %{{.*}}, %c2{{.*}}]{{.*}} : tensor<5x1x50xi8>, vector<4xi8>
+// CHECK: %[[LOWORD:.*]] = vector.bitcast %[[LOBYTES]] : vector<4xi8> to vector<1xi32>
+// CHECK: %[[LOW:.*]] = vector.extract %[[LOWORD]][0]
+// CHECK: %[[LOS:.*]] = vector.broadcast %[[LOW]] : i32 to vector<16xi32>
+// CHECK: %[[LOSHIFT:.*]] = arith.constant dense<[0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30]> : vector<16xi32>
+// CHECK: %[[LOF:.*]] = arith.shrui %[[LOS]], %[[LOSHIFT]] : vector<16xi32>
+// CHECK: %[[LOMASK:.*]] = arith.constant dense<3> : vector<16xi32>
+// CHECK: %[[LO:.*]] = arith.andi %[[LOF]], %[[LOMASK]] : vector<16xi32>
+// CHECK: vector.transfer_read %[[STAGED]][%[[T]], %{{.*}}, %c33{{.*}}]{{.*}} : tensor<5x1x50xi8>, vector<4xi8>
+// CHECK: %[[HISHIFT:.*]] = arith.constant dense<[6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21]> : vector<16xi32>
+// CHECK: %[[HIF:.*]] = arith.shrui %{{.*}}, %[[HISHIFT]] : vector<16xi32>
+// CHECK: %[[HIMASK:.*]] = arith.constant dense<4> : vector<16xi32>
+// CHECK: %[[HI:.*]] = arith.andi %[[HIF]], %[[HIMASK]] : vector<16xi32>
+// CHECK: %[[IDX:.*]] = arith.ori %[[LO]], %[[HI]] : vector<16xi32>
 // The 3-bit centroid: one tq.lane_lookup over the 8 levels per chunk
-// (tq-lower-lane-lookup expands it for the target).
-// The row's single scale is not applied per value: it scales each score.
-// CHECK: %[[K0:.*]] = tq.lane_lookup %{{.*}} [-{{.*}}] : vector<16xi32> -> vector<16xf32>
-// CHECK-NOT: arith.mulf %{{.*}} : vector<16xf32>
-// The fifth chunk starts the second group of plane bytes.
-// CHECK: vector.shuffle %[[ROW]], %[[ROW]] [18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33]
+// (tq-lower-lane-lookup expands it for the target). The row's single
+// scale is not applied per value: it scales each score.
+// CHECK: %[[K0:.*]] = tq.lane_lookup %[[IDX]] [-{{.*}}] : vector<16xi32> -> vector<16xf32>
+// CHECK-NEXT: arith.mulf %[[Q0]], %[[K0]] : vector<16xf32>
+// CHECK-NEXT: arith.mulf %[[Q1]], %[[K0]] : vector<16xf32>
+// The second token of the step reads its own row.
+// CHECK: vector.transfer_read %[[STAGED]][%[[T1]], %{{.*}}, %c2{{.*}}]
+// The second chunk: the next word of each plane.
+// CHECK: vector.transfer_read %[[STAGED]][%[[T]], %{{.*}}, %c6{{.*}}]
+// CHECK: vector.transfer_read %[[STAGED]][%[[T]], %{{.*}}, %c35{{.*}}]
+// CHECK: vector.fma
 // CHECK-NOT: tensor<5x1x128xf32>
-// CHECK: %[[Q0:.*]] = vector.transfer_read %{{.*}} : tensor<1x2x128xf32>, vector<16xf32>
-// CHECK: arith.mulf %[[Q0]], %[[K0]] : vector<16xf32>
-// CHECK-COUNT-7: vector.fma
-// CHECK: %[[D1:.*]] = arith.mulf %{{.*}}, %{{.*}} : vector<16xf32>
-// CHECK-COUNT-7: vector.fma
-// The two heads' sums share one shuffle tree: halves of both vectors
-// first, then halves within each head's lane group.
-// CHECK: %[[LO:.*]] = vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23]
-// CHECK: %[[HI:.*]] = vector.shuffle %{{.*}}, %{{.*}} [8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31]
-// CHECK: arith.addf %[[LO]], %[[HI]] : vector<16xf32>
-// CHECK: %[[PAIR:.*]] = arith.addf %{{.*}}, %{{.*}} : vector<2xf32>
-// CHECK: %[[S0:.*]] = vector.extract %[[PAIR]][0] : f32 from vector<2xf32>
-// CHECK: %[[S1:.*]] = vector.extract %[[PAIR]][1] : f32 from vector<2xf32>
-// CHECK: %[[SCALED:.*]] = arith.mulf %[[S0]], %{{.*}} : f32
+// Eight chains (4 tokens x 2 heads) share one shuffle tree.
+// CHECK: %[[EIGHT:.*]] = arith.addf %{{.*}}, %{{.*}} : vector<8xf32>
+// CHECK: %[[S0:.*]] = vector.extract %[[EIGHT]][0] : f32 from vector<8xf32>
+// CHECK: %[[S1:.*]] = vector.extract %[[EIGHT]][1] : f32 from vector<8xf32>
+// CHECK: %[[S2:.*]] = vector.extract %[[EIGHT]][2] : f32 from vector<8xf32>
+// The scale is the row's fp16 at byte 0.
+// CHECK: %[[SB:.*]] = vector.transfer_read %[[STAGED]][%[[T]], %{{.*}}, %c0{{.*}}]{{.*}} : tensor<5x1x50xi8>, vector<2xi8>
+// CHECK: %[[SH:.*]] = vector.bitcast %[[SB]] : vector<2xi8> to vector<1xf16>
+// CHECK: %[[SC:.*]] = arith.extf
+// CHECK: %[[SCALED:.*]] = arith.mulf %[[S0]], %[[SC]] : f32
 // CHECK: tensor.insert %[[SCALED]] into %{{.*}}[%{{.*}}, %{{.*}}, %[[T]]] : tensor<1x2x5xf32>
 // CHECK: arith.mulf %[[S1]], %{{.*}} : f32
-// CHECK: tensor.insert
+// CHECK: tensor.insert %{{.*}} into %{{.*}}[%{{.*}}, %{{.*}}, %[[T]]]
+// CHECK: arith.mulf %[[S2]], %{{.*}} : f32
+// CHECK: tensor.insert %{{.*}} into %{{.*}}[%{{.*}}, %{{.*}}, %[[T1]]]
 // CHECK: scf.yield
 func.func @score_tile(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x50xi8>) -> tensor<1x2x5xf32> {
   %k = tq.from_bytes %kb : tensor<5x1x50xi8> -> !tq.cache<5x1x128, #tq.format<"turbo3_0">>
@@ -117,13 +130,14 @@ func.func @score_tile(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x50xi8>) -> tensor
 // -----
 
 // One query row: the weighted sum keeps its output in loop-carried vectors
-// (2 heads x 8 chunks = 16 accumulators, one pass over the tokens),
-// writes each chunk once after the token loop, and puts the lanes back in
-// row order (value 4b + k came from lane 16k + b).
+// (2 heads x 8 chunks = 16 accumulators, one pass over the tokens) and
+// writes each chunk once after the token loop; lanes are in row order
+// (each chunk's fields are word reads of the staged row).
 // CHECK-LABEL: func @accumulate_tile_one_row
 // CHECK: %[[STAGED:.*]] = scf.for {{.*}} -> (tensor<5x1x50xi8>)
 // CHECK: %[[ACCS:.*]]:16 = scf.for %[[T:.*]] = %c0{{.*}} to %c5{{.*}} iter_args({{.*}}) -> (vector<16xf32>, {{.*}}vector<16xf32>) {
-// CHECK: vector.transfer_read %[[STAGED]][%[[T]],
+// CHECK: vector.transfer_read %[[STAGED]][%[[T]], %{{.*}}, %c2{{.*}}]{{.*}} vector<4xi8>
+// CHECK: tq.lane_lookup
 // CHECK: %[[P0:.*]] = tensor.extract %arg0[%c0{{.*}}, %{{.*}}, %[[T]]] : tensor<1x2x5xf32>
 // CHECK: %[[PS:.*]] = arith.mulf %[[P0]], %{{.*}} : f32
 // CHECK: %[[W0:.*]] = vector.broadcast %[[PS]] : f32 to vector<16xf32>
@@ -132,8 +146,8 @@ func.func @score_tile(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x50xi8>) -> tensor
 // CHECK-COUNT-8: vector.fma
 // CHECK: scf.yield
 // CHECK-COUNT-16: vector.transfer_write %[[ACCS]]#{{[0-9]+}}
-// CHECK: %[[AROW:.*]] = vector.transfer_read {{.*}} : tensor<1x2x128xf32>, vector<128xf32>
-// CHECK: vector.shuffle %[[AROW]], %[[AROW]] [0, 16, 32, 48, 1, 17, 33, 49,
+// CHECK-NOT: vector.shuffle
+// CHECK: return
 func.func @accumulate_tile_one_row(%p: tensor<1x2x5xf32>, %vb: tensor<5x1x50xi8>) -> tensor<1x2x128xf32> {
   %v = tq.from_bytes %vb : tensor<5x1x50xi8> -> !tq.cache<5x1x128, #tq.format<"turbo3_0">>
   %a = tq.accumulate %p, %v {lookup = #tq.lookup<tile>} : tensor<1x2x5xf32>, !tq.cache<5x1x128, #tq.format<"turbo3_0">> -> tensor<1x2x128xf32>
@@ -167,23 +181,22 @@ func.func @accumulate_tile_rows(%p: tensor<?x2x5xf32>, %vb: tensor<5x1x50xi8>) -
 // -----
 
 // tqprod keys in registers: S q is computed once (a 32x32 projection of
-// each query head), each row's QJL signs are decoded to +-1 lanes next to
-// its polar values, and the two heads' value chains and sign chains (four
-// vectors) share one sum tree; each score is scale * (<q, C> + ||r|| c
-// <S q, sign>).
+// each query head), each row's QJL signs are decoded to +-1 lanes (word
+// reads, as for the index planes) next to its polar values, and the
+// step's value and sign chains (4 tokens x 2 heads x 2 = 16 vectors) share
+// one sum tree; each score is scale * (<q, C> + ||r|| c <S q, sign>).
 // CHECK-LABEL: func @score_tile_tqprod
 // CHECK: %[[SQ:.*]] = linalg.generic {{.*}} ins(%arg0, %{{.*}} : tensor<1x2x32xf32>, tensor<32x32xf32>)
 // CHECK: scf.for
-// CHECK: tq.lane_lookup
-// CHECK: tq.lane_lookup
 // CHECK: arith.uitofp %{{.*}} : vector<16xi32> to vector<16xf32>
 // CHECK: arith.subf
 // CHECK: arith.uitofp %{{.*}} : vector<16xi32> to vector<16xf32>
 // CHECK: arith.subf
+// CHECK: tq.lane_lookup
+// CHECK: tq.lane_lookup
 // CHECK: vector.transfer_read %[[SQ]]
-// CHECK: %[[FOUR:.*]] = arith.addf %{{.*}}, %{{.*}} : vector<4xf32>
-// CHECK: %[[A0:.*]] = vector.extract %[[FOUR]][0]
-// CHECK: %[[B0:.*]] = vector.extract %[[FOUR]][2]
+// CHECK: %[[A0:.*]] = vector.extract %[[ALL:.*]][0] : f32 from vector<16xf32>
+// CHECK: %[[B0:.*]] = vector.extract %[[ALL]][2] : f32 from vector<16xf32>
 // CHECK: %[[W0:.*]] = arith.mulf %[[B0]], %{{.*}} : f32
 // CHECK: arith.addf %[[A0]], %[[W0]] : f32
 func.func @score_tile_tqprod(%q: tensor<1x2x32xf32>, %kb: tensor<3x1x16xi8>) -> tensor<1x2x3xf32> {
@@ -289,21 +302,31 @@ func.func @boundary(%c: !tq.cache<?x8x128, #tq.format<"turbo2_0">>) -> !tq.cache
 
 // -----
 
-// A paged cache: row t (plus the tile offset) lives in page table[t / 16]
-// at slot t % 16; both are computed once per row, outside the element
-// loops, and every byte read uses them.
+// A paged cache: row t (plus the tile offset t0) lives in page
+// table[(t0 + t) / 16] at slot (t0 + t) % 16. One division finds the first
+// row's entry and slot; a walk over twice the rows (the second half is the
+// next range, for prefetches) counts the slot up and wraps to the next
+// entry, clamped to the sequence's last one. The element loops read the
+// walk's pages and slots.
 // CHECK-LABEL: func @paged
 // CHECK-SAME: (%[[Q:.*]]: tensor<1x1x32xf32>, %[[POOL:.*]]: tensor<?x16x1x34xi8>, %[[TABLE:.*]]: tensor<?xi32>, %[[N:.*]]: index, %[[T0:.*]]: index)
 // CHECK: %[[CAST:.*]] = tensor.cast %[[POOL]] : tensor<?x16x1x34xi8> to tensor<?x?x1x34xi8>
 // CHECK: %[[PS:.*]] = tensor.dim %[[CAST]], %c1
-// CHECK: %[[PAGES:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<?xindex>)
-// CHECK: %[[ENTRY:.*]] = arith.divui %{{.*}}, %[[PS]] : index
-// CHECK: %[[PAGE:.*]] = tensor.extract %[[TABLE]][%[[ENTRY]]] : tensor<?xi32>
-// CHECK: arith.index_cast %[[PAGE]] : i32 to index
-// CHECK: %[[SLOTS:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<?xindex>)
-// CHECK: arith.remui %{{.*}}, %[[PS]] : index
-// CHECK: %[[P:.*]] = tensor.extract %[[PAGES]][%{{.*}}] : tensor<?xindex>
-// CHECK: %[[S:.*]] = tensor.extract %[[SLOTS]][%{{.*}}] : tensor<?xindex>
+// CHECK: %[[ROWS:.*]] = arith.addi %[[N]], %[[N]] : index
+// CHECK: %[[ENTRY0:.*]] = arith.divui %[[OFF:.*]], %[[PS]] : index
+// CHECK: %[[SLOT0:.*]] = arith.remui %[[OFF]], %[[PS]] : index
+// CHECK: %[[LASTROW:.*]] = arith.subi %[[N]], %{{.*}} : index
+// CHECK: %[[LAST:.*]] = arith.divui %[[LASTROW]], %[[PS]] : index
+// CHECK: %[[WALK:.*]]:4 = scf.for %[[R:.*]] = %{{.*}} to %[[ROWS]] step %{{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}, %[[E:.*]] = %[[ENTRY0]], %[[SL:.*]] = %[[SLOT0]])
+// CHECK: %[[CLAMPED:.*]] = arith.minui %[[E]], %[[LAST]] : index
+// CHECK: %[[PAGE:.*]] = tensor.extract %[[TABLE]][%[[CLAMPED]]] : tensor<?xi32>
+// CHECK: %[[NEXT:.*]] = arith.addi %[[SL]], %{{.*}} : index
+// CHECK: %[[WRAPS:.*]] = arith.cmpi eq, %[[NEXT]], %[[PS]] : index
+// CHECK: arith.select %[[WRAPS]]
+// CHECK: scf.yield
+// CHECK-NOT: arith.divui %{{.*}}, %[[PS]]
+// CHECK: %[[P:.*]] = tensor.extract %[[WALK]]#0[%{{.*}}] : tensor<?xindex>
+// CHECK: %[[S:.*]] = tensor.extract %[[WALK]]#1[%{{.*}}] : tensor<?xindex>
 // CHECK: tensor.extract %[[CAST]][%[[P]], %[[S]], %{{.*}}, %{{.*}}] : tensor<?x?x1x34xi8>
 func.func @paged(%q: tensor<1x1x32xf32>, %pool: tensor<?x16x1x34xi8>, %table: tensor<?xi32>, %n: index, %t0: index) -> tensor<1x1x?xf32> {
   %k = tq.from_pages %pool[%table], %n : tensor<?x16x1x34xi8>, tensor<?xi32> -> !tq.cache<?x1x32, #tq.format<"q8_0">>

@@ -377,9 +377,20 @@ Value VectorRowDecoder::blockScales(OpBuilder &b, Location loc, const RowBytes &
   const int64_t blockLen = decoder_->spec().blockLen;
   const int64_t count = values.size();
   auto f32Vec = VectorType::get({count}, b.getF32Type());
+  const quant::FormatSpec &spec = decoder_->spec();
   auto scaleOf = [&](int64_t block) -> Value {
-    return vector::BroadcastOp::create(b, loc, f32Vec,
-                                       blockScale(b, loc, row, block));
+    if (spec.scaleType == quant::ScalarType::F32)
+      return vector::BroadcastOp::create(b, loc, f32Vec,
+                                         blockScale(b, loc, row, block));
+    // The half is broadcast before it is widened: one broadcast load and
+    // one vector conversion, no scalar conversion.
+    Value half = vector::BitCastOp::create(
+        b, loc, VectorType::get({1}, b.getF16Type()),
+        row.read(b, loc, block * spec.bytesPerBlock + spec.scaleOffset, 2));
+    Value halves = vector::BroadcastOp::create(
+        b, loc, VectorType::get({count}, b.getF16Type()),
+        vector::ExtractOp::create(b, loc, half, int64_t(0)));
+    return arith::ExtFOp::create(b, loc, f32Vec, halves);
   };
   std::set<int64_t> blocks;
   for (int64_t v : values)
@@ -481,12 +492,20 @@ Value VectorRowDecoder::decode(OpBuilder &b, Location loc, const RowBytes &row,
     return arith::ExtFOp::create(b, loc, f32Vec, halves);
   }
   if (spec.family == quant::FormatFamily::Q8_0) {
-    // Lane j reads the int8 at its block's value offset.
-    Value bytes = loadRow(b, loc, row);
-    Value spread = vector::ShuffleOp::create(
-        b, loc, i8Lanes, bytes, bytes,
-        b.getDenseI64ArrayAttr(
-            gather<int64_t>(planes_.front().bytes, values)));
+    // Lane j reads the int8 at its block's value offset: one read where
+    // the lanes' bytes are consecutive (a chunk inside one block).
+    SmallVector<int64_t> at = gather<int64_t>(planes_.front().bytes, values);
+    bool consecutive = true;
+    for (size_t l = 1; l < at.size(); ++l)
+      consecutive &= at[l] == at[0] + int64_t(l);
+    Value spread;
+    if (consecutive) {
+      spread = row.read(b, loc, at[0], count);
+    } else {
+      Value bytes = loadRow(b, loc, row);
+      spread = vector::ShuffleOp::create(b, loc, i8Lanes, bytes, bytes,
+                                         b.getDenseI64ArrayAttr(at));
+    }
     Value ints = arith::SIToFPOp::create(b, loc, f32Vec, spread);
     if (!applyScale)
       return ints;

@@ -46,6 +46,9 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
   // loops vectorise.
   pm.addPass(createTQApproximateMath());
   pm.addPass(createCanonicalizerPass());
+  // The lowerings read a row's scale once per use (per head); on tensors
+  // the reads are pure, so one read serves them all.
+  pm.addPass(createCSEPass());
   // Per-tile work on loop-invariant operands (tqprod's S q, the query's
   // lane permutation) moves out of the flash loop.
   pm.addPass(createLoopInvariantCodeMotionPass());

@@ -36,9 +36,8 @@ Value splatI32(OpBuilder &b, Location loc, int64_t n, int32_t v) {
                                    DenseElementsAttr::get(type, v));
 }
 
-/// table[index] by a binary select tree: bit k of the index picks between
-/// pairs of the previous level; the table is padded to a power of two with
-/// its last entry.
+/// table[index mod n] by a binary select tree: bit k (k < log2 n) of the
+/// index picks between pairs of the previous level.
 Value selectTree(OpBuilder &b, Location loc, ArrayRef<float> table,
                  Value index) {
   const int64_t n = cast<VectorType>(index.getType()).getDimSize(0);
@@ -47,8 +46,6 @@ Value selectTree(OpBuilder &b, Location loc, ArrayRef<float> table,
   for (float c : table)
     level.push_back(arith::ConstantOp::create(
         b, loc, DenseElementsAttr::get(f32Vec, c)));
-  while (!llvm::isPowerOf2_64(level.size()))
-    level.push_back(level.back());
   Value zero = splatI32(b, loc, n, 0);
   for (int32_t bit = 1; level.size() > 1; bit <<= 1) {
     Value masked =
@@ -64,12 +61,15 @@ Value selectTree(OpBuilder &b, Location loc, ArrayRef<float> table,
   return level.front();
 }
 
-/// table[index] by one permute per `p.lanes` lanes, the parts concatenated.
+/// table[index mod n] by one permute per `p.lanes` lanes, the parts
+/// concatenated. The permute reads log2(p.lanes) index bits, so the table
+/// repeats to p.lanes entries: the bits above log2 n do not matter.
 Value permuteLanes(OpBuilder &b, Location loc, ArrayRef<float> table,
                    Value index, const Permute &p) {
   const int64_t n = cast<VectorType>(index.getType()).getDimSize(0);
-  SmallVector<float> padded(table.begin(), table.end());
-  padded.resize(p.lanes, table.back());
+  SmallVector<float> padded;
+  for (int64_t i = 0; i < p.lanes; ++i)
+    padded.push_back(table[i % table.size()]);
   auto tableType = VectorType::get({p.lanes}, b.getF32Type());
   Value tableValue = arith::ConstantOp::create(
       b, loc, DenseElementsAttr::get(tableType, ArrayRef<float>(padded)));

@@ -213,9 +213,25 @@ Value VectorRowDecoder::readFields(OpBuilder &b, Location loc, const RowBytes &r
   }
   Value field = arith::ShRUIOp::create(
       b, loc, spread, constI32Vector(b, loc, reads.lanesShift));
+  if (isTopPlane(lanes)) {
+    // tq.lane_lookup ignores the bits above the index: only those below
+    // the field (other planes' bits) are cleared.
+    if (lanes.indexShift == 0)
+      return field;
+    return arith::AndIOp::create(
+        b, loc, field, splatI32(b, loc, count, -(1 << lanes.indexShift)));
+  }
   return arith::AndIOp::create(
       b, loc, field,
       splatI32(b, loc, count, lanes.mask << lanes.indexShift));
+}
+
+bool VectorRowDecoder::isTopPlane(const PlaneLanes &lanes) const {
+  // (The QJL sign plane is not an index plane: its fields stay exact.)
+  return &lanes != &signLanes_ &&
+         llvm::all_of(planes_, [&](const PlaneLanes &other) {
+           return other.indexShift <= lanes.indexShift;
+         });
 }
 
 bool VectorRowDecoder::supports(const quant::FormatSpec &spec) {
@@ -531,8 +547,9 @@ Value VectorRowDecoder::decode(OpBuilder &b, Location loc, const RowBytes &row,
     Value field = arith::ShRUIOp::create(
         b, loc, wide,
         constI32Vector(b, loc, gather<int32_t>(lanes.shifts, values)));
-    field = arith::AndIOp::create(b, loc, field,
-                                  splatI32(b, loc, count, lanes.mask));
+    if (!isTopPlane(lanes))
+      field = arith::AndIOp::create(b, loc, field,
+                                    splatI32(b, loc, count, lanes.mask));
     if (lanes.indexShift)
       field = arith::ShLIOp::create(b, loc, field,
                                     splatI32(b, loc, count, lanes.indexShift));

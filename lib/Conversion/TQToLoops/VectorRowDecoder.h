@@ -147,6 +147,9 @@ private:
   /// them all without a field straddling a word.
   std::optional<WordReads> planWordReads(const PlaneLanes &lanes,
                                          ArrayRef<int64_t> values) const;
+  /// True for the plane holding the index's highest bits: its fields may
+  /// keep the bits above them (tq.lane_lookup reads the low bits only).
+  bool isTopPlane(const PlaneLanes &lanes) const;
   /// True where every plane of every chunk of `chunkLanes` lanes, in the
   /// row's order, has word reads.
   bool allChunksReadWords(int64_t chunkLanes) const;

@@ -16,9 +16,10 @@
 // TREE: %[[B2:.*]] = arith.cmpi ne
 // TREE-NEXT: %[[R:.*]] = arith.select %[[B2]]
 // TREE-NEXT: return %[[R]]
-// One vpermps over the 16-lane table (the 8 levels, then the last repeated).
+// One vpermps over the 16-lane table: the 8 levels twice, so index bit 3
+// (which tq.lane_lookup ignores) does not matter.
 // AVX512-LABEL: func @three_bits
-// AVX512: %[[T:.*]] = arith.constant dense<[0.000000e+00, 1.000000e+00, 2.000000e+00, 3.000000e+00, 4.000000e+00, 5.000000e+00, 6.000000e+00, 7.000000e+00, 7.000000e+00, 7.000000e+00, 7.000000e+00, 7.000000e+00, 7.000000e+00, 7.000000e+00, 7.000000e+00, 7.000000e+00]> : vector<16xf32>
+// AVX512: %[[T:.*]] = arith.constant dense<[0.000000e+00, 1.000000e+00, 2.000000e+00, 3.000000e+00, 4.000000e+00, 5.000000e+00, 6.000000e+00, 7.000000e+00, 0.000000e+00, 1.000000e+00, 2.000000e+00, 3.000000e+00, 4.000000e+00, 5.000000e+00, 6.000000e+00, 7.000000e+00]> : vector<16xf32>
 // AVX512: %[[R:.*]] = llvm.call_intrinsic "llvm.x86.avx512.permvar.sf.512"(%[[T]], %arg0) : (vector<16xf32>, vector<16xi32>) -> vector<16xf32>
 // AVX512-NOT: arith.select
 // AVX512: return %[[R]]
@@ -53,19 +54,19 @@ func.func @four_bits(%idx: vector<16xi32>) -> vector<16xf32> {
 
 // -----
 
-// 3 levels (padded to 4 by repeating the last) over 8 lanes: AVX-512 needs
-// multiples of 16 lanes and falls back to the tree (the select between
-// the two copies of the last level folds away); AVX2 permutes once.
-// TREE-LABEL: func @three_levels
-// TREE-COUNT-2: arith.select
+// 4 levels over 8 lanes: AVX-512 needs multiples of 16 lanes and falls
+// back to the tree (bits 0 and 1 only); AVX2 permutes once over the
+// levels repeated twice (index bit 2 does not matter).
+// TREE-LABEL: func @two_bits
+// TREE-COUNT-3: arith.select
 // TREE-NOT: arith.select
-// AVX512-LABEL: func @three_levels
+// AVX512-LABEL: func @two_bits
 // AVX512-NOT: llvm.call_intrinsic
-// AVX512-COUNT-2: arith.select
-// AVX2-LABEL: func @three_levels
-// AVX2: arith.constant dense<[-1.000000e+00, 0.000000e+00, 1.000000e+00, 1.000000e+00, 1.000000e+00, 1.000000e+00, 1.000000e+00, 1.000000e+00]> : vector<8xf32>
+// AVX512-COUNT-3: arith.select
+// AVX2-LABEL: func @two_bits
+// AVX2: arith.constant dense<[-1.000000e+00, 0.000000e+00, 1.000000e+00, 2.000000e+00, -1.000000e+00, 0.000000e+00, 1.000000e+00, 2.000000e+00]> : vector<8xf32>
 // AVX2: llvm.call_intrinsic "llvm.x86.avx2.permps"
-func.func @three_levels(%idx: vector<8xi32>) -> vector<8xf32> {
-  %c = tq.lane_lookup %idx [-1.0, 0.0, 1.0] : vector<8xi32> -> vector<8xf32>
+func.func @two_bits(%idx: vector<8xi32>) -> vector<8xf32> {
+  %c = tq.lane_lookup %idx [-1.0, 0.0, 1.0, 2.0] : vector<8xi32> -> vector<8xf32>
   return %c : vector<8xf32>
 }

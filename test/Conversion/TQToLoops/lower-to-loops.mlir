@@ -60,7 +60,8 @@ func.func @score_lut(%q: tensor<1x2x64xf32>, %kb: tensor<?x2x18xi8>) -> tensor<1
 // Lanes keep the row's order: a chunk's 16 two-bit fields are one 32-bit
 // word of the row (bytes 2.. for the first chunk), broadcast and shifted
 // by 0, 2, .., 30; its 16 high bits sit in the word at byte 33, shifted
-// so each lands on bit 2 of the index. While the step is scored, the
+// so each lands on bit 2 of the index (bits above stay: tq.lane_lookup
+// ignores them). While the step is scored, the
 // same rows of the next range (past the end here: the guard skips them)
 // are prefetched, both ends of their 50 bytes.
 // CHECK-LABEL: func @score_tile
@@ -89,7 +90,9 @@ func.func @score_lut(%q: tensor<1x2x64xf32>, %kb: tensor<?x2x18xi8>) -> tensor<1
 // CHECK: vector.transfer_read %[[STAGED]][%[[T]], %{{.*}}, %c33{{.*}}]{{.*}} : tensor<5x1x50xi8>, vector<4xi8>
 // CHECK: %[[HISHIFT:.*]] = arith.constant dense<[6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21]> : vector<16xi32>
 // CHECK: %[[HIF:.*]] = arith.shrui %{{.*}}, %[[HISHIFT]] : vector<16xi32>
-// CHECK: %[[HIMASK:.*]] = arith.constant dense<4> : vector<16xi32>
+// The high plane is the index's top: only the low plane's bits below it
+// are cleared (tq.lane_lookup reads the low 3 bits).
+// CHECK: %[[HIMASK:.*]] = arith.constant dense<-4> : vector<16xi32>
 // CHECK: %[[HI:.*]] = arith.andi %[[HIF]], %[[HIMASK]] : vector<16xi32>
 // CHECK: %[[IDX:.*]] = arith.ori %[[LO]], %[[HI]] : vector<16xi32>
 // The 3-bit centroid: one tq.lane_lookup over the 8 levels per chunk

@@ -418,15 +418,23 @@ func.func @f(%pool: tensor<?x16x4x50xi8>, %table: tensor<?xi32>, %n: index) {
 // -----
 
 func.func @lane_lookup_empty_table(%idx: vector<16xi32>) -> vector<16xf32> {
-  // expected-error @+1 {{table needs 1 to 16 entries, got 0}}
+  // expected-error @+1 {{table needs a power of two from 1 to 16 entries, got 0}}
   %c = tq.lane_lookup %idx [] : vector<16xi32> -> vector<16xf32>
   return %c : vector<16xf32>
 }
 
 // -----
 
+func.func @lane_lookup_table_not_power_of_two(%idx: vector<4xi32>) -> vector<4xf32> {
+  // expected-error @+1 {{table needs a power of two from 1 to 16 entries, got 3}}
+  %c = tq.lane_lookup %idx [-1.0, 0.0, 1.0] : vector<4xi32> -> vector<4xf32>
+  return %c : vector<4xf32>
+}
+
+// -----
+
 func.func @lane_lookup_table_too_large(%idx: vector<4xi32>) -> vector<4xf32> {
-  // expected-error @+1 {{table needs 1 to 16 entries, got 17}}
+  // expected-error @+1 {{table needs a power of two from 1 to 16 entries, got 17}}
   %c = tq.lane_lookup %idx [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0] : vector<4xi32> -> vector<4xf32>
   return %c : vector<4xf32>
 }

@@ -12,6 +12,8 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/PatternMatch.h"
 
+#include "llvm/Support/MathExtras.h"
+
 #include <cmath>
 
 using namespace mlir;
@@ -102,8 +104,9 @@ const StringRef kTHB[] = {"tokens", "kv heads", "row bytes"};
 
 LogicalResult LaneLookupOp::verify() {
   const size_t size = getTable().size();
-  if (size == 0 || size > 16)
-    return emitOpError() << "table needs 1 to 16 entries, got " << size;
+  if (size == 0 || size > 16 || !llvm::isPowerOf2_64(size))
+    return emitOpError()
+           << "table needs a power of two from 1 to 16 entries, got " << size;
   return success();
 }
 

@@ -439,11 +439,13 @@ def TQ_LaneLookupOp : TQ_Op<"lane_lookup",
     [Pure, AllShapesMatch<["index", "result"]>]> {
   let summary = "Per-lane lookup in a small constant table";
   let description = [{
-    `result[i] = table[index[i]]` for a 1-D vector of indices: how a decoded
-    row picks its centroids. Every index must be below the table's size
-    (at most 16 entries); other values give an unspecified lane, never a
-    memory access. `tq-lower-lane-lookup` expands it to a binary select
-    tree on the index bits (any target) or to x86 register permutes.
+    `result[i] = table[index[i] mod N]` for a 1-D vector of indices and a
+    table of N entries, N a power of two from 1 to 16: how a decoded row
+    picks its centroids. Only the low log2(N) bits of an index count, so
+    a decoder may leave other bits set (unpacking then needs fewer masks).
+    `tq-lower-lane-lookup` expands it to a binary select tree on those
+    bits (any target) or to x86 register permutes of the table repeated
+    to the register's width.
 
     ```mlir
     %c = tq.lane_lookup %idx [-1.0, -0.3, 0.3, 1.0] : vector<16xi32> -> vector<16xf32>

@@ -57,23 +57,26 @@ Value applyRowScale(OpBuilder &b, Location loc, const VectorRowDecoder &rows,
                                rows.rowScale(b, loc, row, t, kvHead));
 }
 
-/// The horizontal sum of every vector of `parts` (equal widths w). Where
-/// n, parts.size() rounded up to a power of two (zero parts fill the
-/// gap), is no larger than w, one shuffle tree serves all of them: each round adds the low and high halves of every
-/// lane group of two vectors into one (n - 1 adds in all), then the groups
-/// of the last vector are halved until each is one lane — about 4n ops
-/// where n separate reductions take about 2n log2(w).
-SmallVector<Value> sumEach(OpBuilder &b, Location loc,
-                           ArrayRef<Value> parts) {
+/// The horizontal sums of the vectors of `parts` (equal widths w), lane k
+/// of the result holding part k's (lanes past parts.size() are zero).
+/// Where n, parts.size() rounded up to a power of two (zero parts fill
+/// the gap), is no larger than w, one shuffle tree serves all of them:
+/// each round adds the low and high halves of every lane group of two
+/// vectors into one (n - 1 adds in all), then the groups of the last
+/// vector are halved until each is one lane — about 4n ops where n
+/// separate reductions take about 2n log2(w).
+Value sumTree(OpBuilder &b, Location loc, ArrayRef<Value> parts) {
   const int64_t w = cast<VectorType>(parts.front().getType()).getDimSize(0);
   const int64_t n = int64_t(llvm::PowerOf2Ceil(uint64_t(parts.size())));
-  SmallVector<Value> sums;
   if (n == 1 || n > w) {
+    SmallVector<Value> sums;
     for (Value part : parts)
       sums.push_back(vector::ReductionOp::create(
           b, loc, vector::CombiningKind::ADD, part,
           arith::FastMathFlags::reassoc));
-    return sums;
+    return vector::FromElementsOp::create(
+        b, loc, VectorType::get({int64_t(sums.size())}, b.getF32Type()),
+        sums);
   }
   // Lanes [g * size + from, g * size + from + len) of every group g of
   // `groups` groups of `size` lanes, from operand `operand` (0 or 1).
@@ -120,9 +123,30 @@ SmallVector<Value> sumEach(OpBuilder &b, Location loc,
     Value high = vector::ShuffleOp::create(b, loc, v, v, hi);
     v = arith::AddFOp::create(b, loc, low, high);
   }
-  for (int64_t k = 0; k < int64_t(parts.size()); ++k)
-    sums.push_back(vector::ExtractOp::create(b, loc, v, k));
-  return sums;
+  return v;
+}
+
+/// Lanes [first, first + count) of a 1-D vector.
+Value sliceLanes(OpBuilder &b, Location loc, Value v, int64_t first,
+              int64_t count) {
+  if (first == 0 && cast<VectorType>(v.getType()).getDimSize(0) == count)
+    return v;
+  return vector::ExtractStridedSliceOp::create(
+      b, loc, v, ArrayRef<int64_t>{first}, ArrayRef<int64_t>{count},
+      ArrayRef<int64_t>{1});
+}
+
+/// The vector (hh, r) -> perRow[r] for `group` heads (lane hh * rows + r).
+Value repeatPerHead(OpBuilder &b, Location loc, ArrayRef<Value> perRow,
+                    int64_t group) {
+  const int64_t rows = perRow.size();
+  Value packed = vector::FromElementsOp::create(
+      b, loc, VectorType::get({rows}, b.getF32Type()), perRow);
+  SmallVector<int64_t> mask;
+  for (int64_t hh = 0; hh < group; ++hh)
+    for (int64_t r = 0; r < rows; ++r)
+      mask.push_back(r);
+  return vector::ShuffleOp::create(b, loc, packed, packed, mask);
 }
 
 /// Rows a score step takes: up to 4, while their horizontal sums (perRow
@@ -304,8 +328,6 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
   // Loops (t in steps of `step`, kv head, i): each row is decoded once for
   // all query rows and heads; every score is one chain of multiply-adds
   // over the chunks, and the step's chains share one horizontal-sum tree.
-  // (A padding row past the last token repeats it, so its scores
-  // overwrite the last token's with the same values.)
   const int64_t perRow = group * (keys.hasQjl() ? 2 : 1);
   const int64_t step = scoreRowsPerStep(perRow, lanes);
   return forEachDecodedRows(
@@ -349,7 +371,7 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
                   Value kc = decodeChunks(b, loc, keys, row.row, lanes, c,
                                           1)[0];
                   for (int64_t hh = 0; hh < group; ++hh)
-                    addChunk(r * perRow + hh, qc[hh], kc);
+                    addChunk(hh * step + r, qc[hh], kc);
                 }
               }
               for (int64_t c = 0; c < qjlChunks; ++c)
@@ -357,24 +379,36 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
                   Value pc = readChunk(b, loc, projected, i, heads[hh],
                                        c * lanes, lanes);
                   for (size_t r = 0; r < rows.size(); ++r)
-                    addChunk(r * perRow + group + hh, pc, signs[r][c]);
+                    addChunk((group + hh) * step + r, pc, signs[r][c]);
                 }
-              SmallVector<Value> sums = sumEach(b, loc, dots);
-              for (auto [r, row] : llvm::enumerate(rows)) {
-                ArrayRef<Value> rowSums =
-                    ArrayRef<Value>(sums).slice(r * perRow, perRow);
-                for (int64_t hh = 0; hh < group; ++hh) {
-                  Value sum = rowSums[hh];
-                  if (keys.hasQjl())
-                    sum = arith::AddFOp::create(
-                        b, loc, sum,
-                        arith::MulFOp::create(b, loc, rowSums[group + hh],
-                                              qjlWeights[r]));
-                  sum = applyRowScale(b, loc, keys, sum, row.row, row.t, kvh);
-                  scores = tensor::InsertOp::create(
-                      b, loc, sum, scores, ValueRange{i, heads[hh], row.t});
-                }
+              // Lane hh * step + r: head hh's score of row r, so each
+              // head's scores of the step are consecutive tokens, scaled
+              // and written as one vector (the write is masked past the
+              // tile's last token, where padding rows repeat it).
+              Value total = sumTree(b, loc, dots);
+              const int64_t valueLanes = group * step;
+              Value sums = sliceLanes(b, loc, total, 0, valueLanes);
+              if (keys.hasQjl())
+                sums = arith::AddFOp::create(
+                    b, loc, sums,
+                    arith::MulFOp::create(
+                        b, loc,
+                        sliceLanes(b, loc, total, valueLanes, valueLanes),
+                        repeatPerHead(b, loc, qjlWeights, group)));
+              if (keys.hasRowScale()) {
+                SmallVector<Value> scales;
+                for (const DecodedRow &row : rows)
+                  scales.push_back(
+                      keys.rowScale(b, loc, row.row, row.t, kvh));
+                sums = arith::MulFOp::create(
+                    b, loc, sums, repeatPerHead(b, loc, scales, group));
               }
+              for (int64_t hh = 0; hh < group; ++hh)
+                scores = vector::TransferWriteOp::create(
+                             b, loc, sliceLanes(b, loc, sums, hh * step, step),
+                             scores, ValueRange{i, heads[hh], rows[0].t},
+                             ArrayRef<bool>{step == 1})
+                             .getResult();
               return scores;
             });
       },
@@ -382,6 +416,33 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
 }
 
 namespace {
+
+/// tensor<group x tokens>: probs[0, heads[hh], t] times the scale of row
+/// (t, kvh) of `staged` (where decoding leaves the row scale out).
+Value scaledWeights(OpBuilder &b, Location loc, Value probs,
+                    const VectorRowDecoder &values, Value staged, Value tokens,
+                    Value kvh, ArrayRef<Value> heads) {
+  const int64_t group = heads.size();
+  Value init = tensor::EmptyOp::create(
+      b, loc,
+      SmallVector<OpFoldResult>{b.getIndexAttr(group),
+                                getAsOpFoldResult(tokens)},
+      b.getF32Type());
+  Value c0 = indexConst(b, loc, 0);
+  return forEach(b, loc, tokens, init,
+                 [&](OpBuilder &b, Location loc, Value t, Value weights) {
+                   RowBytes row = values.stagedRow(staged, t, kvh);
+                   for (int64_t hh = 0; hh < group; ++hh) {
+                     Value p = tensor::ExtractOp::create(
+                         b, loc, probs, ValueRange{c0, heads[hh], t});
+                     p = applyRowScale(b, loc, values, p, row, t, kvh);
+                     weights = tensor::InsertOp::create(
+                         b, loc, p, weights,
+                         ValueRange{indexConst(b, loc, hh), t});
+                   }
+                   return weights;
+                 });
+}
 
 /// One query row: a few chunks of every head's output stay in
 /// loop-carried vectors while the tokens stream by. The chunks are the
@@ -404,6 +465,10 @@ Value accumulateInRegisters(OpBuilder &b, Location loc, Value probs,
         SmallVector<Value> heads;
         for (int64_t hh = 0; hh < group; ++hh)
           heads.push_back(headOf(b, loc, kvh, group, hh));
+        // Each head's weights times the rows' scales, once for all passes
+        // (the passes then broadcast a weight straight from memory).
+        Value weights = scaledWeights(b, loc, probs, values, staged, tokens,
+                                      kvh, heads);
         for (int64_t first = 0; first < numChunks; first += perPass) {
           const int64_t count = std::min(perPass, numChunks - first);
           // Accumulator (hh, c) at hh * count + c.
@@ -429,8 +494,7 @@ Value accumulateInRegisters(OpBuilder &b, Location loc, Value probs,
                 SmallVector<Value> next;
                 for (int64_t hh = 0; hh < group; ++hh) {
                   Value p = tensor::ExtractOp::create(
-                      b, loc, probs, ValueRange{c0, heads[hh], t});
-                  p = applyRowScale(b, loc, values, p, row, t, kvh);
+                      b, loc, weights, ValueRange{indexConst(b, loc, hh), t});
                   Value weight = splatF32(b, loc, p, lanes);
                   Value signW =
                       signWeight

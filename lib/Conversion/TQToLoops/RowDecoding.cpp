@@ -242,48 +242,61 @@ void RowDecoder::precompute(OpBuilder &b, Location loc, int64_t kvHeads,
 }
 
 void RowDecoder::precomputeAddresses(OpBuilder &b, Location loc) {
-  // Rows offset, offset + 1, ... walk the pages in order: one division
-  // for the first row, then the slot counts up and wraps to the next
-  // table entry (a division per row would cost more than the lookup).
-  // The walk covers twice the tokens: the second half addresses the range
-  // that follows (nextRangeRowAddress), with the entry clamped to the
+  // Rows offset, offset + 1, ... fill the pages in order, so the rows are
+  // written page by page: an outer loop over the table entries they touch
+  // (two divisions in all), an inner one over the entry's slots that only
+  // stores (the slot counts up, the page is loop-invariant). The rows
+  // cover twice the tokens: the second half addresses the range that
+  // follows (nextRangeRowAddress), with the entry clamped to the
   // sequence's last one so no lookup leaves the table.
-  Value c0 = indexConst(b, loc, 0), c1 = indexConst(b, loc, 1);
+  Value c1 = indexConst(b, loc, 1);
   Value tokens = getValueOrCreateConstantIndexOp(b, loc, access_.numTokens);
   Value rows = arith::AddIOp::create(b, loc, tokens, tokens);
   SmallVector<OpFoldResult> sizes = {rows};
   Value pagesInit = tensor::EmptyOp::create(b, loc, sizes, b.getIndexType());
   Value slotsInit = tensor::EmptyOp::create(b, loc, sizes, b.getIndexType());
-  Value entry0 =
-      arith::DivUIOp::create(b, loc, access_.tokenOffset, pageSize_);
-  Value slot0 =
-      arith::RemUIOp::create(b, loc, access_.tokenOffset, pageSize_);
+  Value first = access_.tokenOffset;
+  Value end = arith::AddIOp::create(b, loc, first, rows);
+  Value firstEntry = arith::DivUIOp::create(b, loc, first, pageSize_);
+  Value endEntry = arith::CeilDivUIOp::create(b, loc, end, pageSize_);
   // (Unused, and unsigned garbage, when the sequence is empty: then there
   // are no rows.)
   Value lastEntry = arith::DivUIOp::create(
       b, loc, arith::SubIOp::create(b, loc, access_.sequenceTokens, c1),
       pageSize_);
   auto walk = scf::ForOp::create(
-      b, loc, c0, rows, c1, ValueRange{pagesInit, slotsInit, entry0, slot0},
-      [&](OpBuilder &b, Location loc, Value t, ValueRange state) {
-        Value entry = state[2], slot = state[3];
+      b, loc, firstEntry, endEntry, c1, ValueRange{pagesInit, slotsInit},
+      [&](OpBuilder &b, Location loc, Value entry, ValueRange state) {
         Value inTable = arith::MinUIOp::create(b, loc, entry, lastEntry);
         Value page = arith::IndexCastOp::create(
             b, loc, b.getIndexType(),
             tensor::ExtractOp::create(b, loc, access_.table,
                                       ValueRange{inTable}));
-        Value pages =
-            tensor::InsertOp::create(b, loc, page, state[0], ValueRange{t});
-        Value slots =
-            tensor::InsertOp::create(b, loc, slot, state[1], ValueRange{t});
-        Value nextSlot = arith::AddIOp::create(b, loc, slot, c1);
-        Value wraps = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                            nextSlot, pageSize_);
-        Value nextEntry = arith::SelectOp::create(
-            b, loc, wraps, arith::AddIOp::create(b, loc, entry, c1), entry);
-        nextSlot = arith::SelectOp::create(b, loc, wraps, c0, nextSlot);
-        scf::YieldOp::create(b, loc,
-                             ValueRange{pages, slots, nextEntry, nextSlot});
+        // Rows [pageStart, pageStart + page_size) of the sequence live in
+        // this entry; of them, those in [first, end).
+        Value pageStart = arith::MulIOp::create(b, loc, entry, pageSize_);
+        Value from = arith::SubIOp::create(
+            b, loc, arith::MaxUIOp::create(b, loc, pageStart, first), first);
+        Value to = arith::SubIOp::create(
+            b, loc,
+            arith::MinUIOp::create(
+                b, loc, arith::AddIOp::create(b, loc, pageStart, pageSize_),
+                end),
+            first);
+        // Row first + t sits at slot first + t - pageStart.
+        Value slotBase = arith::SubIOp::create(b, loc, first, pageStart);
+        auto fill = scf::ForOp::create(
+            b, loc, from, to, c1, ValueRange{state[0], state[1]},
+            [&](OpBuilder &b, Location loc, Value t, ValueRange inner) {
+              Value slot = arith::AddIOp::create(b, loc, slotBase, t);
+              scf::YieldOp::create(
+                  b, loc,
+                  ValueRange{tensor::InsertOp::create(b, loc, page, inner[0],
+                                                      ValueRange{t}),
+                             tensor::InsertOp::create(b, loc, slot, inner[1],
+                                                      ValueRange{t})});
+            });
+        scf::YieldOp::create(b, loc, fill.getResults());
       });
   pages_ = walk.getResult(0);
   slots_ = walk.getResult(1);

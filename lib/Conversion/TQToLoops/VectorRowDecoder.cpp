@@ -187,9 +187,10 @@ VectorRowDecoder::planWordReads(const PlaneLanes &lanes,
   return reads;
 }
 
-Value VectorRowDecoder::readFields(OpBuilder &b, Location loc, const RowBytes &row,
+Value VectorRowDecoder::readFields(OpBuilder &b, Location loc,
+                                   const RowBytes &row,
                                    const PlaneLanes &lanes,
-                                   const WordReads &reads) const {
+                                   const WordReads &reads, bool exact) const {
   const int64_t count = reads.lanesWord.size();
   auto i32Vec = VectorType::get({count}, b.getI32Type());
   SmallVector<Value> words;
@@ -213,14 +214,8 @@ Value VectorRowDecoder::readFields(OpBuilder &b, Location loc, const RowBytes &r
   }
   Value field = arith::ShRUIOp::create(
       b, loc, spread, constI32Vector(b, loc, reads.lanesShift));
-  if (isTopPlane(lanes)) {
-    // tq.lane_lookup ignores the bits above the index: only those below
-    // the field (other planes' bits) are cleared.
-    if (lanes.indexShift == 0)
-      return field;
-    return arith::AndIOp::create(
-        b, loc, field, splatI32(b, loc, count, -(1 << lanes.indexShift)));
-  }
+  if (!exact)
+    return field;
   return arith::AndIOp::create(
       b, loc, field,
       splatI32(b, loc, count, lanes.mask << lanes.indexShift));
@@ -442,7 +437,7 @@ Value VectorRowDecoder::decodeSigns(OpBuilder &b, Location loc, const RowBytes &
   std::iota(signs.begin(), signs.end(), first);
   Value bit;
   if (std::optional<WordReads> reads = planWordReads(signLanes_, signs)) {
-    bit = readFields(b, loc, row, signLanes_, *reads);
+    bit = readFields(b, loc, row, signLanes_, *reads, /*exact=*/true);
   } else {
     Value bytes = loadRow(b, loc, row);
     Value spread = vector::ShuffleOp::create(
@@ -528,16 +523,12 @@ Value VectorRowDecoder::decode(OpBuilder &b, Location loc, const RowBytes &row,
     return arith::MulFOp::create(
         b, loc, blockScales(b, loc, row, values), ints);
   }
-  Value index;
-  auto addField = [&](Value field) {
-    index = index ? arith::OrIOp::create(b, loc, index, field).getResult()
-                  : field;
-  };
-  for (const PlaneLanes &lanes : planes_) {
-    if (std::optional<WordReads> reads = planWordReads(lanes, values)) {
-      addField(readFields(b, loc, row, lanes, *reads));
-      continue;
-    }
+  // Each plane's field at its index position. Fields are exact (their
+  // plane's bits only) unless `keepsGarbage` says the combination below
+  // discards the rest.
+  auto planeField = [&](const PlaneLanes &lanes, bool exact) -> Value {
+    if (std::optional<WordReads> reads = planWordReads(lanes, values))
+      return readFields(b, loc, row, lanes, *reads, exact);
     // One lane per value: the byte holding its bits.
     Value bytes = loadRow(b, loc, row);
     Value spread = vector::ShuffleOp::create(
@@ -547,13 +538,42 @@ Value VectorRowDecoder::decode(OpBuilder &b, Location loc, const RowBytes &row,
     Value field = arith::ShRUIOp::create(
         b, loc, wide,
         constI32Vector(b, loc, gather<int32_t>(lanes.shifts, values)));
-    if (!isTopPlane(lanes))
+    if (exact)
       field = arith::AndIOp::create(b, loc, field,
                                     splatI32(b, loc, count, lanes.mask));
     if (lanes.indexShift)
       field = arith::ShLIOp::create(b, loc, field,
                                     splatI32(b, loc, count, lanes.indexShift));
-    addField(field);
+    return field;
+  };
+  // The top plane keeps the bits above it (tq.lane_lookup reads the low
+  // bits only); the planes below are ORed, and the top one replaces
+  // their bits from its position up: top ^ ((top ^ low) & (2^shift - 1)),
+  // one bit-select. A single plane below the top that fills all of those
+  // bits may keep its garbage too (the select drops it).
+  const PlaneLanes *top = nullptr;
+  for (const PlaneLanes &lanes : planes_)
+    if (isTopPlane(lanes))
+      top = &lanes;
+  const bool loneLow = planes_.size() == 2 && top &&
+                       llvm::all_of(planes_, [&](const PlaneLanes &p) {
+                         return &p == top || (p.indexShift == 0 &&
+                                              p.mask + 1 ==
+                                                  (1 << top->indexShift));
+                       });
+  Value low;
+  for (const PlaneLanes &lanes : planes_) {
+    if (&lanes == top)
+      continue;
+    Value field = planeField(lanes, /*exact=*/!loneLow);
+    low = low ? arith::OrIOp::create(b, loc, low, field).getResult() : field;
+  }
+  Value index = planeField(*top, /*exact=*/false);
+  if (low) {
+    Value lowBits = splatI32(b, loc, count, (1 << top->indexShift) - 1);
+    Value mixed = arith::AndIOp::create(
+        b, loc, arith::XOrIOp::create(b, loc, index, low), lowBits);
+    index = arith::XOrIOp::create(b, loc, index, mixed);
   }
   const std::vector<float> &levels = spec.codebook->centroids;
   Value value = LaneLookupOp::create(b, loc, f32Vec, index,

@@ -154,9 +154,11 @@ private:
   /// row's order, has word reads.
   bool allChunksReadWords(int64_t chunkLanes) const;
   /// The plane's fields of `values`, shifted to their index position, by
-  /// word reads (see WordReads).
+  /// word reads (see WordReads); without `exact` the bits above each field
+  /// (and, for word reads, below it) are left as they come.
   Value readFields(OpBuilder &b, Location loc, const RowBytes &row,
-                   const PlaneLanes &lanes, const WordReads &reads) const;
+                   const PlaneLanes &lanes, const WordReads &reads,
+                   bool exact) const;
 
   /// The little-endian f16 or f32 at byte `offset` of `row`, as f32.
   Value scalarInRow(OpBuilder &b, Location loc, const RowBytes &row, int64_t offset,

@@ -85,16 +85,16 @@ func.func @score_lut(%q: tensor<1x2x64xf32>, %kb: tensor<?x2x18xi8>) -> tensor<1
 // CHECK: %[[LOS:.*]] = vector.broadcast %[[LOW]] : i32 to vector<16xi32>
 // CHECK: %[[LOSHIFT:.*]] = arith.constant dense<[0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30]> : vector<16xi32>
 // CHECK: %[[LOF:.*]] = arith.shrui %[[LOS]], %[[LOSHIFT]] : vector<16xi32>
-// CHECK: %[[LOMASK:.*]] = arith.constant dense<3> : vector<16xi32>
-// CHECK: %[[LO:.*]] = arith.andi %[[LOF]], %[[LOMASK]] : vector<16xi32>
 // CHECK: vector.transfer_read %[[STAGED]][%[[T]], %{{.*}}, %c33{{.*}}]{{.*}} : tensor<5x1x50xi8>, vector<4xi8>
 // CHECK: %[[HISHIFT:.*]] = arith.constant dense<[6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21]> : vector<16xi32>
 // CHECK: %[[HIF:.*]] = arith.shrui %{{.*}}, %[[HISHIFT]] : vector<16xi32>
-// The high plane is the index's top: only the low plane's bits below it
-// are cleared (tq.lane_lookup reads the low 3 bits).
-// CHECK: %[[HIMASK:.*]] = arith.constant dense<-4> : vector<16xi32>
-// CHECK: %[[HI:.*]] = arith.andi %[[HIF]], %[[HIMASK]] : vector<16xi32>
-// CHECK: %[[IDX:.*]] = arith.ori %[[LO]], %[[HI]] : vector<16xi32>
+// Neither field is masked: the high plane is the index's top (tq.lane_lookup
+// reads the low 3 bits) and one bit-select takes bits 0-1 from the low
+// plane, the rest from the high one: hi ^ ((hi ^ lo) & 3).
+// CHECK: %[[LOWBITS:.*]] = arith.constant dense<3> : vector<16xi32>
+// CHECK: %[[MIX:.*]] = arith.xori %[[HIF]], %[[LOF]] : vector<16xi32>
+// CHECK: %[[SEL:.*]] = arith.andi %[[MIX]], %[[LOWBITS]] : vector<16xi32>
+// CHECK: %[[IDX:.*]] = arith.xori %[[HIF]], %[[SEL]] : vector<16xi32>
 // The 3-bit centroid: one tq.lane_lookup over the 8 levels per chunk
 // (tq-lower-lane-lookup expands it for the target). The row's single
 // scale is not applied per value: it scales each score.
@@ -108,21 +108,20 @@ func.func @score_lut(%q: tensor<1x2x64xf32>, %kb: tensor<?x2x18xi8>) -> tensor<1
 // CHECK: vector.transfer_read %[[STAGED]][%[[T]], %{{.*}}, %c35{{.*}}]
 // CHECK: vector.fma
 // CHECK-NOT: tensor<5x1x128xf32>
-// Eight chains (4 tokens x 2 heads) share one shuffle tree.
+// Eight chains (lane hh * 4 + r: 2 heads x 4 tokens) share one shuffle
+// tree; the rows' fp16 scales (byte 0) scale each head's 4 consecutive
+// scores, written as one vector (masked past the last token).
 // CHECK: %[[EIGHT:.*]] = arith.addf %{{.*}}, %{{.*}} : vector<8xf32>
-// CHECK: %[[S0:.*]] = vector.extract %[[EIGHT]][0] : f32 from vector<8xf32>
-// CHECK: %[[S1:.*]] = vector.extract %[[EIGHT]][1] : f32 from vector<8xf32>
-// CHECK: %[[S2:.*]] = vector.extract %[[EIGHT]][2] : f32 from vector<8xf32>
-// The scale is the row's fp16 at byte 0.
 // CHECK: %[[SB:.*]] = vector.transfer_read %[[STAGED]][%[[T]], %{{.*}}, %c0{{.*}}]{{.*}} : tensor<5x1x50xi8>, vector<2xi8>
 // CHECK: %[[SH:.*]] = vector.bitcast %[[SB]] : vector<2xi8> to vector<1xf16>
-// CHECK: %[[SC:.*]] = arith.extf
-// CHECK: %[[SCALED:.*]] = arith.mulf %[[S0]], %[[SC]] : f32
-// CHECK: tensor.insert %[[SCALED]] into %{{.*}}[%{{.*}}, %{{.*}}, %[[T]]] : tensor<1x2x5xf32>
-// CHECK: arith.mulf %[[S1]], %{{.*}} : f32
-// CHECK: tensor.insert %{{.*}} into %{{.*}}[%{{.*}}, %{{.*}}, %[[T]]]
-// CHECK: arith.mulf %[[S2]], %{{.*}} : f32
-// CHECK: tensor.insert %{{.*}} into %{{.*}}[%{{.*}}, %{{.*}}, %[[T1]]]
+// CHECK: vector.transfer_read %[[STAGED]][%[[T1]], %{{.*}}, %c0{{.*}}]{{.*}} vector<2xi8>
+// CHECK: %[[SCALES:.*]] = vector.from_elements %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : vector<4xf32>
+// CHECK: %[[PERLANE:.*]] = vector.shuffle %[[SCALES]], %[[SCALES]] [0, 1, 2, 3, 0, 1, 2, 3]
+// CHECK: %[[SCALED:.*]] = arith.mulf %[[EIGHT]], %[[PERLANE]] : vector<8xf32>
+// CHECK: %[[H0:.*]] = vector.extract_strided_slice %[[SCALED]] {offsets = [0], sizes = [4], strides = [1]}
+// CHECK: %[[W0:.*]] = vector.transfer_write %[[H0]], %{{.*}}[%{{.*}}, %{{.*}}, %[[T]]] : vector<4xf32>, tensor<1x2x5xf32>
+// CHECK: %[[H1:.*]] = vector.extract_strided_slice %[[SCALED]] {offsets = [4], sizes = [4], strides = [1]}
+// CHECK: vector.transfer_write %[[H1]], %[[W0]][%{{.*}}, %{{.*}}, %[[T]]] : vector<4xf32>, tensor<1x2x5xf32>
 // CHECK: scf.yield
 func.func @score_tile(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x50xi8>) -> tensor<1x2x5xf32> {
   %k = tq.from_bytes %kb : tensor<5x1x50xi8> -> !tq.cache<5x1x128, #tq.format<"turbo3_0">>
@@ -132,20 +131,25 @@ func.func @score_tile(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x50xi8>) -> tensor
 
 // -----
 
-// One query row: the weighted sum keeps its output in loop-carried vectors
-// (2 heads x 8 chunks = 16 accumulators, one pass over the tokens) and
-// writes each chunk once after the token loop; lanes are in row order
-// (each chunk's fields are word reads of the staged row).
+// One query row: each head's weights are first multiplied by the rows'
+// scales (a loop over the tokens), then the weighted sum keeps its output
+// in loop-carried vectors (2 heads x 8 chunks = 16 accumulators, one pass
+// over the tokens) and writes each chunk once after the token loop; lanes
+// are in row order (each chunk's fields are word reads of the staged row).
 // CHECK-LABEL: func @accumulate_tile_one_row
 // CHECK: %[[STAGED:.*]] = scf.for {{.*}} -> (tensor<5x1x50xi8>)
+// CHECK: %[[W:.*]] = scf.for %[[S:.*]] = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<2x5xf32>)
+// CHECK: %[[P0:.*]] = tensor.extract %arg0[%c0{{.*}}, %{{.*}}, %[[S]]] : tensor<1x2x5xf32>
+// CHECK: vector.transfer_read %[[STAGED]][%[[S]], %{{.*}}, %c0{{.*}}]{{.*}} vector<2xi8>
+// CHECK: %[[PS:.*]] = arith.mulf %[[P0]], %{{.*}} : f32
+// CHECK: tensor.insert %[[PS]] into %{{.*}}[%c0{{.*}}, %[[S]]] : tensor<2x5xf32>
 // CHECK: %[[ACCS:.*]]:16 = scf.for %[[T:.*]] = %c0{{.*}} to %c5{{.*}} iter_args({{.*}}) -> (vector<16xf32>, {{.*}}vector<16xf32>) {
 // CHECK: vector.transfer_read %[[STAGED]][%[[T]], %{{.*}}, %c2{{.*}}]{{.*}} vector<4xi8>
 // CHECK: tq.lane_lookup
-// CHECK: %[[P0:.*]] = tensor.extract %arg0[%c0{{.*}}, %{{.*}}, %[[T]]] : tensor<1x2x5xf32>
-// CHECK: %[[PS:.*]] = arith.mulf %[[P0]], %{{.*}} : f32
-// CHECK: %[[W0:.*]] = vector.broadcast %[[PS]] : f32 to vector<16xf32>
-// CHECK-COUNT-8: vector.fma %[[W0]],
-// CHECK: tensor.extract %arg0[%c0{{.*}}, %{{.*}}, %[[T]]] : tensor<1x2x5xf32>
+// CHECK: %[[W0:.*]] = tensor.extract %[[W]][%c0{{.*}}, %[[T]]] : tensor<2x5xf32>
+// CHECK: %[[B0:.*]] = vector.broadcast %[[W0]] : f32 to vector<16xf32>
+// CHECK-COUNT-8: vector.fma %[[B0]],
+// CHECK: tensor.extract %[[W]][%c1{{.*}}, %[[T]]] : tensor<2x5xf32>
 // CHECK-COUNT-8: vector.fma
 // CHECK: scf.yield
 // CHECK-COUNT-16: vector.transfer_write %[[ACCS]]#{{[0-9]+}}
@@ -186,7 +190,7 @@ func.func @accumulate_tile_rows(%p: tensor<?x2x5xf32>, %vb: tensor<5x1x50xi8>) -
 // tqprod keys in registers: S q is computed once (a 32x32 projection of
 // each query head), each row's QJL signs are decoded to +-1 lanes (word
 // reads, as for the index planes) next to its polar values, and the
-// step's value and sign chains (4 tokens x 2 heads x 2 = 16 vectors) share
+// step's value and sign chains (2 x 2 heads x 4 tokens = 16 vectors) share
 // one sum tree; each score is scale * (<q, C> + ||r|| c <S q, sign>).
 // CHECK-LABEL: func @score_tile_tqprod
 // CHECK: %[[SQ:.*]] = linalg.generic {{.*}} ins(%arg0, %{{.*}} : tensor<1x2x32xf32>, tensor<32x32xf32>)
@@ -198,10 +202,14 @@ func.func @accumulate_tile_rows(%p: tensor<?x2x5xf32>, %vb: tensor<5x1x50xi8>) -
 // CHECK: tq.lane_lookup
 // CHECK: tq.lane_lookup
 // CHECK: vector.transfer_read %[[SQ]]
-// CHECK: %[[A0:.*]] = vector.extract %[[ALL:.*]][0] : f32 from vector<16xf32>
-// CHECK: %[[B0:.*]] = vector.extract %[[ALL]][2] : f32 from vector<16xf32>
-// CHECK: %[[W0:.*]] = arith.mulf %[[B0]], %{{.*}} : f32
-// CHECK: arith.addf %[[A0]], %[[W0]] : f32
+// Lanes 0-7 sum the values (head-major), 8-15 the signs; the sign sums
+// take each row's ||r|| c.
+// CHECK: %[[VALS:.*]] = vector.extract_strided_slice %[[ALL:.*]] {offsets = [0], sizes = [8], strides = [1]} : vector<16xf32> to vector<8xf32>
+// CHECK: %[[SIGNS:.*]] = vector.extract_strided_slice %[[ALL]] {offsets = [8], sizes = [8], strides = [1]} : vector<16xf32> to vector<8xf32>
+// CHECK: %[[WS:.*]] = vector.from_elements %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : vector<4xf32>
+// CHECK: %[[WL:.*]] = vector.shuffle %[[WS]], %[[WS]] [0, 1, 2, 3, 0, 1, 2, 3]
+// CHECK: %[[WEIGHTED:.*]] = arith.mulf %[[SIGNS]], %[[WL]] : vector<8xf32>
+// CHECK: arith.addf %[[VALS]], %[[WEIGHTED]] : vector<8xf32>
 func.func @score_tile_tqprod(%q: tensor<1x2x32xf32>, %kb: tensor<3x1x16xi8>) -> tensor<1x2x3xf32> {
   %k = tq.from_bytes %kb : tensor<3x1x16xi8> -> !tq.cache<3x1x32, #tq.format<"tqprod3">>
   %s = tq.score %q, %k {lookup = #tq.lookup<tile>} : tensor<1x2x32xf32>, !tq.cache<3x1x32, #tq.format<"tqprod3">> -> tensor<1x2x3xf32>
@@ -306,26 +314,31 @@ func.func @boundary(%c: !tq.cache<?x8x128, #tq.format<"turbo2_0">>) -> !tq.cache
 // -----
 
 // A paged cache: row t (plus the tile offset t0) lives in page
-// table[(t0 + t) / 16] at slot (t0 + t) % 16. One division finds the first
-// row's entry and slot; a walk over twice the rows (the second half is the
-// next range, for prefetches) counts the slot up and wraps to the next
-// entry, clamped to the sequence's last one. The element loops read the
-// walk's pages and slots.
+// table[(t0 + t) / 16] at slot (t0 + t) % 16. The rows (twice the tokens:
+// the second half is the next range, for prefetches) are addressed page by
+// page: an outer loop over the table entries they touch (bounds from two
+// divisions; the entry clamped to the sequence's last one), an inner one
+// over the entry's rows that stores the page and a counting slot. The
+// element loops read those addresses and divide by the page size no more.
 // CHECK-LABEL: func @paged
 // CHECK-SAME: (%[[Q:.*]]: tensor<1x1x32xf32>, %[[POOL:.*]]: tensor<?x16x1x34xi8>, %[[TABLE:.*]]: tensor<?xi32>, %[[N:.*]]: index, %[[T0:.*]]: index)
 // CHECK: %[[CAST:.*]] = tensor.cast %[[POOL]] : tensor<?x16x1x34xi8> to tensor<?x?x1x34xi8>
+// CHECK: %[[FIRST:.*]] = arith.addi %{{.*}}, %[[T0]] : index
 // CHECK: %[[PS:.*]] = tensor.dim %[[CAST]], %c1
 // CHECK: %[[ROWS:.*]] = arith.addi %[[N]], %[[N]] : index
-// CHECK: %[[ENTRY0:.*]] = arith.divui %[[OFF:.*]], %[[PS]] : index
-// CHECK: %[[SLOT0:.*]] = arith.remui %[[OFF]], %[[PS]] : index
+// CHECK: %[[END:.*]] = arith.addi %[[FIRST]], %[[ROWS]] : index
+// CHECK: %[[E0:.*]] = arith.divui %[[FIRST]], %[[PS]] : index
+// CHECK: %[[E1:.*]] = arith.ceildivui %[[END]], %[[PS]] : index
 // CHECK: %[[LASTROW:.*]] = arith.subi %[[N]], %{{.*}} : index
 // CHECK: %[[LAST:.*]] = arith.divui %[[LASTROW]], %[[PS]] : index
-// CHECK: %[[WALK:.*]]:4 = scf.for %[[R:.*]] = %{{.*}} to %[[ROWS]] step %{{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}, %[[E:.*]] = %[[ENTRY0]], %[[SL:.*]] = %[[SLOT0]])
+// CHECK: %[[WALK:.*]]:2 = scf.for %[[E:.*]] = %[[E0]] to %[[E1]] step %{{.*}} iter_args(
 // CHECK: %[[CLAMPED:.*]] = arith.minui %[[E]], %[[LAST]] : index
-// CHECK: %[[PAGE:.*]] = tensor.extract %[[TABLE]][%[[CLAMPED]]] : tensor<?xi32>
-// CHECK: %[[NEXT:.*]] = arith.addi %[[SL]], %{{.*}} : index
-// CHECK: %[[WRAPS:.*]] = arith.cmpi eq, %[[NEXT]], %[[PS]] : index
-// CHECK: arith.select %[[WRAPS]]
+// CHECK: %[[PAGE32:.*]] = tensor.extract %[[TABLE]][%[[CLAMPED]]] : tensor<?xi32>
+// CHECK: %[[PAGE:.*]] = arith.index_cast %[[PAGE32]] : i32 to index
+// CHECK: %[[START:.*]] = arith.muli %[[E]], %[[PS]] : index
+// CHECK: scf.for %[[R:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(
+// CHECK-NOT: arith.divui
+// CHECK: tensor.insert %[[PAGE]] into %{{.*}}[%[[R]]] : tensor<?xindex>
 // CHECK: scf.yield
 // CHECK-NOT: arith.divui %{{.*}}, %[[PS]]
 // CHECK: %[[P:.*]] = tensor.extract %[[WALK]]#0[%{{.*}}] : tensor<?xindex>

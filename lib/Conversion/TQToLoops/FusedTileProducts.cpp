@@ -429,16 +429,41 @@ Value scaledWeights(OpBuilder &b, Location loc, Value probs,
                                 getAsOpFoldResult(tokens)},
       b.getF32Type());
   Value c0 = indexConst(b, loc, 0);
+  if (!values.hasRowScale())
+    return forEach(b, loc, tokens, init,
+                   [&](OpBuilder &b, Location loc, Value t, Value weights) {
+                     for (int64_t hh = 0; hh < group; ++hh)
+                       weights = tensor::InsertOp::create(
+                           b, loc,
+                           tensor::ExtractOp::create(
+                               b, loc, probs, ValueRange{c0, heads[hh], t}),
+                           weights, ValueRange{indexConst(b, loc, hh), t});
+                     return weights;
+                   });
+  // The rows' scales first (strided reads of the staged rows), then the
+  // products over contiguous tokens, which vectorise.
+  Value scales = forEach(
+      b, loc, tokens,
+      tensor::EmptyOp::create(
+          b, loc, SmallVector<OpFoldResult>{getAsOpFoldResult(tokens)},
+          b.getF32Type()),
+      [&](OpBuilder &b, Location loc, Value t, Value scales) {
+        RowBytes row = values.stagedRow(staged, t, kvh);
+        return tensor::InsertOp::create(
+                   b, loc, values.rowScale(b, loc, row, t, kvh), scales,
+                   ValueRange{t})
+            .getResult();
+      });
   return forEach(b, loc, tokens, init,
                  [&](OpBuilder &b, Location loc, Value t, Value weights) {
-                   RowBytes row = values.stagedRow(staged, t, kvh);
+                   Value scale =
+                       tensor::ExtractOp::create(b, loc, scales, ValueRange{t});
                    for (int64_t hh = 0; hh < group; ++hh) {
                      Value p = tensor::ExtractOp::create(
                          b, loc, probs, ValueRange{c0, heads[hh], t});
-                     p = applyRowScale(b, loc, values, p, row, t, kvh);
                      weights = tensor::InsertOp::create(
-                         b, loc, p, weights,
-                         ValueRange{indexConst(b, loc, hh), t});
+                         b, loc, arith::MulFOp::create(b, loc, p, scale),
+                         weights, ValueRange{indexConst(b, loc, hh), t});
                    }
                    return weights;
                  });

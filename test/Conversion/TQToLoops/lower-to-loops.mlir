@@ -131,17 +131,20 @@ func.func @score_tile(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x50xi8>) -> tensor
 
 // -----
 
-// One query row: each head's weights are first multiplied by the rows'
-// scales (a loop over the tokens), then the weighted sum keeps its output
+// One query row: the rows' scales are gathered (a loop over the tokens)
+// and each head's weights multiplied by them (a second loop, over
+// contiguous tokens: it vectorises), then the weighted sum keeps its output
 // in loop-carried vectors (2 heads x 8 chunks = 16 accumulators, one pass
 // over the tokens) and writes each chunk once after the token loop; lanes
 // are in row order (each chunk's fields are word reads of the staged row).
 // CHECK-LABEL: func @accumulate_tile_one_row
 // CHECK: %[[STAGED:.*]] = scf.for {{.*}} -> (tensor<5x1x50xi8>)
+// CHECK: %[[SCALES:.*]] = scf.for %[[U:.*]] = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<5xf32>)
+// CHECK: vector.transfer_read %[[STAGED]][%[[U]], %{{.*}}, %c0{{.*}}]{{.*}} vector<2xi8>
 // CHECK: %[[W:.*]] = scf.for %[[S:.*]] = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<2x5xf32>)
+// CHECK: %[[SC:.*]] = tensor.extract %[[SCALES]][%[[S]]] : tensor<5xf32>
 // CHECK: %[[P0:.*]] = tensor.extract %arg0[%c0{{.*}}, %{{.*}}, %[[S]]] : tensor<1x2x5xf32>
-// CHECK: vector.transfer_read %[[STAGED]][%[[S]], %{{.*}}, %c0{{.*}}]{{.*}} vector<2xi8>
-// CHECK: %[[PS:.*]] = arith.mulf %[[P0]], %{{.*}} : f32
+// CHECK: %[[PS:.*]] = arith.mulf %[[P0]], %[[SC]] : f32
 // CHECK: tensor.insert %[[PS]] into %{{.*}}[%c0{{.*}}, %[[S]]] : tensor<2x5xf32>
 // CHECK: %[[ACCS:.*]]:16 = scf.for %[[T:.*]] = %c0{{.*}} to %c5{{.*}} iter_args({{.*}}) -> (vector<16xf32>, {{.*}}vector<16xf32>) {
 // CHECK: vector.transfer_read %[[STAGED]][%[[T]], %{{.*}}, %c2{{.*}}]{{.*}} vector<4xi8>

@@ -329,6 +329,8 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
   // all query rows and heads; every score is one chain of multiply-adds
   // over the chunks, and the step's chains share one horizontal-sum tree.
   const int64_t perRow = group * (keys.hasQjl() ? 2 : 1);
+  const bool oneQueryRow =
+      cast<RankedTensorType>(query.getType()).getDimSize(0) == 1;
   const int64_t step = scoreRowsPerStep(perRow, lanes);
   return forEachDecodedRows(
       b, loc, keys, kvHeads, lanes, step, init,
@@ -368,8 +370,10 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
                   qc.push_back(readChunk(b, loc, query, i, h, c * lanes,
                                          lanes));
                 for (auto [r, row] : llvm::enumerate(rows)) {
-                  Value kc = decodeChunks(b, loc, keys, row.row, lanes, c,
-                                          1)[0];
+                  Value kc = row.chunks.empty()
+                                 ? decodeChunks(b, loc, keys, row.row, lanes,
+                                                c, 1)[0]
+                                 : row.chunks[c];
                   for (int64_t hh = 0; hh < group; ++hh)
                     addChunk(hh * step + r, qc[hh], kc);
                 }
@@ -412,7 +416,10 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
               return scores;
             });
       },
-      /*decode=*/false);
+      // One query row (decode kernels) decodes in the chain loop, chunk by
+      // chunk; several (prefill) decode each row once, outside the loop
+      // over the query rows.
+      /*decode=*/!oneQueryRow);
 }
 
 namespace {

@@ -131,6 +131,26 @@ func.func @score_tile(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x50xi8>) -> tensor
 
 // -----
 
+// Several query rows (prefill): the step's four rows are decoded once, all
+// 8 chunks each, before the loop over the query rows, which only runs the
+// multiply-add chains.
+// CHECK-LABEL: func @score_tile_rows
+// CHECK: scf.for %{{.*}} step %c4{{.*}} -> (tensor<?x2x5xf32>)
+// CHECK-COUNT-32: tq.lane_lookup
+// CHECK: scf.for %[[I:.*]] = %c0{{.*}} to %{{.*}} iter_args(%{{.*}}) -> (tensor<?x2x5xf32>)
+// CHECK-NOT: tq.lane_lookup
+// CHECK: vector.fma
+// CHECK-NOT: tq.lane_lookup
+// CHECK: vector.transfer_write %{{.*}}[%[[I]], %{{.*}}, %{{.*}}] : vector<4xf32>, tensor<?x2x5xf32>
+// CHECK: return
+func.func @score_tile_rows(%q: tensor<?x2x128xf32>, %kb: tensor<5x1x50xi8>) -> tensor<?x2x5xf32> {
+  %k = tq.from_bytes %kb : tensor<5x1x50xi8> -> !tq.cache<5x1x128, #tq.format<"turbo3_0">>
+  %s = tq.score %q, %k {lookup = #tq.lookup<tile>} : tensor<?x2x128xf32>, !tq.cache<5x1x128, #tq.format<"turbo3_0">> -> tensor<?x2x5xf32>
+  return %s : tensor<?x2x5xf32>
+}
+
+// -----
+
 // One query row: the rows' scales are gathered (a loop over the tokens)
 // and each head's weights multiplied by them (a second loop, over
 // contiguous tokens: it vectorises), then the weighted sum keeps its output

@@ -127,7 +127,8 @@ void configurePipeline(TQPipelineOptions &pipeline,
                        const KernelLibraryOptions &options,
                        const llvm::TargetMachine &tm, bool decode) {
   pipeline.centroidPermute = centroidPermuteFor(tm);
-  pipeline.tileSize = options.tileSize;
+  pipeline.tileSize =
+      decode ? options.decodeTileSize : options.prefillTileSize;
   pipeline.lookup = options.lookup;
   pipeline.splits = decode ? options.decodeSplits : 1;
   if (options.naive) {

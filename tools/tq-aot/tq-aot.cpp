@@ -68,8 +68,11 @@ cl::opt<int64_t> window("window", cl::cat(toolOptions),
                         cl::desc("sliding window (0: none)"), cl::init(0));
 cl::opt<float> softcap("softcap", cl::cat(toolOptions),
                        cl::desc("logit soft-cap (0: none)"), cl::init(0.0f));
-cl::opt<int64_t> tileSize("tile-size", cl::cat(toolOptions),
-                          cl::desc("KV tile of the flash loop"), cl::init(64));
+cl::opt<int64_t> tileSize(
+    "tile-size", cl::cat(toolOptions),
+    cl::desc("KV tile of the flash loop (0: 256 for decode, 64 for "
+             "prefill kernels)"),
+    cl::init(0));
 cl::opt<int64_t> splits("splits", cl::cat(toolOptions),
                         cl::desc("split-KV chunks of decode kernels"),
                         cl::init(4));
@@ -143,8 +146,8 @@ int main(int argc, char **argv) {
   } else if (target != "cpu") {
     fail("unknown target '" + target + "' (cpu, nvptx or amdgcn)");
   }
-  if (window < 0 || softcap < 0.0f || tileSize <= 0 || splits <= 0)
-    fail("--window and --softcap must be >= 0, --tile-size and --splits > 0");
+  if (window < 0 || softcap < 0.0f || tileSize < 0 || splits <= 0)
+    fail("--window, --softcap and --tile-size must be >= 0, --splits > 0");
 
   std::vector<RuntimeKernelKind> kindList;
   for (const std::string &k : splitList(kinds, "kind")) {
@@ -220,7 +223,8 @@ int main(int argc, char **argv) {
   KernelLibraryOptions options;
   options.outputDir = outputDir;
   options.cpu = chip;
-  options.tileSize = tileSize;
+  if (tileSize > 0)
+    options.decodeTileSize = options.prefillTileSize = tileSize;
   options.decodeSplits = splits;
   if (auto l = symbolizeLookupStrategy(lookup))
     options.lookup = *l;

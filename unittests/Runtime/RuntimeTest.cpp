@@ -241,6 +241,24 @@ TEST_F(RuntimeTest, DecodeRaggedBatchesMatchReference) {
       }
 }
 
+/// Sequences long enough that every split-KV chunk of a decode kernel runs
+/// several 256-token flash tiles and a partial last one (tq-aot's default
+/// decode tile), on both layouts.
+TEST_F(RuntimeTest, DecodeSpansSeveralTiles) {
+  Runtime r(plain);
+  for (uint32_t pageSize : {16u, 0u}) {
+    SCOPED_TRACE(pageSize ? "paged" : "contiguous");
+    // (Contiguous: one "page" per sequence, room for the longest.)
+    Batch b = ragged("turbo3_0", "turbo3_0", 64, 3, pageSize ? pageSize : 4096);
+    b.contiguous = pageSize == 0;
+    b.lengths = {2600, 1, 1290};
+    b.queries = {1, 1, 1};
+    b.build(11);
+    b.append(r.rt);
+    checkAttention(r.rt, b, false, 0, 0.0f);
+  }
+}
+
 TEST_F(RuntimeTest, PrefillMatchesReference) {
   Runtime r(plain);
   Batch b = ragged("polar4", "q8_0", 96, 3, 16);

@@ -32,8 +32,13 @@ struct KernelLibraryOptions {
   /// CPU name for code generation; "host" means the machine running tq-aot
   /// with all its features.
   std::string cpu = "host";
-  /// Flash tile and split-KV settings for decode / prefill kernels.
-  int64_t tileSize = 64;
+  /// Flash tile (tokens) of decode and prefill kernels, and the split-KV
+  /// chunks of decode kernels. Decode tiles are larger: per-tile work
+  /// (staging set-up, softmax merge, tqprod's S^T projection of the sign
+  /// sums) is amortised over more tokens, while a decode tile's scores are
+  /// one row per head; a prefill tile's scores grow with its query rows.
+  int64_t decodeTileSize = 256;
+  int64_t prefillTileSize = 64;
   int64_t decodeSplits = 4;
   /// Build the naive pipeline instead (every cached row dequantised and
   /// un-rotated, no codebook fusion, no tiling): the dequantise-then-attend

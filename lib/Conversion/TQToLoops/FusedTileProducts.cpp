@@ -236,9 +236,10 @@ Value splatF32(OpBuilder &b, Location loc, Value scalar, int64_t lanes) {
 }
 
 /// One decoded row of a loop step: its token, packed bytes (for what else
-/// the row carries) and value chunks (none where the body decodes them); `valid` (i1) is false for the
-/// padding row of a step past the last token (a repeat of the last row,
-/// whose weights the body must zero), null when every row is valid.
+/// the row carries) and value chunks (none where the body decodes them);
+/// `valid` (i1) is false for the padding row of a step past the last
+/// token (a repeat of the last row, whose weights the body must zero),
+/// null when every row is valid.
 struct DecodedRow {
   Value t, valid;
   RowBytes row;

@@ -188,8 +188,7 @@ VectorRowDecoder::planWordReads(const PlaneLanes &lanes,
 }
 
 Value VectorRowDecoder::readFields(OpBuilder &b, Location loc,
-                                   const RowBytes &row,
-                                   const PlaneLanes &lanes,
+                                   const RowBytes &row, const PlaneLanes &lanes,
                                    const WordReads &reads, bool exact) const {
   const int64_t count = reads.lanesWord.size();
   auto i32Vec = VectorType::get({count}, b.getI32Type());
@@ -360,9 +359,9 @@ RowBytes VectorRowDecoder::stagedRow(Value staged, Value t,
   return RowBytes{staged, {t, kvHead}};
 }
 
-Value VectorRowDecoder::scalarInRow(OpBuilder &b, Location loc, const RowBytes &row,
-                                     int64_t offset,
-                                     quant::ScalarType type) const {
+Value VectorRowDecoder::scalarInRow(OpBuilder &b, Location loc,
+                                    const RowBytes &row, int64_t offset,
+                                    quant::ScalarType type) const {
   const bool half = type == quant::ScalarType::F16;
   const int64_t bytes = half ? 2 : 4;
   Value slice = row.read(b, loc, offset, bytes);
@@ -375,15 +374,16 @@ Value VectorRowDecoder::scalarInRow(OpBuilder &b, Location loc, const RowBytes &
               : value;
 }
 
-Value VectorRowDecoder::blockScale(OpBuilder &b, Location loc, const RowBytes &row,
-                                   int64_t block) const {
+Value VectorRowDecoder::blockScale(OpBuilder &b, Location loc,
+                                   const RowBytes &row, int64_t block) const {
   const quant::FormatSpec &spec = decoder_->spec();
   return scalarInRow(b, loc, row,
                      block * spec.bytesPerBlock + spec.scaleOffset,
                      spec.scaleType);
 }
 
-Value VectorRowDecoder::blockScales(OpBuilder &b, Location loc, const RowBytes &row,
+Value VectorRowDecoder::blockScales(OpBuilder &b, Location loc,
+                                    const RowBytes &row,
                                     ArrayRef<int64_t> values) const {
   const int64_t blockLen = decoder_->spec().blockLen;
   const int64_t count = values.size();
@@ -429,8 +429,9 @@ int64_t VectorRowDecoder::qjlRows() const {
   return hasQjl() ? int64_t(decoder_->spec().qjl->rows()) : 0;
 }
 
-Value VectorRowDecoder::decodeSigns(OpBuilder &b, Location loc, const RowBytes &row,
-                                    int64_t first, int64_t count) const {
+Value VectorRowDecoder::decodeSigns(OpBuilder &b, Location loc,
+                                    const RowBytes &row, int64_t first,
+                                    int64_t count) const {
   auto i32Vec = VectorType::get({count}, b.getI32Type());
   auto f32Vec = VectorType::get({count}, b.getF32Type());
   SmallVector<int64_t> signs(count);
@@ -473,8 +474,9 @@ bool VectorRowDecoder::hasRowScale() const {
          spec.scaleRule != quant::ScaleRule::None && spec.blocksPerRow() == 1;
 }
 
-Value VectorRowDecoder::rowScale(OpBuilder &b, Location loc, const RowBytes &row,
-                                 Value t, Value kvHead) const {
+Value VectorRowDecoder::rowScale(OpBuilder &b, Location loc,
+                                 const RowBytes &row, Value t,
+                                 Value kvHead) const {
   assert(hasRowScale() && "the row has no single scale");
   if (renormalises()) {
     assert(rowFactors_ && "stageRows computes the renormalised scales");

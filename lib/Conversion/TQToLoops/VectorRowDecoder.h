@@ -99,8 +99,9 @@ public:
   RowBytes stagedRow(Value staged, Value t, Value kvHead) const;
 
   /// Values [first, first + count) of a row as vector<count x f32>, from
-  /// its bytes `row` (scales are read from them too). Without `applyScale` (only where hasRowScale()) the values are
-  /// not multiplied by the row's scale.
+  /// its bytes `row` (scales are read from them too). Without
+  /// `applyScale` (only where hasRowScale()) the values are not
+  /// multiplied by the row's scale.
   Value decode(OpBuilder &b, Location loc, const RowBytes &row, int64_t first,
                int64_t count, bool applyScale = true) const;
 
@@ -109,8 +110,8 @@ public:
   bool hasQjl() const;
   int64_t qjlRows() const;
   /// Signs [first, first + count) of the row's QJL plane as +1.0 / -1.0.
-  Value decodeSigns(OpBuilder &b, Location loc, const RowBytes &row, int64_t first,
-                    int64_t count) const;
+  Value decodeSigns(OpBuilder &b, Location loc, const RowBytes &row,
+                    int64_t first, int64_t count) const;
   /// ||r|| * sqrt(pi/2) / m of the row with bytes `row`: the weight of
   /// <S q, sign> in the row's score, before the row scale.
   Value qjlWeight(OpBuilder &b, Location loc, const RowBytes &row) const;
@@ -161,8 +162,8 @@ private:
                    bool exact) const;
 
   /// The little-endian f16 or f32 at byte `offset` of `row`, as f32.
-  Value scalarInRow(OpBuilder &b, Location loc, const RowBytes &row, int64_t offset,
-                    ::tq::quant::ScalarType type) const;
+  Value scalarInRow(OpBuilder &b, Location loc, const RowBytes &row,
+                    int64_t offset, ::tq::quant::ScalarType type) const;
   /// The scale of block `block` of `row`.
   Value blockScale(OpBuilder &b, Location loc, const RowBytes &row,
                    int64_t block) const;

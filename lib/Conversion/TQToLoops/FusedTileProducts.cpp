@@ -250,7 +250,7 @@ struct DecodedRow {
 using RowsBody = function_ref<Value(OpBuilder &, Location, Value kvh,
                                     ArrayRef<DecodedRow> rows, Value state)>;
 
-/// Loops (t in steps of `step`, kv head) over the staged rows of `rows`,
+/// Loops (t in steps of `step`, kv head) over the cache rows of `rows`,
 /// carrying `init`: each row is decoded once (every chunk, unless
 /// `decode` is false: then the body decodes them where it uses them) and
 /// handed to `body` with the other rows of its step, and the same rows of
@@ -260,7 +260,7 @@ Value forEachDecodedRows(OpBuilder &b, Location loc, VectorRowDecoder &rows,
                          Value init, RowsBody body, bool decode = true) {
   const CacheAccess &access = rows.rowDecoder().access();
   Value tokens = getValueOrCreateConstantIndexOp(b, loc, access.numTokens);
-  Value staged = rows.stageRows(b, loc, kvHeads);
+  rows.computeRowFactors(b, loc, kvHeads);
   Value prefetch = rows.prefetchBuffer(b, loc);
   const int64_t numChunks = rows.width() / lanes;
   Value last = arith::SubIOp::create(b, loc, tokens, indexConst(b, loc, 1));
@@ -283,7 +283,7 @@ Value forEachDecodedRows(OpBuilder &b, Location loc, VectorRowDecoder &rows,
                   r.t = arith::MinUIOp::create(b, loc, t, last);
                 }
                 rows.prefetchNextRange(b, loc, prefetch, r.t, kvh);
-                r.row = rows.stagedRow(staged, r.t, kvh);
+                r.row = rows.rowBytes(b, loc, r.t, kvh);
                 if (decode)
                   r.chunks =
                       decodeChunks(b, loc, rows, r.row, lanes, 0, numChunks);
@@ -426,9 +426,9 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
 namespace {
 
 /// tensor<group x tokens>: probs[0, heads[hh], t] times the scale of row
-/// (t, kvh) of `staged` (where decoding leaves the row scale out).
+/// (t, kvh) (where decoding leaves the row scale out).
 Value scaledWeights(OpBuilder &b, Location loc, Value probs,
-                    const VectorRowDecoder &values, Value staged, Value tokens,
+                    const VectorRowDecoder &values, Value tokens,
                     Value kvh, ArrayRef<Value> heads) {
   const int64_t group = heads.size();
   Value init = tensor::EmptyOp::create(
@@ -448,7 +448,7 @@ Value scaledWeights(OpBuilder &b, Location loc, Value probs,
                            weights, ValueRange{indexConst(b, loc, hh), t});
                      return weights;
                    });
-  // The rows' scales first (strided reads of the staged rows), then the
+  // The rows' scales first (strided reads of the rows), then the
   // products over contiguous tokens, which vectorise.
   Value scales = forEach(
       b, loc, tokens,
@@ -456,7 +456,7 @@ Value scaledWeights(OpBuilder &b, Location loc, Value probs,
           b, loc, SmallVector<OpFoldResult>{getAsOpFoldResult(tokens)},
           b.getF32Type()),
       [&](OpBuilder &b, Location loc, Value t, Value scales) {
-        RowBytes row = values.stagedRow(staged, t, kvh);
+        RowBytes row = values.rowBytes(b, loc, t, kvh);
         return tensor::InsertOp::create(
                    b, loc, values.rowScale(b, loc, row, t, kvh), scales,
                    ValueRange{t})
@@ -490,7 +490,7 @@ Value accumulateInRegisters(OpBuilder &b, Location loc, Value probs,
   const int64_t perPass =
       std::clamp<int64_t>(kAccumulatorBudget / group, 1, numChunks);
   Value c0 = indexConst(b, loc, 0);
-  Value staged = values.stageRows(b, loc, kvHeads);
+  values.computeRowFactors(b, loc, kvHeads);
   Value prefetch = values.prefetchBuffer(b, loc);
   return forEach(
       b, loc, indexConst(b, loc, kvHeads), out,
@@ -500,7 +500,7 @@ Value accumulateInRegisters(OpBuilder &b, Location loc, Value probs,
           heads.push_back(headOf(b, loc, kvh, group, hh));
         // Each head's weights times the rows' scales, once for all passes
         // (the passes then broadcast a weight straight from memory).
-        Value weights = scaledWeights(b, loc, probs, values, staged, tokens,
+        Value weights = scaledWeights(b, loc, probs, values, tokens,
                                       kvh, heads);
         for (int64_t first = 0; first < numChunks; first += perPass) {
           const int64_t count = std::min(perPass, numChunks - first);
@@ -513,7 +513,7 @@ Value accumulateInRegisters(OpBuilder &b, Location loc, Value probs,
               [&](OpBuilder &b, Location loc, Value t, ValueRange accs) {
                 if (first == 0)
                   values.prefetchNextRange(b, loc, prefetch, t, kvh);
-                RowBytes row = values.stagedRow(staged, t, kvh);
+                RowBytes row = values.rowBytes(b, loc, t, kvh);
                 const int64_t inValues =
                     std::clamp<int64_t>(valueChunks - first, 0, count);
                 SmallVector<Value> v =

@@ -276,49 +276,38 @@ bool VectorRowDecoder::renormalises() const {
   return decoder_->spec().family == quant::FormatFamily::Haar;
 }
 
-Value VectorRowDecoder::stageRows(OpBuilder &b, Location loc,
-                                  int64_t kvHeads) {
+void VectorRowDecoder::computeRowFactors(OpBuilder &b, Location loc,
+                                         int64_t kvHeads) {
+  if (!renormalises())
+    return;
   const CacheAccess &access = decoder_->access();
   Value tokens = getValueOrCreateConstantIndexOp(b, loc, access.numTokens);
-  Value init = tensor::EmptyOp::create(
+  // scale / ||C[idx]|| per row (0 for an all-zero row), as a 1-lane row.
+  Value factors = tensor::EmptyOp::create(
       b, loc,
       SmallVector<OpFoldResult>{access.numTokens, b.getIndexAttr(kvHeads),
-                                b.getIndexAttr(rowBytes_)},
-      b.getI8Type());
-  Value staged =
-      writeEveryRow(b, loc, init, tokens, kvHeads,
-                    [&](OpBuilder &b, Location loc, Value t, Value h) {
-                      return loadRow(b, loc, rowBytes(b, loc, t, h));
-                    });
-  if (renormalises()) {
-    // scale / ||C[idx]|| per row (0 for an all-zero row), as a 1-lane row.
-    Value factors = tensor::EmptyOp::create(
-        b, loc,
-        SmallVector<OpFoldResult>{access.numTokens, b.getIndexAttr(kvHeads),
-                                  b.getIndexAttr(1)},
-        b.getF32Type());
-    rowFactors_ = writeEveryRow(
-        b, loc, factors, tokens, kvHeads,
-        [&](OpBuilder &b, Location loc, Value t, Value h) -> Value {
-          RowBytes row = stagedRow(staged, t, h);
-          Value c = decode(b, loc, row, 0, width_, /*applyScale=*/false);
-          Value normSq = vector::ReductionOp::create(
-              b, loc, vector::CombiningKind::ADD,
-              arith::MulFOp::create(b, loc, c, c),
-              arith::FastMathFlags::reassoc);
-          Value norm = math::SqrtOp::create(b, loc, normSq);
-          Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
-          Value positive = arith::CmpFOp::create(
-              b, loc, arith::CmpFPredicate::OGT, norm, zero);
-          Value scale = blockScale(b, loc, row, 0);
-          Value factor = arith::SelectOp::create(
-              b, loc, positive, arith::DivFOp::create(b, loc, scale, norm),
-              zero);
-          return vector::BroadcastOp::create(
-              b, loc, VectorType::get({1}, b.getF32Type()), factor);
-        });
-  }
-  return staged;
+                                b.getIndexAttr(1)},
+      b.getF32Type());
+  rowFactors_ = writeEveryRow(
+      b, loc, factors, tokens, kvHeads,
+      [&](OpBuilder &b, Location loc, Value t, Value h) -> Value {
+        RowBytes row = rowBytes(b, loc, t, h);
+        Value c = decode(b, loc, row, 0, width_, /*applyScale=*/false);
+        Value normSq = vector::ReductionOp::create(
+            b, loc, vector::CombiningKind::ADD,
+            arith::MulFOp::create(b, loc, c, c),
+            arith::FastMathFlags::reassoc);
+        Value norm = math::SqrtOp::create(b, loc, normSq);
+        Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
+        Value positive = arith::CmpFOp::create(
+            b, loc, arith::CmpFPredicate::OGT, norm, zero);
+        Value scale = blockScale(b, loc, row, 0);
+        Value factor = arith::SelectOp::create(
+            b, loc, positive, arith::DivFOp::create(b, loc, scale, norm),
+            zero);
+        return vector::BroadcastOp::create(
+            b, loc, VectorType::get({1}, b.getF32Type()), factor);
+      });
 }
 
 Value VectorRowDecoder::prefetchBuffer(OpBuilder &b, Location loc) const {
@@ -352,11 +341,6 @@ void VectorRowDecoder::prefetchNextRange(OpBuilder &b, Location loc,
           /*isWrite=*/false, /*localityHint=*/3, /*isDataCache=*/true);
     scf::YieldOp::create(b, loc);
   });
-}
-
-RowBytes VectorRowDecoder::stagedRow(Value staged, Value t,
-                                     Value kvHead) const {
-  return RowBytes{staged, {t, kvHead}};
 }
 
 Value VectorRowDecoder::scalarInRow(OpBuilder &b, Location loc,
@@ -479,7 +463,8 @@ Value VectorRowDecoder::rowScale(OpBuilder &b, Location loc,
                                  Value kvHead) const {
   assert(hasRowScale() && "the row has no single scale");
   if (renormalises()) {
-    assert(rowFactors_ && "stageRows computes the renormalised scales");
+    assert(rowFactors_ && "computeRowFactors computes the renormalised "
+                          "scales");
     Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
     return tensor::ExtractOp::create(b, loc, rowFactors_,
                                      ValueRange{t, kvHead, c0});

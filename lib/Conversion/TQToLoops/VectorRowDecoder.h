@@ -73,13 +73,10 @@ public:
   /// All of a row's bytes: vector<row_bytes x i8>.
   Value loadRow(OpBuilder &b, Location loc, const RowBytes &row) const;
 
-  /// The packed rows of every token as tensor<tokens x kv_heads x
-  /// row_bytes x i8>, copied by a loop that does nothing else: its loads
-  /// are independent, so many cache misses are in flight at once, where a
-  /// loop that decodes each row as it loads it waits for them one by one.
-  /// For a renormalised format (haar4) a second loop then computes each
-  /// staged row's scale / ||C[idx]||, which rowScale reads afterwards.
-  Value stageRows(OpBuilder &b, Location loc, int64_t kvHeads);
+  /// For a renormalised format (haar4): each row's scale / ||C[idx]||,
+  /// by a loop over the rows before the products (rowScale reads it);
+  /// nothing otherwise.
+  void computeRowFactors(OpBuilder &b, Location loc, int64_t kvHeads);
 
   /// True where a row's values are scale * C[idx] / ||C[idx]|| (haar4).
   bool renormalises() const;
@@ -90,13 +87,11 @@ public:
 
   /// Prefetches row t of the next token range (the next tile of a flash
   /// loop), head kvHead, where the sequence has it: issued while this
-  /// range is computed, one row per token, so the next range's staging
-  /// finds its rows in cache.
+  /// range is computed, one row per token, so the next range finds its
+  /// rows in cache.
   void prefetchNextRange(OpBuilder &b, Location loc, Value buffer, Value t,
                          Value kvHead) const;
 
-  /// Row (t, kvHead) of `staged` (stageRows).
-  RowBytes stagedRow(Value staged, Value t, Value kvHead) const;
 
   /// Values [first, first + count) of a row as vector<count x f32>, from
   /// its bytes `row` (scales are read from them too). Without
@@ -120,7 +115,8 @@ public:
   /// consumer can apply it to a scalar instead of to every value.
   bool hasRowScale() const;
   /// That scale (f32) of row (t, kvHead), whose bytes are `row` — for
-  /// haar4 divided by the row's ||C[idx]|| (only after stageRows).
+  /// haar4 divided by the row's ||C[idx]|| (only after
+  /// computeRowFactors).
   Value rowScale(OpBuilder &b, Location loc, const RowBytes &row, Value t,
                  Value kvHead) const;
 
@@ -178,7 +174,8 @@ private:
   PlaneLanes signLanes_;
   SmallVector<int64_t> order_;
   bool reordered_ = false;
-  // haar4: tensor<tokens x kv_heads x f32> of scale / ||C[idx]|| (stageRows).
+  // haar4: tensor<tokens x kv_heads x 1 x f32> of scale / ||C[idx]||
+  // (computeRowFactors).
   Value rowFactors_;
 };
 

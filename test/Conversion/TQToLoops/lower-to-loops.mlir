@@ -52,40 +52,40 @@ func.func @score_lut(%q: tensor<1x2x64xf32>, %kb: tensor<?x2x18xi8>) -> tensor<1
 
 // -----
 
-// lookup = tile with a vector row decoder: the tile's packed rows are first
-// copied by a loop that only loads (many misses in flight), then rows are
-// decoded in 16-lane chunks held in registers, four tokens per step (the
-// last three clamped to the last token: a repeat writes the same score),
-// and both query heads take a chain of vector multiply-adds per token.
+// lookup = tile with a vector row decoder: rows are read straight from the
+// cache (the prefetches of the previous tile brought them in), decoded in
+// 16-lane chunks held in registers, four tokens per step (the last three
+// clamped to the last token: a repeat writes the same score), and both
+// query heads take a chain of vector multiply-adds per token.
 // Lanes keep the row's order: a chunk's 16 two-bit fields are one 32-bit
 // word of the row (bytes 2.. for the first chunk), broadcast and shifted
 // by 0, 2, .., 30; its 16 high bits sit in the word at byte 33, shifted
 // so each lands on bit 2 of the index (bits above stay: tq.lane_lookup
-// ignores them). While the step is scored, the
-// same rows of the next range (past the end here: the guard skips them)
-// are prefetched, both ends of their 50 bytes.
+// ignores them). While the step is scored, the same rows of the next
+// range (past the end here: the guard skips them) are prefetched, both
+// ends of their 50 bytes.
 // CHECK-LABEL: func @score_tile
 // CHECK-NOT: vector.shuffle
-// CHECK: %[[STAGED:.*]] = scf.for %{{.*}} = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<5x1x50xi8>)
-// CHECK: vector.transfer_read %{{.*}} : tensor<?x?x1x50xi8>, vector<50xi8>
-// CHECK-NEXT: vector.transfer_write %{{.*}} : vector<50xi8>, tensor<5x1x50xi8>
-// CHECK-NOT: arith.select
-// CHECK: scf.yield
-// CHECK: %[[POOL:.*]] = bufferization.to_buffer %{{.*}} read_only
+// CHECK: %[[CACHE:.*]] = tensor.cast %{{.*}} : tensor<1x5x1x50xi8> to tensor<?x?x1x50xi8>
+// CHECK-NOT: vector<50xi8>
+// CHECK: %[[POOL:.*]] = bufferization.to_buffer %[[CACHE]] read_only
 // CHECK: scf.for %[[T:.*]] = %c0{{.*}} to %c5{{.*}} step %c4{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<1x2x5xf32>)
 // CHECK: scf.if
 // CHECK: memref.prefetch %[[POOL]][{{.*}}, %c0{{.*}}], read, locality<3>, data
 // CHECK: memref.prefetch %[[POOL]][{{.*}}, %c49{{.*}}], read, locality<3>, data
+// A contiguous cache: row t is slot 0 + t of its single page.
+// CHECK: %[[ROW:.*]] = arith.addi %c0{{.*}}, %[[T]] : index
 // CHECK: %[[T1:.*]] = arith.minui
+// CHECK: %[[ROW1:.*]] = arith.addi %c0{{.*}}, %[[T1]] : index
 // CHECK: %[[Q0:.*]] = vector.transfer_read %arg0{{.*}} : tensor<1x2x128xf32>, vector<16xf32>
 // CHECK: %[[Q1:.*]] = vector.transfer_read %arg0{{.*}} : tensor<1x2x128xf32>, vector<16xf32>
-// CHECK: %[[LOBYTES:.*]] = vector.transfer_read %[[STAGED]][%[[T]], %{{.*}}, %c2{{.*}}]{{.*}} : tensor<5x1x50xi8>, vector<4xi8>
+// CHECK: %[[LOBYTES:.*]] = vector.transfer_read %[[CACHE]][%{{.*}}, %[[ROW]], %{{.*}}, %c2{{.*}}]{{.*}} : tensor<?x?x1x50xi8>, vector<4xi8>
 // CHECK: %[[LOWORD:.*]] = vector.bitcast %[[LOBYTES]] : vector<4xi8> to vector<1xi32>
 // CHECK: %[[LOW:.*]] = vector.extract %[[LOWORD]][0]
 // CHECK: %[[LOS:.*]] = vector.broadcast %[[LOW]] : i32 to vector<16xi32>
 // CHECK: %[[LOSHIFT:.*]] = arith.constant dense<[0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30]> : vector<16xi32>
 // CHECK: %[[LOF:.*]] = arith.shrui %[[LOS]], %[[LOSHIFT]] : vector<16xi32>
-// CHECK: vector.transfer_read %[[STAGED]][%[[T]], %{{.*}}, %c33{{.*}}]{{.*}} : tensor<5x1x50xi8>, vector<4xi8>
+// CHECK: vector.transfer_read %[[CACHE]][%{{.*}}, %[[ROW]], %{{.*}}, %c33{{.*}}]{{.*}} : tensor<?x?x1x50xi8>, vector<4xi8>
 // CHECK: %[[HISHIFT:.*]] = arith.constant dense<[6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21]> : vector<16xi32>
 // CHECK: %[[HIF:.*]] = arith.shrui %{{.*}}, %[[HISHIFT]] : vector<16xi32>
 // Neither field is masked: the high plane is the index's top (tq.lane_lookup
@@ -102,19 +102,19 @@ func.func @score_lut(%q: tensor<1x2x64xf32>, %kb: tensor<?x2x18xi8>) -> tensor<1
 // CHECK-NEXT: arith.mulf %[[Q0]], %[[K0]] : vector<16xf32>
 // CHECK-NEXT: arith.mulf %[[Q1]], %[[K0]] : vector<16xf32>
 // The second token of the step reads its own row.
-// CHECK: vector.transfer_read %[[STAGED]][%[[T1]], %{{.*}}, %c2{{.*}}]
+// CHECK: vector.transfer_read %[[CACHE]][%{{.*}}, %[[ROW1]], %{{.*}}, %c2{{.*}}]
 // The second chunk: the next word of each plane.
-// CHECK: vector.transfer_read %[[STAGED]][%[[T]], %{{.*}}, %c6{{.*}}]
-// CHECK: vector.transfer_read %[[STAGED]][%[[T]], %{{.*}}, %c35{{.*}}]
+// CHECK: vector.transfer_read %[[CACHE]][%{{.*}}, %[[ROW]], %{{.*}}, %c6{{.*}}]
+// CHECK: vector.transfer_read %[[CACHE]][%{{.*}}, %[[ROW]], %{{.*}}, %c35{{.*}}]
 // CHECK: vector.fma
 // CHECK-NOT: tensor<5x1x128xf32>
 // Eight chains (lane hh * 4 + r: 2 heads x 4 tokens) share one shuffle
 // tree; the rows' fp16 scales (byte 0) scale each head's 4 consecutive
 // scores, written as one vector (masked past the last token).
 // CHECK: %[[EIGHT:.*]] = arith.addf %{{.*}}, %{{.*}} : vector<8xf32>
-// CHECK: %[[SB:.*]] = vector.transfer_read %[[STAGED]][%[[T]], %{{.*}}, %c0{{.*}}]{{.*}} : tensor<5x1x50xi8>, vector<2xi8>
+// CHECK: %[[SB:.*]] = vector.transfer_read %[[CACHE]][%{{.*}}, %[[ROW]], %{{.*}}, %c0{{.*}}]{{.*}} : tensor<?x?x1x50xi8>, vector<2xi8>
 // CHECK: %[[SH:.*]] = vector.bitcast %[[SB]] : vector<2xi8> to vector<1xf16>
-// CHECK: vector.transfer_read %[[STAGED]][%[[T1]], %{{.*}}, %c0{{.*}}]{{.*}} vector<2xi8>
+// CHECK: vector.transfer_read %[[CACHE]][%{{.*}}, %[[ROW1]], %{{.*}}, %c0{{.*}}]{{.*}} vector<2xi8>
 // CHECK: %[[SCALES:.*]] = vector.from_elements %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : vector<4xf32>
 // CHECK: %[[PERLANE:.*]] = vector.shuffle %[[SCALES]], %[[SCALES]] [0, 1, 2, 3, 0, 1, 2, 3]
 // CHECK: %[[SCALED:.*]] = arith.mulf %[[EIGHT]], %[[PERLANE]] : vector<8xf32>
@@ -156,18 +156,20 @@ func.func @score_tile_rows(%q: tensor<?x2x128xf32>, %kb: tensor<5x1x50xi8>) -> t
 // contiguous tokens: it vectorises), then the weighted sum keeps its output
 // in loop-carried vectors (2 heads x 8 chunks = 16 accumulators, one pass
 // over the tokens) and writes each chunk once after the token loop; lanes
-// are in row order (each chunk's fields are word reads of the staged row).
+// are in row order (each chunk's fields are word reads of the row).
 // CHECK-LABEL: func @accumulate_tile_one_row
-// CHECK: %[[STAGED:.*]] = scf.for {{.*}} -> (tensor<5x1x50xi8>)
+// CHECK: %[[CACHE:.*]] = tensor.cast %{{.*}} : tensor<1x5x1x50xi8> to tensor<?x?x1x50xi8>
 // CHECK: %[[SCALES:.*]] = scf.for %[[U:.*]] = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<5xf32>)
-// CHECK: vector.transfer_read %[[STAGED]][%[[U]], %{{.*}}, %c0{{.*}}]{{.*}} vector<2xi8>
+// CHECK: %[[UROW:.*]] = arith.addi %c0{{.*}}, %[[U]] : index
+// CHECK: vector.transfer_read %[[CACHE]][%{{.*}}, %[[UROW]], %{{.*}}, %c0{{.*}}]{{.*}} vector<2xi8>
 // CHECK: %[[W:.*]] = scf.for %[[S:.*]] = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<2x5xf32>)
 // CHECK: %[[SC:.*]] = tensor.extract %[[SCALES]][%[[S]]] : tensor<5xf32>
 // CHECK: %[[P0:.*]] = tensor.extract %arg0[%c0{{.*}}, %{{.*}}, %[[S]]] : tensor<1x2x5xf32>
 // CHECK: %[[PS:.*]] = arith.mulf %[[P0]], %[[SC]] : f32
 // CHECK: tensor.insert %[[PS]] into %{{.*}}[%c0{{.*}}, %[[S]]] : tensor<2x5xf32>
 // CHECK: %[[ACCS:.*]]:16 = scf.for %[[T:.*]] = %c0{{.*}} to %c5{{.*}} iter_args({{.*}}) -> (vector<16xf32>, {{.*}}vector<16xf32>) {
-// CHECK: vector.transfer_read %[[STAGED]][%[[T]], %{{.*}}, %c2{{.*}}]{{.*}} vector<4xi8>
+// CHECK: %[[TROW:.*]] = arith.addi %c0{{.*}}, %[[T]] : index
+// CHECK: vector.transfer_read %[[CACHE]][%{{.*}}, %[[TROW]], %{{.*}}, %c2{{.*}}]{{.*}} vector<4xi8>
 // CHECK: tq.lane_lookup
 // CHECK: %[[W0:.*]] = tensor.extract %[[W]][%c0{{.*}}, %[[T]]] : tensor<2x5xf32>
 // CHECK: %[[B0:.*]] = vector.broadcast %[[W0]] : f32 to vector<16xf32>
@@ -259,11 +261,10 @@ func.func @accumulate_tile_tqprod(%p: tensor<1x2x3xf32>, %vb: tensor<3x1x16xi8>)
 
 // -----
 
-// haar4 in registers: after staging, a second loop decodes each row once
-// more to compute its scale / ||C[idx]|| (0 for a zero row); every score
-// is then scaled by that factor.
+// haar4 in registers: a loop first decodes each row to compute its
+// scale / ||C[idx]|| (0 for a zero row); every score is then scaled by
+// that factor.
 // CHECK-LABEL: func @score_tile_haar
-// CHECK: scf.for {{.*}} -> (tensor<3x1x36xi8>)
 // CHECK: %[[F:.*]] = scf.for {{.*}} -> (tensor<3x1x1xf32>)
 // CHECK: tq.lane_lookup
 // CHECK: vector.reduction <add>

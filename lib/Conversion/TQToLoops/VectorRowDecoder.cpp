@@ -514,6 +514,20 @@ Value VectorRowDecoder::decode(OpBuilder &b, Location loc, const RowBytes &row,
   // plane's bits only) unless `keepsGarbage` says the combination below
   // discards the rest.
   auto planeField = [&](const PlaneLanes &lanes, bool exact) -> Value {
+    // Whole, consecutive bytes (haar4's uint8 indices): one read and a
+    // zero-extension.
+    SmallVector<int64_t> at = gather<int64_t>(lanes.bytes, values);
+    bool wholeBytes = lanes.mask == 0xff;
+    for (size_t l = 0; l < at.size() && wholeBytes; ++l)
+      wholeBytes = at[l] == at[0] + int64_t(l) && lanes.shifts[values[l]] == 0;
+    if (wholeBytes) {
+      Value field = arith::ExtUIOp::create(b, loc, i32Vec,
+                                           row.read(b, loc, at[0], count));
+      if (lanes.indexShift)
+        field = arith::ShLIOp::create(
+            b, loc, field, splatI32(b, loc, count, lanes.indexShift));
+      return field;
+    }
     if (std::optional<WordReads> reads = planWordReads(lanes, values))
       return readFields(b, loc, row, lanes, *reads, exact);
     // One lane per value: the byte holding its bits.

@@ -263,14 +263,20 @@ func.func @accumulate_tile_tqprod(%p: tensor<1x2x3xf32>, %vb: tensor<3x1x16xi8>)
 
 // haar4 in registers: a loop first decodes each row to compute its
 // scale / ||C[idx]|| (0 for a zero row); every score is then scaled by
-// that factor.
+// that factor. Its indices are whole bytes: a chunk is one 16-byte read
+// (after the f32 scale) and a zero-extension, no shifts or masks.
 // CHECK-LABEL: func @score_tile_haar
 // CHECK: %[[F:.*]] = scf.for {{.*}} -> (tensor<3x1x1xf32>)
-// CHECK: tq.lane_lookup
+// CHECK: %[[ROW8:.*]] = vector.transfer_read %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %c4{{.*}}]{{.*}} : tensor<?x?x1x36xi8>, vector<32xi8>
+// CHECK-NEXT: %[[ROW:.*]] = arith.extui %[[ROW8]] : vector<32xi8> to vector<32xi32>
+// CHECK-NEXT: tq.lane_lookup %[[ROW]]
 // CHECK: vector.reduction <add>
 // CHECK: math.sqrt
 // CHECK: arith.divf
 // CHECK: scf.for {{.*}} -> (tensor<1x2x3xf32>)
+// CHECK: %[[IDX8:.*]] = vector.transfer_read %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %c4{{.*}}]{{.*}} : tensor<?x?x1x36xi8>, vector<16xi8>
+// CHECK-NEXT: %[[IDX:.*]] = arith.extui %[[IDX8]] : vector<16xi8> to vector<16xi32>
+// CHECK-NEXT: tq.lane_lookup %[[IDX]]
 // CHECK: tensor.extract %[[F]]
 func.func @score_tile_haar(%q: tensor<1x2x32xf32>, %kb: tensor<3x1x36xi8>) -> tensor<1x2x3xf32> {
   %k = tq.from_bytes %kb : tensor<3x1x36xi8> -> !tq.cache<3x1x32, #tq.format<"haar4">>

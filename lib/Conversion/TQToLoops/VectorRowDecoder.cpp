@@ -42,6 +42,14 @@ SmallVector<T> gather(ArrayRef<T> table, ArrayRef<int64_t> values) {
   return out;
 }
 
+/// The first of `bytes` where they are consecutive (b, b + 1, ...).
+std::optional<int64_t> firstOfConsecutive(ArrayRef<int64_t> bytes) {
+  for (size_t l = 1; l < bytes.size(); ++l)
+    if (bytes[l] != bytes[0] + int64_t(l))
+      return std::nullopt;
+  return bytes.front();
+}
+
 /// Fills `init` (tensor<tokens x kv_heads x n x T>) row by row: row (t, h)
 /// is the vector `rowOf` returns for it.
 Value writeEveryRow(OpBuilder &b, Location loc, Value init, Value tokens,
@@ -76,27 +84,13 @@ VectorRowDecoder::VectorRowDecoder(const RowDecoder &decoder,
   const quant::FormatSpec &spec = decoder.spec();
   width_ = spec.paddedDim;
   rowBytes_ = int64_t(spec.rowBytes());
-  for (const quant::BitPlane &plane : spec.indexPlanes) {
-    PlaneLanes lanes;
-    lanes.mask = (1 << plane.bits) - 1;
-    lanes.indexShift = int32_t(plane.shift);
-    for (int64_t j = 0; j < width_; ++j) {
-      int64_t block = j / spec.blockLen, inBlock = j % spec.blockLen;
-      int64_t bit = inBlock * plane.bits;
-      lanes.bytes.push_back(block * spec.bytesPerBlock + plane.byteOffset +
-                            bit / 8);
-      lanes.shifts.push_back(int32_t(bit % 8));
-    }
-    planes_.push_back(std::move(lanes));
-  }
-  if (const quant::BitPlane *plane = spec.qjlPlane ? &*spec.qjlPlane
-                                                    : nullptr) {
-    signLanes_.mask = 1;
-    signLanes_.indexShift = 0;
-    for (int64_t r = 0, e = int64_t(spec.qjl->rows()); r < e; ++r) {
-      signLanes_.bytes.push_back(plane->byteOffset + r / 8);
-      signLanes_.shifts.push_back(int32_t(r % 8));
-    }
+  for (const quant::BitPlane &plane : spec.indexPlanes)
+    planes_.push_back(PlaneLanes::of(plane, width_, spec.blockLen,
+                                     spec.bytesPerBlock));
+  // The sign plane: one block of m one-bit fields.
+  if (spec.qjlPlane) {
+    const int64_t m = int64_t(spec.qjl->rows());
+    signLanes_ = PlaneLanes::of(*spec.qjlPlane, m, m, 0);
   }
   order_.resize(width_);
   std::iota(order_.begin(), order_.end(), 0);
@@ -134,6 +128,20 @@ VectorRowDecoder::VectorRowDecoder(const RowDecoder &decoder,
         order.push_back(bytes[group + byte][k]);
   order_ = std::move(order);
   reordered_ = true;
+}
+
+VectorRowDecoder::PlaneLanes
+VectorRowDecoder::PlaneLanes::of(const quant::BitPlane &plane, int64_t count,
+                                 int64_t blockLen, int64_t bytesPerBlock) {
+  PlaneLanes lanes;
+  lanes.mask = (1 << plane.bits) - 1;
+  lanes.indexShift = int32_t(plane.shift);
+  for (int64_t j = 0; j < count; ++j) {
+    int64_t block = j / blockLen, bit = (j % blockLen) * plane.bits;
+    lanes.bytes.push_back(block * bytesPerBlock + plane.byteOffset + bit / 8);
+    lanes.shifts.push_back(int32_t(bit % 8));
+  }
+  return lanes;
 }
 
 bool VectorRowDecoder::allChunksReadWords(int64_t chunkLanes) const {
@@ -218,14 +226,6 @@ Value VectorRowDecoder::readFields(OpBuilder &b, Location loc,
   return arith::AndIOp::create(
       b, loc, field,
       splatI32(b, loc, count, lanes.mask << lanes.indexShift));
-}
-
-bool VectorRowDecoder::isTopPlane(const PlaneLanes &lanes) const {
-  // (The QJL sign plane is not an index plane: its fields stay exact.)
-  return &lanes != &signLanes_ &&
-         llvm::all_of(planes_, [&](const PlaneLanes &other) {
-           return other.indexShift <= lanes.indexShift;
-         });
 }
 
 bool VectorRowDecoder::supports(const quant::FormatSpec &spec) {
@@ -416,23 +416,10 @@ int64_t VectorRowDecoder::qjlRows() const {
 Value VectorRowDecoder::decodeSigns(OpBuilder &b, Location loc,
                                     const RowBytes &row, int64_t first,
                                     int64_t count) const {
-  auto i32Vec = VectorType::get({count}, b.getI32Type());
   auto f32Vec = VectorType::get({count}, b.getF32Type());
   SmallVector<int64_t> signs(count);
   std::iota(signs.begin(), signs.end(), first);
-  Value bit;
-  if (std::optional<WordReads> reads = planWordReads(signLanes_, signs)) {
-    bit = readFields(b, loc, row, signLanes_, *reads, /*exact=*/true);
-  } else {
-    Value bytes = loadRow(b, loc, row);
-    Value spread = vector::ShuffleOp::create(
-        b, loc, VectorType::get({count}, b.getI8Type()), bytes, bytes,
-        gather<int64_t>(signLanes_.bytes, signs));
-    bit = arith::ShRUIOp::create(
-        b, loc, arith::ExtUIOp::create(b, loc, i32Vec, spread),
-        constI32Vector(b, loc, gather<int32_t>(signLanes_.shifts, signs)));
-    bit = arith::AndIOp::create(b, loc, bit, splatI32(b, loc, count, 1));
-  }
+  Value bit = planeFields(b, loc, row, signLanes_, signs, /*exact=*/true);
   // 2 * bit - 1: a set bit is +1.
   Value twice = arith::UIToFPOp::create(
       b, loc, f32Vec, arith::ShLIOp::create(b, loc, bit,
@@ -472,13 +459,48 @@ Value VectorRowDecoder::rowScale(OpBuilder &b, Location loc,
   return blockScale(b, loc, row, 0);
 }
 
+Value VectorRowDecoder::planeFields(OpBuilder &b, Location loc,
+                                    const RowBytes &row,
+                                    const PlaneLanes &lanes,
+                                    ArrayRef<int64_t> values,
+                                    bool exact) const {
+  const int64_t count = values.size();
+  auto i32Vec = VectorType::get({count}, b.getI32Type());
+  auto shiftToIndex = [&](Value field) -> Value {
+    if (!lanes.indexShift)
+      return field;
+    return arith::ShLIOp::create(b, loc, field,
+                                 splatI32(b, loc, count, lanes.indexShift));
+  };
+  SmallVector<int64_t> at = gather<int64_t>(lanes.bytes, values);
+  // Whole, consecutive bytes (haar4's uint8 indices): one read and a
+  // zero-extension.
+  std::optional<int64_t> firstByte = firstOfConsecutive(at);
+  if (lanes.mask == 0xff && firstByte)
+    return shiftToIndex(arith::ExtUIOp::create(
+        b, loc, i32Vec, row.read(b, loc, *firstByte, count)));
+  if (std::optional<WordReads> reads = planWordReads(lanes, values))
+    return readFields(b, loc, row, lanes, *reads, exact);
+  // One lane per value: the byte holding its bits.
+  Value bytes = loadRow(b, loc, row);
+  Value spread = vector::ShuffleOp::create(
+      b, loc, VectorType::get({count}, b.getI8Type()), bytes, bytes,
+      b.getDenseI64ArrayAttr(at));
+  Value field = arith::ShRUIOp::create(
+      b, loc, arith::ExtUIOp::create(b, loc, i32Vec, spread),
+      constI32Vector(b, loc, gather<int32_t>(lanes.shifts, values)));
+  if (exact)
+    field = arith::AndIOp::create(b, loc, field,
+                                  splatI32(b, loc, count, lanes.mask));
+  return shiftToIndex(field);
+}
+
 Value VectorRowDecoder::decode(OpBuilder &b, Location loc, const RowBytes &row,
                                int64_t first, int64_t count,
                                bool applyScale) const {
   assert((applyScale || hasRowScale()) && "only a row scale can be deferred");
   const quant::FormatSpec &spec = decoder_->spec();
   auto f32Vec = VectorType::get({count}, b.getF32Type());
-  auto i32Vec = VectorType::get({count}, b.getI32Type());
   auto i8Lanes = VectorType::get({count}, b.getI8Type());
   ArrayRef<int64_t> values = ArrayRef<int64_t>(order_).slice(first, count);
   if (spec.family == quant::FormatFamily::F16) {
@@ -493,12 +515,9 @@ Value VectorRowDecoder::decode(OpBuilder &b, Location loc, const RowBytes &row,
     // Lane j reads the int8 at its block's value offset: one read where
     // the lanes' bytes are consecutive (a chunk inside one block).
     SmallVector<int64_t> at = gather<int64_t>(planes_.front().bytes, values);
-    bool consecutive = true;
-    for (size_t l = 1; l < at.size(); ++l)
-      consecutive &= at[l] == at[0] + int64_t(l);
     Value spread;
-    if (consecutive) {
-      spread = row.read(b, loc, at[0], count);
+    if (std::optional<int64_t> first = firstOfConsecutive(at)) {
+      spread = row.read(b, loc, *first, count);
     } else {
       Value bytes = loadRow(b, loc, row);
       spread = vector::ShuffleOp::create(b, loc, i8Lanes, bytes, bytes,
@@ -510,53 +529,16 @@ Value VectorRowDecoder::decode(OpBuilder &b, Location loc, const RowBytes &row,
     return arith::MulFOp::create(
         b, loc, blockScales(b, loc, row, values), ints);
   }
-  // Each plane's field at its index position. Fields are exact (their
-  // plane's bits only) unless `keepsGarbage` says the combination below
-  // discards the rest.
-  auto planeField = [&](const PlaneLanes &lanes, bool exact) -> Value {
-    // Whole, consecutive bytes (haar4's uint8 indices): one read and a
-    // zero-extension.
-    SmallVector<int64_t> at = gather<int64_t>(lanes.bytes, values);
-    bool wholeBytes = lanes.mask == 0xff;
-    for (size_t l = 0; l < at.size() && wholeBytes; ++l)
-      wholeBytes = at[l] == at[0] + int64_t(l) && lanes.shifts[values[l]] == 0;
-    if (wholeBytes) {
-      Value field = arith::ExtUIOp::create(b, loc, i32Vec,
-                                           row.read(b, loc, at[0], count));
-      if (lanes.indexShift)
-        field = arith::ShLIOp::create(
-            b, loc, field, splatI32(b, loc, count, lanes.indexShift));
-      return field;
-    }
-    if (std::optional<WordReads> reads = planWordReads(lanes, values))
-      return readFields(b, loc, row, lanes, *reads, exact);
-    // One lane per value: the byte holding its bits.
-    Value bytes = loadRow(b, loc, row);
-    Value spread = vector::ShuffleOp::create(
-        b, loc, i8Lanes, bytes, bytes,
-        b.getDenseI64ArrayAttr(gather<int64_t>(lanes.bytes, values)));
-    Value wide = arith::ExtUIOp::create(b, loc, i32Vec, spread);
-    Value field = arith::ShRUIOp::create(
-        b, loc, wide,
-        constI32Vector(b, loc, gather<int32_t>(lanes.shifts, values)));
-    if (exact)
-      field = arith::AndIOp::create(b, loc, field,
-                                    splatI32(b, loc, count, lanes.mask));
-    if (lanes.indexShift)
-      field = arith::ShLIOp::create(b, loc, field,
-                                    splatI32(b, loc, count, lanes.indexShift));
-    return field;
-  };
   // The top plane keeps the bits above it (tq.lane_lookup reads the low
   // bits only); the planes below are ORed, and the top one replaces
   // their bits from its position up: top ^ ((top ^ low) & (2^shift - 1)),
   // one bit-select. A single plane below the top that fills all of those
   // bits may keep its garbage too (the select drops it).
-  const PlaneLanes *top = nullptr;
-  for (const PlaneLanes &lanes : planes_)
-    if (isTopPlane(lanes))
-      top = &lanes;
-  const bool loneLow = planes_.size() == 2 && top &&
+  const PlaneLanes *top = &*llvm::max_element(
+      planes_, [](const PlaneLanes &x, const PlaneLanes &y) {
+        return x.indexShift < y.indexShift;
+      });
+  const bool loneLow = planes_.size() == 2 &&
                        llvm::all_of(planes_, [&](const PlaneLanes &p) {
                          return &p == top || (p.indexShift == 0 &&
                                               p.mask + 1 ==
@@ -566,10 +548,11 @@ Value VectorRowDecoder::decode(OpBuilder &b, Location loc, const RowBytes &row,
   for (const PlaneLanes &lanes : planes_) {
     if (&lanes == top)
       continue;
-    Value field = planeField(lanes, /*exact=*/!loneLow);
+    Value field =
+        planeFields(b, loc, row, lanes, values, /*exact=*/!loneLow);
     low = low ? arith::OrIOp::create(b, loc, low, field).getResult() : field;
   }
-  Value index = planeField(*top, /*exact=*/false);
+  Value index = planeFields(b, loc, row, *top, values, /*exact=*/false);
   if (low) {
     Value lowBits = splatI32(b, loc, count, (1 << top->indexShift) - 1);
     Value mixed = arith::AndIOp::create(

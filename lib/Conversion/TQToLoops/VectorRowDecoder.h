@@ -129,7 +129,11 @@ private:
   struct PlaneLanes {
     SmallVector<int64_t> bytes;
     SmallVector<int32_t> shifts;
-    int32_t mask, indexShift;
+    int32_t mask = 0, indexShift = 0;
+    /// The lanes of `count` values of `plane`, in blocks of `blockLen`
+    /// values `bytesPerBlock` bytes apart.
+    static PlaneLanes of(const ::tq::quant::BitPlane &plane, int64_t count,
+                         int64_t blockLen, int64_t bytesPerBlock);
   };
 
   /// How lanes read one plane's fields from 32-bit words of the row: word
@@ -144,9 +148,6 @@ private:
   /// them all without a field straddling a word.
   std::optional<WordReads> planWordReads(const PlaneLanes &lanes,
                                          ArrayRef<int64_t> values) const;
-  /// True for the plane holding the index's highest bits: its fields may
-  /// keep the bits above them (tq.lane_lookup reads the low bits only).
-  bool isTopPlane(const PlaneLanes &lanes) const;
   /// True where every plane of every chunk of `chunkLanes` lanes, in the
   /// row's order, has word reads.
   bool allChunksReadWords(int64_t chunkLanes) const;
@@ -156,6 +157,12 @@ private:
   Value readFields(OpBuilder &b, Location loc, const RowBytes &row,
                    const PlaneLanes &lanes, const WordReads &reads,
                    bool exact) const;
+  /// The plane's fields of `values` at their index position, however the
+  /// layout reads best: one read of whole consecutive bytes, word reads,
+  /// or a byte shuffle with per-lane shifts. `exact` as for readFields.
+  Value planeFields(OpBuilder &b, Location loc, const RowBytes &row,
+                    const PlaneLanes &lanes, ArrayRef<int64_t> values,
+                    bool exact) const;
 
   /// The little-endian f16 or f32 at byte `offset` of `row`, as f32.
   Value scalarInRow(OpBuilder &b, Location loc, const RowBytes &row,

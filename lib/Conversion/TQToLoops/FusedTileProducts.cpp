@@ -426,10 +426,11 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
 namespace {
 
 /// tensor<group x tokens>: probs[0, heads[hh], t] times the scale of row
-/// (t, kvh) (where decoding leaves the row scale out).
+/// (t, kvh), for a format whose decoding leaves the row scale out.
 Value scaledWeights(OpBuilder &b, Location loc, Value probs,
                     const VectorRowDecoder &values, Value tokens,
                     Value kvh, ArrayRef<Value> heads) {
+  assert(values.hasRowScale() && "the weights are the probabilities");
   const int64_t group = heads.size();
   Value init = tensor::EmptyOp::create(
       b, loc,
@@ -437,17 +438,6 @@ Value scaledWeights(OpBuilder &b, Location loc, Value probs,
                                 getAsOpFoldResult(tokens)},
       b.getF32Type());
   Value c0 = indexConst(b, loc, 0);
-  if (!values.hasRowScale())
-    return forEach(b, loc, tokens, init,
-                   [&](OpBuilder &b, Location loc, Value t, Value weights) {
-                     for (int64_t hh = 0; hh < group; ++hh)
-                       weights = tensor::InsertOp::create(
-                           b, loc,
-                           tensor::ExtractOp::create(
-                               b, loc, probs, ValueRange{c0, heads[hh], t}),
-                           weights, ValueRange{indexConst(b, loc, hh), t});
-                     return weights;
-                   });
   // The rows' scales first (strided reads of the rows), then the
   // products over contiguous tokens, which vectorise.
   Value scales = forEach(
@@ -499,9 +489,20 @@ Value accumulateInRegisters(OpBuilder &b, Location loc, Value probs,
         for (int64_t hh = 0; hh < group; ++hh)
           heads.push_back(headOf(b, loc, kvh, group, hh));
         // Each head's weights times the rows' scales, once for all passes
-        // (the passes then broadcast a weight straight from memory).
-        Value weights = scaledWeights(b, loc, probs, values, tokens,
-                                      kvh, heads);
+        // (the passes then broadcast a weight straight from memory);
+        // without a row scale the probabilities are the weights.
+        Value weights = values.hasRowScale()
+                            ? scaledWeights(b, loc, probs, values, tokens,
+                                            kvh, heads)
+                            : Value();
+        auto weightOf = [&](OpBuilder &b, Location loc, int64_t hh,
+                            Value t) -> Value {
+          if (weights)
+            return tensor::ExtractOp::create(
+                b, loc, weights, ValueRange{indexConst(b, loc, hh), t});
+          return tensor::ExtractOp::create(b, loc, probs,
+                                           ValueRange{c0, heads[hh], t});
+        };
         for (int64_t first = 0; first < numChunks; first += perPass) {
           const int64_t count = std::min(perPass, numChunks - first);
           // Accumulator (hh, c) at hh * count + c.
@@ -526,8 +527,7 @@ Value accumulateInRegisters(OpBuilder &b, Location loc, Value probs,
                                        : Value();
                 SmallVector<Value> next;
                 for (int64_t hh = 0; hh < group; ++hh) {
-                  Value p = tensor::ExtractOp::create(
-                      b, loc, weights, ValueRange{indexConst(b, loc, hh), t});
+                  Value p = weightOf(b, loc, hh, t);
                   Value weight = splatF32(b, loc, p, lanes);
                   Value signW =
                       signWeight

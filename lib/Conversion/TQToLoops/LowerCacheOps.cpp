@@ -22,7 +22,6 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
-
 using namespace mlir;
 using namespace mlir::tq;
 namespace quant = ::tq::quant;
@@ -89,8 +88,9 @@ FailureOr<Value> lowerTileInRegisters(
       rewriter, op, perQueryHead, cache, convertedCache, /*withScales=*/false);
   if (failed(prepared))
     return failure();
-  // Lanes in bit-plane order; the products permute the query and the
-  // output instead (once per tile, not per row).
+  // Lanes in the row's order where fields are read as words; otherwise in
+  // bit-plane order, and the products permute the query and the output
+  // instead (once per tile, not per row).
   FailureOr<VectorRowDecoder> rows = VectorRowDecoder::get(
       prepared->dec, fusedChunkLanes(cacheType.getPaddedDim()));
   return emit(rewriter, op->getLoc(), operand, *rows,

@@ -68,7 +68,8 @@ struct TQLowerToLoopsPass
                            tensor::TensorDialect, vector::VectorDialect>();
     // Row decoding's centroid lookup; tq-lower-lane-lookup expands it.
     target.addLegalOp<LaneLookupOp>();
-    // Staging prefetches the next rows through the pool's buffer.
+    // Fused row decoding prefetches the next tile's rows through the
+    // pool's buffer.
     target.addLegalOp<bufferization::ToBufferOp, memref::PrefetchOp>();
     target.addDynamicallyLegalOp<tensor::PadOp, tensor::ExtractSliceOp>(
         [](Operation *op) { return !isLoweredPadding(op); });

@@ -34,7 +34,7 @@ struct KernelLibraryOptions {
   std::string cpu = "host";
   /// Flash tile (tokens) of decode and prefill kernels, and the split-KV
   /// chunks of decode kernels. Decode tiles are larger: per-tile work
-  /// (staging set-up, softmax merge, tqprod's S^T projection of the sign
+  /// (address walk, softmax merge, tqprod's S^T projection of the sign
   /// sums) is amortised over more tokens, while a decode tile's scores are
   /// one row per head; a prefill tile's scores grow with its query rows.
   int64_t decodeTileSize = 256;

@@ -44,9 +44,8 @@ Value qjlRowWeight(OpBuilder &b, Location loc, const RowDecoder &dec,
 }
 
 /// What the codebook score / accumulate lowerings share: the decoder of the
-/// cache operand (page lookups and, with `withScales`, scales precomputed
-/// outside the loop nests) and the GQA group size (query heads per kv
-/// head).
+/// cache operand (page lookups and what `use` needs precomputed outside
+/// the loop nests) and the GQA group size (query heads per kv head).
 struct GroupedCacheDecode {
   RowDecoder dec;
   int64_t group;
@@ -56,7 +55,9 @@ struct GroupedCacheDecode {
 FailureOr<GroupedCacheDecode>
 prepareGroupedDecode(ConversionPatternRewriter &rewriter, Operation *op,
                      ShapedType perQueryHead, Value cache,
-                     Value convertedCache, bool withScales = true) {
+                     Value convertedCache,
+                     RowDecoder::DecodeUse use =
+                         RowDecoder::DecodeUse::Elements) {
   Location loc = op->getLoc();
   const int64_t qHeads = perQueryHead.getDimSize(1);
   if (ShapedType::isDynamic(qHeads))
@@ -64,7 +65,7 @@ prepareGroupedDecode(ConversionPatternRewriter &rewriter, Operation *op,
   auto cacheType = cast<CacheType>(cache.getType());
   CacheAccess access = resolveCacheAccess(rewriter, loc, cache, convertedCache);
   RowDecoder dec(rewriter, loc, cacheType.getQuantFormat(), access);
-  dec.precompute(rewriter, loc, cacheType.getNumKvHeads(), withScales);
+  dec.precompute(rewriter, loc, cacheType.getNumKvHeads(), use);
   const int64_t group = qHeads / cacheType.getNumKvHeads();
   Value groupConst = arith::ConstantIndexOp::create(rewriter, loc, group);
   return GroupedCacheDecode{std::move(dec), group, groupConst};
@@ -83,9 +84,9 @@ FailureOr<Value> lowerTileInRegisters(
   auto cacheType = cast<CacheType>(cache.getType());
   if (!VectorRowDecoder::supports(cacheType.getQuantFormat().spec()))
     return failure();
-  // (The vector decoder reads scales from the rows it loads.)
-  FailureOr<GroupedCacheDecode> prepared = prepareGroupedDecode(
-      rewriter, op, perQueryHead, cache, convertedCache, /*withScales=*/false);
+  FailureOr<GroupedCacheDecode> prepared =
+      prepareGroupedDecode(rewriter, op, perQueryHead, cache, convertedCache,
+                           RowDecoder::DecodeUse::VectorRows);
   if (failed(prepared))
     return failure();
   // Lanes in the row's order where fields are read as words; otherwise in

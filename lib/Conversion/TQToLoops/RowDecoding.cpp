@@ -103,17 +103,13 @@ std::pair<Value, Value>
 RowDecoder::nextRangeRowAddress(OpBuilder &b, Location loc, Value t) const {
   Value tokens = getValueOrCreateConstantIndexOp(b, loc, access_.numTokens);
   Value at = arith::AddIOp::create(b, loc, tokens, t);
-  if (pages_)
-    return {tensor::ExtractOp::create(b, loc, pages_, ValueRange{at}),
-            tensor::ExtractOp::create(b, loc, slots_, ValueRange{at})};
-  Value row = arith::AddIOp::create(b, loc, access_.tokenOffset, at);
   if (!access_.table)
-    return {indexConst(b, loc, 0), row};
-  Value entry = arith::DivUIOp::create(b, loc, row, pageSize_);
-  Value page =
-      tensor::ExtractOp::create(b, loc, access_.table, ValueRange{entry});
-  page = arith::IndexCastOp::create(b, loc, b.getIndexType(), page);
-  return {page, arith::RemUIOp::create(b, loc, row, pageSize_)};
+    return {indexConst(b, loc, 0),
+            arith::AddIOp::create(b, loc, access_.tokenOffset, at)};
+  assert(addressesNextRange_ &&
+         "precompute(..., DecodeUse::VectorRows) addresses the next range");
+  return {tensor::ExtractOp::create(b, loc, pages_, ValueRange{at}),
+          tensor::ExtractOp::create(b, loc, slots_, ValueRange{at})};
 }
 
 Value RowDecoder::byteAt(OpBuilder &b, Location loc, Value t, Value kvHead,
@@ -232,26 +228,29 @@ Value RowDecoder::element(OpBuilder &b, Location loc, Value t, Value kvHead,
 }
 
 void RowDecoder::precompute(OpBuilder &b, Location loc, int64_t kvHeads,
-                            bool withScales) {
+                            DecodeUse use) {
   // Without a table the address is plain arithmetic on t; with one, the
   // table lookups move out of the element loops.
   if (access_.table)
-    precomputeAddresses(b, loc);
-  if (withScales)
+    precomputeAddresses(b, loc, use == DecodeUse::VectorRows);
+  if (use == DecodeUse::Elements)
     precomputeScales(b, loc, kvHeads);
 }
 
-void RowDecoder::precomputeAddresses(OpBuilder &b, Location loc) {
+void RowDecoder::precomputeAddresses(OpBuilder &b, Location loc,
+                                     bool withNextRange) {
   // Rows offset, offset + 1, ... fill the pages in order, so the rows are
   // written page by page: an outer loop over the table entries they touch
   // (two divisions in all), an inner one over the entry's slots that only
-  // stores (the slot counts up, the page is loop-invariant). The rows
-  // cover twice the tokens: the second half addresses the range that
-  // follows (nextRangeRowAddress), with the entry clamped to the
+  // stores (the slot counts up, the page is loop-invariant). With the next
+  // range the rows cover twice the tokens: the second half addresses the
+  // range that follows (nextRangeRowAddress). The entry is clamped to the
   // sequence's last one so no lookup leaves the table.
   Value c1 = indexConst(b, loc, 1);
   Value tokens = getValueOrCreateConstantIndexOp(b, loc, access_.numTokens);
-  Value rows = arith::AddIOp::create(b, loc, tokens, tokens);
+  Value rows = withNextRange ? arith::AddIOp::create(b, loc, tokens, tokens)
+                             : tokens;
+  addressesNextRange_ = withNextRange;
   SmallVector<OpFoldResult> sizes = {rows};
   Value pagesInit = tensor::EmptyOp::create(b, loc, sizes, b.getIndexType());
   Value slotsInit = tensor::EmptyOp::create(b, loc, sizes, b.getIndexType());

@@ -77,20 +77,30 @@ public:
   std::pair<Value, Value> rowAddress(OpBuilder &b, Location loc,
                                      Value t) const;
   /// Page and slot of row t of the range that follows this cache's tokens
-  /// in the sequence (the caller keeps it below access().sequenceTokens).
+  /// in the sequence (the caller keeps it below access().sequenceTokens;
+  /// only after precompute(..., DecodeUse::VectorRows)).
   std::pair<Value, Value> nextRangeRowAddress(OpBuilder &b, Location loc,
                                               Value t) const;
   const CacheAccess &access() const { return access_; }
 
+  /// Who reads the rows, which decides what precompute() prepares.
+  enum class DecodeUse {
+    /// Element accessors: every block's scale, converted once.
+    Elements,
+    /// VectorRowDecoder: scales come from the rows it reads; the range
+    /// that follows is addressed too, for its prefetches.
+    VectorRows,
+  };
   /// Builds, outside any loop nest, each row's page and slot (index
-  /// tensors over the tokens) and, with `withScales`, each block's scale;
-  /// afterwards the element accessors read those instead of recomputing
-  /// the page lookup and the scale conversion for every value.
+  /// tensors over the tokens, and over the next range for VectorRows) and,
+  /// for Elements, each block's scale; afterwards the accessors read those
+  /// instead of recomputing the page lookup and the scale conversion for
+  /// every value.
   void precompute(OpBuilder &b, Location loc, int64_t kvHeads,
-                  bool withScales = true);
+                  DecodeUse use = DecodeUse::Elements);
 
 private:
-  void precomputeAddresses(OpBuilder &b, Location loc);
+  void precomputeAddresses(OpBuilder &b, Location loc, bool withNextRange);
   void precomputeScales(OpBuilder &b, Location loc, int64_t kvHeads);
   /// Byte offset of the block holding element j within its row.
   Value blockBase(OpBuilder &b, Location loc, Value j) const;
@@ -108,9 +118,10 @@ private:
   CacheAccess access_;
   Value pageSize_;
   Value codebook_;
-  // Set by precompute(): tensor<tokens x index> and
-  // tensor<tokens x kv_heads x blocks x f32>.
+  // Set by precompute(): tensor<tokens x index> (2 * tokens with the
+  // next range) and tensor<tokens x kv_heads x blocks x f32>.
   Value pages_, slots_, scales_;
+  bool addressesNextRange_ = false;
 };
 
 /// A constant tensor<rows x cols x f32> (row-major values).

@@ -344,19 +344,17 @@ func.func @boundary(%c: !tq.cache<?x8x128, #tq.format<"turbo2_0">>) -> !tq.cache
 // -----
 
 // A paged cache: row t (plus the tile offset t0) lives in page
-// table[(t0 + t) / 16] at slot (t0 + t) % 16. The rows (twice the tokens:
-// the second half is the next range, for prefetches) are addressed page by
-// page: an outer loop over the table entries they touch (bounds from two
-// divisions; the entry clamped to the sequence's last one), an inner one
-// over the entry's rows that stores the page and a counting slot. The
+// table[(t0 + t) / 16] at slot (t0 + t) % 16. The rows are addressed page
+// by page: an outer loop over the table entries they touch (bounds from
+// two divisions; the entry clamped to the sequence's last one), an inner
+// one over the entry's rows that stores the page and a counting slot. The
 // element loops read those addresses and divide by the page size no more.
 // CHECK-LABEL: func @paged
 // CHECK-SAME: (%[[Q:.*]]: tensor<1x1x32xf32>, %[[POOL:.*]]: tensor<?x16x1x34xi8>, %[[TABLE:.*]]: tensor<?xi32>, %[[N:.*]]: index, %[[T0:.*]]: index)
 // CHECK: %[[CAST:.*]] = tensor.cast %[[POOL]] : tensor<?x16x1x34xi8> to tensor<?x?x1x34xi8>
 // CHECK: %[[FIRST:.*]] = arith.addi %{{.*}}, %[[T0]] : index
 // CHECK: %[[PS:.*]] = tensor.dim %[[CAST]], %c1
-// CHECK: %[[ROWS:.*]] = arith.addi %[[N]], %[[N]] : index
-// CHECK: %[[END:.*]] = arith.addi %[[FIRST]], %[[ROWS]] : index
+// CHECK: %[[END:.*]] = arith.addi %[[FIRST]], %[[N]] : index
 // CHECK: %[[E0:.*]] = arith.divui %[[FIRST]], %[[PS]] : index
 // CHECK: %[[E1:.*]] = arith.ceildivui %[[END]], %[[PS]] : index
 // CHECK: %[[LASTROW:.*]] = arith.subi %[[N]], %{{.*}} : index
@@ -378,6 +376,29 @@ func.func @paged(%q: tensor<1x1x32xf32>, %pool: tensor<?x16x1x34xi8>, %table: te
   %k = tq.from_pages %pool[%table], %n : tensor<?x16x1x34xi8>, tensor<?xi32> -> !tq.cache<?x1x32, #tq.format<"q8_0">>
   %kt = tq.slice_tokens %k[%t0, %n] : !tq.cache<?x1x32, #tq.format<"q8_0">> -> !tq.cache<?x1x32, #tq.format<"q8_0">>
   %s = tq.score %q, %kt : tensor<1x1x32xf32>, !tq.cache<?x1x32, #tq.format<"q8_0">> -> tensor<1x1x?xf32>
+  return %s : tensor<1x1x?xf32>
+}
+
+// -----
+
+// The same cache read by the vector row decoder (lookup = tile): the
+// address walk covers twice the tokens, and while row t is scored, row t
+// of the range that follows is prefetched at walk position N + t.
+// CHECK-LABEL: func @paged_tile
+// CHECK-SAME: (%{{.*}}: tensor<1x1x32xf32>, %{{.*}}: tensor<?x16x1x34xi8>, %{{.*}}: tensor<?xi32>, %[[N:.*]]: index, %{{.*}}: index)
+// CHECK: %[[ROWS:.*]] = arith.addi %[[N]], %[[N]] : index
+// CHECK: tensor.empty(%[[ROWS]]) : tensor<?xindex>
+// CHECK: %[[WALK:.*]]:2 = scf.for
+// CHECK: scf.for %[[T:.*]] = %{{.*}} to %[[N]] step %c4
+// CHECK: %[[NEXT:.*]] = arith.addi %[[N]], %[[T]] : index
+// CHECK: %[[P:.*]] = tensor.extract %[[WALK]]#0[%[[NEXT]]] : tensor<?xindex>
+// CHECK: %[[S:.*]] = tensor.extract %[[WALK]]#1[%[[NEXT]]] : tensor<?xindex>
+// CHECK: memref.prefetch %{{.*}}[%[[P]], %[[S]], %{{.*}}, %c0{{.*}}], read
+// CHECK: tensor.extract %[[WALK]]#0[%[[T]]] : tensor<?xindex>
+func.func @paged_tile(%q: tensor<1x1x32xf32>, %pool: tensor<?x16x1x34xi8>, %table: tensor<?xi32>, %n: index, %t0: index) -> tensor<1x1x?xf32> {
+  %k = tq.from_pages %pool[%table], %n : tensor<?x16x1x34xi8>, tensor<?xi32> -> !tq.cache<?x1x32, #tq.format<"q8_0">>
+  %kt = tq.slice_tokens %k[%t0, %n] : !tq.cache<?x1x32, #tq.format<"q8_0">> -> !tq.cache<?x1x32, #tq.format<"q8_0">>
+  %s = tq.score %q, %kt {lookup = #tq.lookup<tile>} : tensor<1x1x32xf32>, !tq.cache<?x1x32, #tq.format<"q8_0">> -> tensor<1x1x?xf32>
   return %s : tensor<1x1x?xf32>
 }
 

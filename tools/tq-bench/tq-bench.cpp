@@ -364,6 +364,11 @@ int main(int argc, char **argv) {
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
   auto gb = [](double v) { return llvm::format("%.1f", v / 1e9); };
+  // The roofline: the larger of the bytes' read time and the arithmetic's
+  // multiply-add time, both at the probed rates.
+  auto roofline = [&](const Point &p, double flops) {
+    return std::max(double(p.kvBytes) / bandwidth, flops / fma);
+  };
   md << "## Decode, " << date << ", " << llvm::sys::getHostCPUName() << ", "
      << threadCount() << " threads\n\n"
      << "head dim " << headDim << ", " << qHeads << " query heads, " << kvHeads
@@ -378,13 +383,12 @@ int main(int argc, char **argv) {
   for (const Measured &m : decode) {
     const Point &p = m.point;
     double flops = 4.0 * qHeads * double(m.ctx) * headDim;
-    double roofline = std::max(double(p.kvBytes) / bandwidth, flops / fma);
     md << "| " << m.format << " | " << m.ctx << " | " << m.kernel << " | "
        << llvm::format("%.2f", p.seconds * 1e3) << " | "
        << llvm::format("%.2f", p.kvBytes / 1e6) << " | "
        << llvm::format("%.2f", p.kvBytes / p.seconds / 1e9) << " | "
        << llvm::format("%.1f", 100.0 * p.kvBytes / p.seconds / bandwidth)
-       << " | " << llvm::format("%.1f", p.seconds / roofline) << " |\n";
+       << " | " << llvm::format("%.1f", p.seconds / roofline(p, flops)) << " |\n";
   }
   if (!prefill.empty()) {
     // The block's rows sit at the last positions: row i sees ctx - rows +
@@ -398,12 +402,11 @@ int main(int argc, char **argv) {
       double keys = double(prefillRows) * double(m.ctx) -
                     double(prefillRows) * (prefillRows - 1) / 2.0;
       double flops = 4.0 * qHeads * keys * headDim;
-      double roofline = std::max(double(p.kvBytes) / bandwidth, flops / fma);
       md << "| " << m.format << " | " << m.ctx << " | " << m.kernel << " | "
          << llvm::format("%.2f", p.seconds * 1e3) << " | "
          << llvm::format("%.2f", p.kvBytes / 1e6) << " | "
          << llvm::format("%.1f", flops / p.seconds / 1e9) << " | "
-         << llvm::format("%.1f", p.seconds / roofline) << " |\n";
+         << llvm::format("%.1f", p.seconds / roofline(p, flops)) << " |\n";
     }
   }
   md.flush();

@@ -31,12 +31,16 @@ bool writeFile(const std::string &path, StringRef text, std::string &error) {
 }
 
 /// <name>_info = {1, kind, head_dim, group, k_row_bytes, v_row_bytes,
-/// causal, window, v_padded_dim, block_threads} as a public constant of
+/// causal, window, v_padded_dim (append: the format's), block_threads} as a public constant of
 /// the gpu.module (the CPU layout plus what sizes the launch).
 void addInfoGlobal(gpu::GPUModuleOp module, const RuntimeKernelSpec &spec,
                    unsigned blockThreads) {
   SmallVector<int64_t> info = kernelInfo(spec);
-  auto values = ::tq::quant::Format::get(spec.valueFormat, spec.headDim);
+  // Append kernels have one format; its padded dim takes V's place.
+  auto values = ::tq::quant::Format::get(
+      spec.kind == RuntimeKernelKind::Append ? spec.keyFormat
+                                             : spec.valueFormat,
+      spec.headDim);
   info.push_back(values ? int64_t(values->paddedDim()) : 0);
   info.push_back(int64_t(blockThreads));
   OpBuilder b(module.getContext());
@@ -69,6 +73,8 @@ llvm::json::Object describe(const RuntimeKernelSpec &spec,
   o["workgroup_bytes"] = kernel.workgroupBytes;
   if (kernel.role == "attention")
     o["grid"] = llvm::json::Array{"rows", "kv_heads", "splits"};
+  else if (kernel.role == "append")
+    o["grid"] = llvm::json::Array{"ceil(count * kv_heads / block)"};
   else
     o["grid"] = llvm::json::Array{"rows", "kv_heads"};
   return o;

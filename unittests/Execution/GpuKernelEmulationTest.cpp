@@ -13,11 +13,13 @@
 
 #include "tq/Conversion/Passes.h"
 #include "tq/Conversion/TQToGPU/GpuKernels.h"
+#include "tq/Conversion/TQToGPU/GpuPipeline.h"
 #include "tq/Dialect/TQ/IR/TQDialect.h"
 #include "tq/Pipelines/Pipelines.h"
 #include "tq/Quant/Attention.h"
 #include "tq/Quant/Format.h"
 #include "tq/Quant/Random.h"
+#include "tq/Quant/Stats.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
@@ -75,30 +77,85 @@ void PrintTo(const Case &c, std::ostream *os) {
       << (c.prefill ? " prefill" : " decode") << " splits " << c.splits;
 }
 
-class GpuKernelEmulationTest : public ::testing::TestWithParam<Case> {
-protected:
-  static void SetUpTestSuite() {
+class GpuKernelEmulationTest : public ::testing::TestWithParam<Case> {};
+
+/// The kernels of one spec, built for GpuTarget::hostEmulation(), run
+/// through the GPU path's kernel-body lowering and exact math, turned into
+/// host functions by tq-gpu-to-host and JIT-compiled.
+class HostKernels {
+public:
+  HostKernels() {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
+    DialectRegistry registry;
+    registerAllDialects(registry);
+    registerAllExtensions(registry);
+    registerBuiltinDialectTranslation(registry);
+    registerLLVMDialectTranslation(registry);
+    context_.appendDialectRegistry(registry);
+    context_.loadAllAvailableDialects();
   }
+
+  /// Empty on success, else the diagnostics.
+  std::string build(const RuntimeKernelSpec &spec) {
+    std::string diagnostics;
+    ScopedDiagnosticHandler handler(&context_, [&](Diagnostic &d) {
+      llvm::raw_string_ostream os(diagnostics);
+      os << d << "\n";
+      return success();
+    });
+    Location loc = UnknownLoc::get(&context_);
+    OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+    (*module)->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                       UnitAttr::get(&context_));
+    OpBuilder b(module->getBodyRegion());
+    auto gm = gpu::GPUModuleOp::create(b, loc, "tq_kernels");
+    if (failed(buildGpuKernels(gm, spec, GpuTarget::hostEmulation(),
+                               [&] { return emitError(loc); })))
+      return "build: " + diagnostics;
+    PassManager pm(&context_);
+    // Append kernels are written on tensors. The attention kernels skip
+    // the canonicalizer it runs: with one-thread warps their token loop
+    // carries hundreds of values and canonicalization is slow.
+    if (spec.kind == RuntimeKernelKind::Append)
+      buildGpuKernelBodiesPipeline(pm);
+    pm.addPass(createTQExactMath()); // what the GPU targets run
+    pm.addPass(createTQGpuToHost());
+    pm.addPass(createTQApproximateMath()); // the GPU targets' exp2 as well
+    pm.addPass(arith::createArithExpandOpsPass());
+    buildHostLoopsToLLVMPipeline(pm);
+    if (failed(pm.run(*module)))
+      return "lowering: " + diagnostics;
+    auto transformer = makeOptimizingTransformer(0, 0, nullptr);
+    ExecutionEngineOptions options;
+    options.transformer = transformer;
+    // The kernels are large straight-line code (every lane register of a
+    // one-thread warp unrolled); fast code generation keeps the test short.
+    options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::None;
+    auto engine = ExecutionEngine::create(*module, options);
+    if (!engine)
+      return llvm::toString(engine.takeError());
+    engine_ = std::move(*engine);
+    return "";
+  }
+
+  /// The host function of kernel `name`, or null.
+  void *lookup(const std::string &name) {
+    auto sym = engine_->lookup("_mlir_ciface_" + name);
+    if (!sym) {
+      llvm::consumeError(sym.takeError());
+      return nullptr;
+    }
+    return *sym;
+  }
+
+private:
+  MLIRContext context_;
+  std::unique_ptr<ExecutionEngine> engine_;
 };
 
 TEST_P(GpuKernelEmulationTest, MatchesReference) {
   const Case &c = GetParam();
-  DialectRegistry registry;
-  registerAllDialects(registry);
-  registerAllExtensions(registry);
-  registerBuiltinDialectTranslation(registry);
-  registerLLVMDialectTranslation(registry);
-  MLIRContext context(registry);
-  context.loadAllAvailableDialects();
-  std::string diagnostics;
-  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &d) {
-    llvm::raw_string_ostream os(diagnostics);
-    os << d << "\n";
-    return success();
-  });
-
   RuntimeKernelSpec spec;
   spec.kind = c.prefill ? RuntimeKernelKind::Prefill : RuntimeKernelKind::Decode;
   spec.keyFormat = c.k;
@@ -108,38 +165,13 @@ TEST_P(GpuKernelEmulationTest, MatchesReference) {
   spec.causal = c.causal;
   spec.window = c.window;
   spec.softcap = c.softcap;
-  Location loc = UnknownLoc::get(&context);
-  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
-  (*module)->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
-                     UnitAttr::get(&context));
-  OpBuilder b(module->getBodyRegion());
-  auto gm = gpu::GPUModuleOp::create(b, loc, "tq_kernels");
-  ASSERT_TRUE(succeeded(buildGpuKernels(gm, spec, GpuTarget::hostEmulation(),
-                                        [&] { return emitError(loc); })))
-      << diagnostics;
-
-  PassManager pm(&context);
-  pm.addPass(createTQGpuToHost());
-  // No canonicalizer: with one-thread warps the token loop carries
-  // hundreds of values and canonicalization is slow; the code runs as built.
-  pm.addPass(createTQApproximateMath()); // the GPU targets' exp2 as well
-  pm.addPass(arith::createArithExpandOpsPass());
-  buildHostLoopsToLLVMPipeline(pm);
-  ASSERT_TRUE(succeeded(pm.run(*module))) << diagnostics;
-  auto transformer = makeOptimizingTransformer(0, 0, nullptr);
-  ExecutionEngineOptions options;
-  options.transformer = transformer;
-  // The kernels are large straight-line code (every lane register of a
-  // one-thread warp unrolled); fast code generation keeps the test short.
-  options.jitCodeGenOptLevel = llvm::CodeGenOptLevel::None;
-  auto engine = ExecutionEngine::create(*module, options);
-  ASSERT_TRUE(bool(engine)) << llvm::toString(engine.takeError());
-  auto attentionSym = (*engine)->lookup("_mlir_ciface_" + spec.name());
-  auto combineSym =
-      (*engine)->lookup("_mlir_ciface_" + spec.name() + "_combine");
-  ASSERT_TRUE(bool(attentionSym) && bool(combineSym));
-  auto attention = reinterpret_cast<AttentionFn>(*attentionSym);
-  auto combine = reinterpret_cast<CombineFn>(*combineSym);
+  HostKernels kernels;
+  std::string error = kernels.build(spec);
+  ASSERT_TRUE(error.empty()) << error;
+  auto attention = reinterpret_cast<AttentionFn>(kernels.lookup(spec.name()));
+  auto combine =
+      reinterpret_cast<CombineFn>(kernels.lookup(spec.name() + "_combine"));
+  ASSERT_TRUE(attention && combine);
 
   // A ragged paged batch, pages in a permuted order.
   auto kf = *tqq::Format::get(c.k, c.dim), vf = *tqq::Format::get(c.v, c.dim);
@@ -227,6 +259,72 @@ TEST_P(GpuKernelEmulationTest, MatchesReference) {
           << "sequence " << s << " element " << i;
     row += queries[s];
   }
+}
+
+using AppendFn = void (*)(Memref1 *, Memref1 *, Memref1 *, int32_t, int32_t,
+                          int32_t, int32_t, int64_t, int64_t, int64_t);
+
+/// Runs the append kernel of `format` at `dim` over a permuted page table
+/// (positions 5 .. 13 of pages of 4 tokens, 2 KV heads) and checks that it
+/// wrote exactly Format::encodeRow's bytes into exactly those slots.
+void checkAppend(const std::string &format, unsigned dim) {
+  SCOPED_TRACE(format + " d" + std::to_string(dim));
+  RuntimeKernelSpec spec;
+  spec.kind = RuntimeKernelKind::Append;
+  spec.keyFormat = format;
+  spec.headDim = dim;
+  HostKernels kernels;
+  std::string error = kernels.build(spec);
+  ASSERT_TRUE(error.empty()) << error;
+  auto append = reinterpret_cast<AppendFn>(kernels.lookup(spec.name()));
+  ASSERT_TRUE(append);
+
+  auto f = *tqq::Format::get(format, dim);
+  const unsigned kvHeads = 2, page = 4, start = 5, count = 9, poolPages = 5;
+  std::vector<int32_t> pages = {3, 0, 4, 1};
+  // Gaussian rows with outlier channels; one all-zero row, one constant.
+  std::vector<float> rows = tqq::makeOutlierSample(count * kvHeads, dim, dim);
+  std::fill_n(rows.begin(), dim, 0.0f);
+  std::fill_n(rows.begin() + dim, dim, 0.75f);
+  const size_t rb = f.rowBytes();
+  std::vector<uint8_t> pool(poolPages * page * kvHeads * rb, 0xEE);
+  std::vector<uint8_t> want = pool;
+  for (unsigned t = 0; t < count; ++t)
+    for (unsigned h = 0; h < kvHeads; ++h) {
+      const unsigned pos = start + t;
+      size_t slot = (size_t(pages[pos / page]) * page + pos % page) * kvHeads + h;
+      ASSERT_TRUE(f.encodeRow(std::span<const float>(rows).subspan(
+                                  (size_t(t) * kvHeads + h) * dim, dim),
+                              std::span<uint8_t>(want).subspan(slot * rb, rb))
+                      .ok());
+    }
+  Memref1 mRows = view(rows), mPool = view(pool), mPages = view(pages);
+  // Host emulation: one thread per block, so one block per row.
+  for (int64_t block = 0; block < int64_t(count * kvHeads) + 3; ++block)
+    append(&mRows, &mPool, &mPages, int32_t(start), int32_t(count),
+           int32_t(page), int32_t(kvHeads), block, 0, 0);
+  size_t mismatches = 0, first = pool.size();
+  for (size_t i = 0; i < pool.size(); ++i)
+    if (pool[i] != want[i]) {
+      ++mismatches;
+      first = std::min(first, i);
+    }
+  EXPECT_EQ(mismatches, 0u) << "first differing byte " << first << " (row "
+                            << first / rb << ", byte " << first % rb << ")";
+}
+
+/// Every format's append kernel (blocks past the rows write nothing).
+TEST(GpuAppendEmulation, EveryFormatWritesLibraryBytes) {
+  for (const tqq::FormatInfo &info : tqq::allFormats())
+    checkAppend(info.name, 128);
+}
+
+/// Padded head dims and rows of several blocks.
+TEST(GpuAppendEmulation, PaddedAndMultiBlockRows) {
+  for (const char *name : {"tq3_0", "turbo3_0", "polar3", "tqprod2", "haar4",
+                           "q8_0"})
+    for (unsigned dim : {80u, 256u})
+      checkAppend(name, dim);
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -86,6 +86,30 @@ def TQApproximateMath : Pass<"tq-approximate-math"> {
                            "::mlir::math::MathDialect"];
 }
 
+def TQExactMath : Pass<"tq-exact-math"> {
+  let summary = "Expand math.sqrt / round / absf exactly into arith ops";
+  let description = [{
+    The GPU conversions turn these math ops into device-library calls
+    (libdevice on NVIDIA, where `__nv_sqrtf` is the approximate square
+    root unless `__CUDA_PREC_SQRT` is reflected; ocml on AMD). The append
+    kernels must reproduce the library encoder's bytes and link nothing, so
+    this pass rewrites, for f32 and f64 scalars:
+
+    - `math.sqrt` as the correctly rounded square root: a reciprocal
+      square root by the bit-level guess and Newton steps in f64, its
+      product with x, then Tuckerman's test (the signs of
+      `fma(-pred(s), s, x)` and `fma(-s, succ(s), x)`, with `llvm.intr.fma`,
+      which both backends emit as one instruction) moves s to the correctly
+      rounded neighbour. f32 goes through f64 (double rounding of a square
+      root to f32 is innocuous). Zero, infinity, NaN and negative inputs
+      give IEEE's results; f64 subnormals are scaled first.
+    - `math.round` (half away from zero) by truncation through an integer;
+    - `math.absf` by clearing the sign bit.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::LLVM::LLVMDialect"];
+}
+
 def TQGpuToHost : Pass<"tq-gpu-to-host", "::mlir::ModuleOp"> {
   let summary = "Run one-thread-per-block gpu kernels as host functions";
   let description = [{
@@ -94,11 +118,36 @@ def TQGpuToHost : Pass<"tq-gpu-to-host", "::mlir::ModuleOp"> {
     become `func.func`s with three trailing `index` arguments, the block's
     x, y and z ids, so a host loop over the grid runs them. `gpu.thread_id`
     becomes 0, barriers disappear, workgroup attributions become
-    `memref.alloca`s, and the gpu.module's globals move to the parent module
-    in the default memory space. A kernel that still contains a shuffle (a
+    `memref.alloca`s, private allocas (`tq-gpu-kernel-buffers`) move to the
+    default memory space, and the gpu.module's globals move to the parent
+    module in the default memory space. A kernel that still contains a shuffle (a
     warp wider than one thread) is an error.
   }];
   let dependentDialects = ["::mlir::func::FuncDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
+def TQGpuBufferize : Pass<"tq-gpu-bufferize", "::mlir::ModuleOp"> {
+  let summary = "One-shot bufferization of gpu kernels written on tensors";
+  let description = [{
+    Kernels whose bodies are written on tensors (the append kernels run
+    `tq.quantize` per thread, lowered by `tq-lower-to-loops`) are
+    bufferized with one-shot bufferization, and its output is made legal
+    inside a gpu.module:
+
+    - constant tensors become `memref.global`s, which one-shot
+      bufferization places in the builtin module, out of the kernels'
+      reach: each one a gpu.module reads is copied into it (and dropped
+      from the outer module once unused);
+    - temporaries become allocations: a statically shaped one inside a
+      function of a gpu.module (kernel or device function) becomes a
+      `memref.alloca` in private memory at the function's entry (one per
+      thread), cast back to the default memory
+      space so its users are unchanged; its deallocations are erased. A
+      dynamically shaped allocation is an error.
+  }];
+  let dependentDialects = ["::mlir::bufferization::BufferizationDialect",
+                           "::mlir::gpu::GPUDialect",
                            "::mlir::memref::MemRefDialect"];
 }
 

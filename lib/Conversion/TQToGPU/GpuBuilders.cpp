@@ -22,6 +22,18 @@ Value gpukernel::indexConst(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
 }
 
+gpu::GPUFuncOp gpukernel::createKernel(OpBuilder &b, Location loc,
+                                       StringRef name, ArrayRef<Type> args,
+                                       ArrayRef<Type> workgroup,
+                                       unsigned blockSize) {
+  auto func = gpu::GPUFuncOp::create(b, loc, name,
+                                     b.getFunctionType(args, {}), workgroup);
+  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  func.setKnownBlockSizeAttr(
+      b.getDenseI32ArrayAttr({int32_t(blockSize), 1, 1}));
+  return func;
+}
+
 Value gpukernel::f32Const(OpBuilder &b, Location loc, float v) {
   return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
 }

@@ -17,12 +17,18 @@
 
 #include "tq/Quant/Format.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Value.h"
 
 namespace mlir::tq::gpukernel {
 
 Value indexConst(OpBuilder &b, Location loc, int64_t v);
+/// A kernel gpu.func with `workgroup` attributions and a known block size
+/// of blockSize x 1 x 1, its entry block empty.
+gpu::GPUFuncOp createKernel(OpBuilder &b, Location loc, StringRef name,
+                            ArrayRef<Type> args, ArrayRef<Type> workgroup,
+                            unsigned blockSize);
 Value f32Const(OpBuilder &b, Location loc, float v);
 /// x * y + z as mulf + addf marked contractible: the backends emit one
 /// FMA. (math.fma would become a libdevice / ocml call.)

@@ -11,6 +11,7 @@
 
 #include "tq/Conversion/TQToGPU/GpuKernels.h"
 
+#include "GpuAppendKernel.h"
 #include "GpuBuilders.h"
 
 #include "tq/Quant/Format.h"
@@ -103,17 +104,6 @@ struct AttentionLayout {
   /// Query heads handled by each warp in the prologue / combine.
   unsigned headsPerWarp() const { return (group + warps - 1) / warps; }
 };
-
-gpu::GPUFuncOp createKernel(OpBuilder &b, Location loc, StringRef name,
-                            ArrayRef<Type> args, ArrayRef<Type> workgroup,
-                            unsigned blockSize) {
-  auto func = gpu::GPUFuncOp::create(b, loc, name,
-                                     b.getFunctionType(args, {}), workgroup);
-  func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
-  func.setKnownBlockSizeAttr(
-      b.getDenseI32ArrayAttr({int32_t(blockSize), 1, 1}));
-  return func;
-}
 
 /// Bytes of workgroup memory of a kernel's attributions.
 int64_t workgroupBytes(gpu::GPUFuncOp func) {
@@ -600,10 +590,18 @@ mlir::tq::buildGpuKernels(gpu::GPUModuleOp module,
                           const RuntimeKernelSpec &spec,
                           const GpuTarget &target,
                           function_ref<InFlightDiagnostic()> emitError) {
-  if (spec.kind == RuntimeKernelKind::Append)
-    return emitError() << "append kernels have no GPU lowering yet "
-                          "(encode on the host or with the CPU library)",
-           failure();
+  const unsigned blockSize = target.warpsPerBlock() * target.warpSize();
+  if (spec.kind == RuntimeKernelKind::Append) {
+    auto format = quant::Format::get(spec.keyFormat, spec.headDim);
+    if (!format)
+      return emitError() << format.status().message(), failure();
+    OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+    auto append = buildGpuAppendKernel(b, module.getLoc(), spec, blockSize);
+    if (failed(append.verify()))
+      return failure();
+    return SmallVector<GpuKernelInfo>{
+        {spec.name(), "append", blockSize, workgroupBytes(append)}};
+  }
   if (spec.group == 0)
     return emitError() << "the GQA group must be positive", failure();
   auto keys = quant::Format::get(spec.keyFormat, spec.headDim);

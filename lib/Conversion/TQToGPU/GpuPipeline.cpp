@@ -2,7 +2,10 @@
 
 #include "tq/Conversion/TQToGPU/GpuPipeline.h"
 
+#include "tq/Conversion/Passes.h"
+
 #include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
@@ -13,8 +16,18 @@
 using namespace mlir;
 using namespace mlir::tq;
 
+void mlir::tq::buildGpuKernelBodiesPipeline(OpPassManager &pm) {
+  pm.addPass(createTQLowerToLoops());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(createTQGpuBufferize());
+  pm.addNestedPass<gpu::GPUModuleOp>(createTQMemRefCopyToLinalg());
+  pm.addNestedPass<gpu::GPUModuleOp>(createConvertLinalgToLoopsPass());
+}
+
 void mlir::tq::buildGpuToAssemblyPipeline(OpPassManager &pm,
                                           const GpuTarget &target) {
+  buildGpuKernelBodiesPipeline(pm);
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.addNestedPass<gpu::GPUModuleOp>(arith::createArithExpandOpsPass());

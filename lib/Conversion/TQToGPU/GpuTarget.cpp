@@ -105,6 +105,11 @@ void GpuTarget::addConversionPasses(OpPassManager &pm) const {
   // library (libdevice's __nv_exp2f, ocml's __ocml_exp2_f32), and the
   // emitted code must not need one.
   pm.addNestedPass<gpu::GPUModuleOp>(createTQApproximateMath());
+  // The encoders' sqrt, round and absf as exact arith expansions: the
+  // vendor conversions would call libdevice / ocml, and libdevice's
+  // __nv_sqrtf is the approximate square root unless __CUDA_PREC_SQRT is
+  // reflected, so the bytes would no longer match the library's encoder.
+  pm.addNestedPass<gpu::GPUModuleOp>(createTQExactMath());
   if (vendor_ == GpuVendor::Nvidia) {
     pm.addNestedPass<gpu::GPUModuleOp>(createConvertGpuOpsToNVVMOps());
     return;

@@ -76,6 +76,14 @@ LogicalResult convertKernel(gpu::GPUFuncOp kernel, ModuleOp parent) {
       erase.push_back(op);
     } else if (auto get = dyn_cast<memref::GetGlobalOp>(op)) {
       get.getResult().setType(hostType(get.getType()));
+    } else if (auto alloca = dyn_cast<memref::AllocaOp>(op)) {
+      // Private temporaries (tq-gpu-kernel-buffers) live on the stack.
+      alloca.getResult().setType(hostType(alloca.getType()));
+    } else if (auto cast = dyn_cast<memref::MemorySpaceCastOp>(op)) {
+      if (cast.getSource().getType() == cast.getType()) {
+        cast.getResult().replaceAllUsesWith(cast.getSource());
+        erase.push_back(op);
+      }
     }
   });
   for (Operation *op : erase)

@@ -9,10 +9,10 @@ chip=${2:-sm_90a}
 root=$(cd "$(dirname "$0")/.." && pwd)
 aot="$root/build/bin/tq-aot"
 formats=tq3_0,tq3_0_legacy,turbo2_0,turbo3_0,turbo4_0,polar1,polar2,polar3,polar4,haar4,q8_0,f16
-"$aot" --quiet --target=nvptx --chip="$chip" --kind=decode,prefill \
+"$aot" --quiet --target=nvptx --chip="$chip" --kind=append,decode,prefill \
   --k-format="$formats" --head-dim=64,80,96,112,128,160,192,256 --gqa=1,4,8 \
   -o "$out/plain"
-"$aot" --quiet --target=nvptx --chip="$chip" --kind=decode,prefill \
+"$aot" --quiet --target=nvptx --chip="$chip" --kind=append,decode,prefill \
   --k-format=turbo3_0,polar4,tq3_0 --v-format=q8_0,f16,turbo4_0 \
   --head-dim=128 --gqa=4,7 -o "$out/mixed"
 "$aot" --quiet --target=nvptx --chip="$chip" --kind=prefill \

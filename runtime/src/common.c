@@ -125,3 +125,25 @@ bool tq_attention_kernel_name(const tq_kv_cache_v0 *c,
                   (long long)(p->softcap * 100.0f + 0.5f));
   return n >= 0 && (size_t)n < size;
 }
+
+tq_status tq_check_append_call(const tq_kv_cache_v0 *c, uint32_t seq,
+                               uint64_t start, uint32_t num_rows,
+                               const float *k_rows, const float *v_rows) {
+  tq_status status = tq_check_cache(c);
+  if (status != TQ_STATUS_OK)
+    return status;
+  if (seq >= c->num_seqs)
+    return TQ_STATUS_OUT_OF_RANGE;
+  if (num_rows == 0)
+    return TQ_STATUS_OK;
+  if (!k_rows || !v_rows)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  /* The tokens the sequence's pages hold. */
+  const uint64_t capacity =
+      c->layout == TQ_LAYOUT_CONTIGUOUS
+          ? c->page_size
+          : (uint64_t)(c->indptr[seq + 1] - c->indptr[seq]) * c->page_size;
+  if (start > capacity || num_rows > capacity - start)
+    return TQ_STATUS_OUT_OF_RANGE;
+  return TQ_STATUS_OK;
+}

@@ -51,6 +51,13 @@ tq_status tq_check_attention_call(const tq_kv_cache_v0 *c,
                                   const tq_attention_params_v0 *p,
                                   const float *q, const float *out);
 
+/* Everything tq_append and tq_gpu_append check: the cache, seq in range,
+ * row pointers when num_rows > 0, and slots start .. start + num_rows - 1
+ * inside the sequence's pages. OK with num_rows == 0 means nothing to do. */
+tq_status tq_check_append_call(const tq_kv_cache_v0 *c, uint32_t seq,
+                               uint64_t start, uint32_t num_rows,
+                               const float *k_rows, const float *v_rows);
+
 /* Format names become part of symbol names: letters, digits, '_'. */
 bool tq_is_identifier(const char *s);
 

@@ -2,7 +2,8 @@
  *
  * Plans a call on the host (validating the descriptor exactly as the CPU
  * runtime does), uploads the per-row metadata to a device workspace, and
- * launches the library's split-KV kernel and its combine kernel (see
+ * launches the library's append kernels, or its split-KV kernel and its
+ * combine kernel (see
  * include/tq/Conversion/TQToGPU/GpuKernels.h for their arguments). Memref
  * arguments travel as MLIR's expanded descriptors: allocated pointer,
  * aligned pointer, offset, size, stride.
@@ -164,7 +165,7 @@ tq_status tq_gpu_copy_to_host(tq_gpu_runtime *rt, void *dst, const void *src,
              : TQ_STATUS_OK;
 }
 
-/*--- Attention ---------------------------------------------------------*/
+/*--- Launch helpers ----------------------------------------------------*/
 
 /* One 1-D memref argument, expanded. */
 typedef struct {
@@ -190,11 +191,9 @@ static tq_status ensure_workspace(tq_gpu_runtime *rt, size_t bytes) {
   return TQ_STATUS_OK;
 }
 
-/* Reads the kernel's <name>_info from the device and checks it against the
- * call; returns the V padded dim and the block size. */
-static tq_status check_info(tq_gpu_runtime *rt, const char *name, int kind,
-                            const tq_kv_cache_v0 *c, uint32_t group,
-                            int64_t info[INFO_GPU_ENTRIES]) {
+/* Reads kernel `name`'s <name>_info from the device (version checked). */
+static tq_status read_info(tq_gpu_runtime *rt, const char *name,
+                           int64_t info[INFO_GPU_ENTRIES]) {
   char symbol[512];
   if (snprintf(symbol, sizeof symbol, "%s_info", name) >= (int)sizeof symbol)
     return TQ_STATUS_INVALID_ARGUMENT;
@@ -207,8 +206,17 @@ static tq_status check_info(tq_gpu_runtime *rt, const char *name, int kind,
     return TQ_STATUS_VERSION_MISMATCH;
   if (tq_gpu_dtoh(&rt->driver, info, ptr, bytes) != 0)
     return TQ_STATUS_DEVICE_ERROR;
-  if (info[INFO_VERSION] != 1)
-    return TQ_STATUS_VERSION_MISMATCH;
+  return info[INFO_VERSION] == 1 ? TQ_STATUS_OK : TQ_STATUS_VERSION_MISMATCH;
+}
+
+/* Reads an attention kernel's info and checks it against the call; the V
+ * padded dim and the block size come back in info. */
+static tq_status check_info(tq_gpu_runtime *rt, const char *name, int kind,
+                            const tq_kv_cache_v0 *c, uint32_t group,
+                            int64_t info[INFO_GPU_ENTRIES]) {
+  tq_status status = read_info(rt, name, info);
+  if (status != TQ_STATUS_OK)
+    return status;
   if (info[INFO_KIND] != kind || info[INFO_HEAD_DIM] != c->head_dim ||
       info[INFO_GROUP] != group ||
       info[INFO_K_ROW_BYTES] != (int64_t)c->k_row_bytes ||
@@ -217,6 +225,108 @@ static tq_status check_info(tq_gpu_runtime *rt, const char *name, int kind,
     return TQ_STATUS_INVALID_ARGUMENT;
   return TQ_STATUS_OK;
 }
+
+/*--- Append ------------------------------------------------------------*/
+
+/* Encodes one pool's rows: looks up tq_append_<format>_d<D>, checks its
+ * info and launches one thread per (token, KV head) row. */
+static tq_status launch_append(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
+                               const char *format, uint32_t row_bytes,
+                               uint8_t *pool, const float *rows,
+                               tq_device_ptr pages, int64_t num_pages_of_seq,
+                               int32_t start, int32_t count) {
+  if (!tq_is_identifier(format))
+    return TQ_STATUS_INVALID_ARGUMENT;
+  char name[256];
+  if (snprintf(name, sizeof name, "tq_append_%s_d%u", format, c->head_dim) >=
+      (int)sizeof name)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  int64_t info[INFO_GPU_ENTRIES];
+  tq_status status = read_info(rt, name, info);
+  if (status != TQ_STATUS_OK)
+    return status;
+  if (info[INFO_KIND] != KIND_APPEND || info[INFO_HEAD_DIM] != c->head_dim ||
+      info[INFO_K_ROW_BYTES] != (int64_t)row_bytes ||
+      info[INFO_GPU_BLOCK_THREADS] <= 0)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  void *fn = NULL;
+  if (tq_gpu_module_function(&rt->driver, &fn, rt->module, name) != 0)
+    return TQ_STATUS_NOT_FOUND;
+  const uint64_t rows_total = (uint64_t)count * c->num_kv_heads;
+  memref_arg args[3] = {
+      buffer((tq_device_ptr)(uintptr_t)rows,
+             (int64_t)(rows_total * c->head_dim)),
+      buffer((tq_device_ptr)(uintptr_t)pool,
+             (int64_t)(c->num_pages * c->page_size * c->num_kv_heads *
+                       row_bytes)),
+      buffer(pages, num_pages_of_seq)};
+  int32_t page_size = (int32_t)c->page_size,
+          kv_heads = (int32_t)c->num_kv_heads;
+  /* rows, pool, pages (3 memrefs x 5 fields), start, count, page_size,
+   * kv_heads. */
+  void *params[3 * 5 + 4];
+  for (int m = 0; m < 3; ++m) {
+    params[5 * m + 0] = &args[m].allocated;
+    params[5 * m + 1] = &args[m].aligned;
+    params[5 * m + 2] = &args[m].offset;
+    params[5 * m + 3] = &args[m].size;
+    params[5 * m + 4] = &args[m].stride;
+  }
+  params[15] = &start;
+  params[16] = &count;
+  params[17] = &page_size;
+  params[18] = &kv_heads;
+  const uint64_t block = (uint64_t)info[INFO_GPU_BLOCK_THREADS];
+  const uint64_t blocks = (rows_total + block - 1) / block;
+  if (blocks > (uint64_t)INT32_MAX)
+    return TQ_STATUS_OVERFLOW;
+  return tq_gpu_launch(&rt->driver, fn, (unsigned)blocks, 1, 1,
+                       (unsigned)block, params) == 0
+             ? TQ_STATUS_OK
+             : TQ_STATUS_DEVICE_ERROR;
+}
+
+tq_status tq_gpu_append(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
+                        uint32_t seq, uint64_t start, uint32_t num_rows,
+                        const float *k_rows, const float *v_rows) {
+  if (!rt)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  tq_status status =
+      tq_check_append_call(c, seq, start, num_rows, k_rows, v_rows);
+  if (status != TQ_STATUS_OK || num_rows == 0)
+    return status;
+  if (start + num_rows > (uint64_t)INT32_MAX)
+    return TQ_STATUS_OVERFLOW;
+  /* The sequence's page table (contiguous: the one page it owns). */
+  int32_t own = (int32_t)seq;
+  const int32_t *pages = &own;
+  int64_t num_pages = 1;
+  if (c->layout == TQ_LAYOUT_PAGED) {
+    pages = c->indices + c->indptr[seq];
+    num_pages = c->indptr[seq + 1] - c->indptr[seq];
+  }
+  if (tq_gpu_set_current(&rt->driver) != 0)
+    return TQ_STATUS_DEVICE_ERROR;
+  status = ensure_workspace(rt, (size_t)num_pages * sizeof(int32_t));
+  if (status != TQ_STATUS_OK)
+    return status;
+  if (tq_gpu_htod(&rt->driver, rt->workspace, pages,
+                  (size_t)num_pages * sizeof(int32_t)) != 0)
+    return TQ_STATUS_DEVICE_ERROR;
+  status = launch_append(rt, c, c->k_format, c->k_row_bytes, c->k_pages,
+                         k_rows, rt->workspace, num_pages, (int32_t)start,
+                         (int32_t)num_rows);
+  if (status == TQ_STATUS_OK)
+    status = launch_append(rt, c, c->v_format, c->v_row_bytes, c->v_pages,
+                           v_rows, rt->workspace, num_pages, (int32_t)start,
+                           (int32_t)num_rows);
+  if (status != TQ_STATUS_OK)
+    return status;
+  return tq_gpu_synchronize(&rt->driver) == 0 ? TQ_STATUS_OK
+                                              : TQ_STATUS_DEVICE_ERROR;
+}
+
+/*--- Attention ---------------------------------------------------------*/
 
 /* Split-KV chunks: enough blocks to fill the device twice over, chunks of
  * at least 256 tokens. */

@@ -148,13 +148,6 @@ tq_status tq_kv_cache_tokens(const tq_kv_cache_v0 *cache, uint32_t seq,
   return TQ_STATUS_OK;
 }
 
-/* Pages (and their capacity in tokens) a sequence may write. */
-static uint64_t capacity(const tq_kv_cache_v0 *c, uint32_t seq) {
-  if (c->layout == TQ_LAYOUT_CONTIGUOUS)
-    return c->page_size;
-  return (uint64_t)(c->indptr[seq + 1] - c->indptr[seq]) * c->page_size;
-}
-
 /*--- Kernel lookup -----------------------------------------------------*/
 
 typedef struct {
@@ -288,18 +281,10 @@ tq_status tq_append(tq_runtime *rt, const tq_kv_cache_v0 *cache, uint32_t seq,
                     const float *v_rows) {
   if (!rt)
     return TQ_STATUS_INVALID_ARGUMENT;
-  tq_status status = tq_check_cache(cache);
-  if (status != TQ_STATUS_OK)
+  tq_status status =
+      tq_check_append_call(cache, seq, start, num_rows, k_rows, v_rows);
+  if (status != TQ_STATUS_OK || num_rows == 0)
     return status;
-  if (seq >= cache->num_seqs)
-    return TQ_STATUS_OUT_OF_RANGE;
-  if (num_rows == 0)
-    return TQ_STATUS_OK;
-  if (!k_rows || !v_rows)
-    return TQ_STATUS_INVALID_ARGUMENT;
-  if (start > capacity(cache, seq) ||
-      num_rows > capacity(cache, seq) - start)
-    return TQ_STATUS_OUT_OF_RANGE;
   append_job job = {cache, NULL, NULL, NULL, seq, start, num_rows,
                     k_rows, v_rows};
   if ((status = find_append(rt, cache->k_format, cache->head_dim,

@@ -86,6 +86,8 @@ TEST(GpuRuntimeTest, NullRuntimeCallsAreRejected) {
             TQ_STATUS_INVALID_ARGUMENT);
   EXPECT_EQ(tq_gpu_attention(nullptr, nullptr, nullptr, &x, &x),
             TQ_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(tq_gpu_append(nullptr, nullptr, 0, 0, 1, &x, &x),
+            TQ_STATUS_INVALID_ARGUMENT);
   tq_gpu_runtime_destroy(nullptr); // a no-op
 }
 
@@ -176,6 +178,100 @@ TEST(GpuRuntimeTest, CudaDecodeMatchesReference) {
   tq_gpu_free(rt, dPool);
   tq_gpu_free(rt, dQ);
   tq_gpu_free(rt, dOut);
+  tq_gpu_runtime_destroy(rt);
+}
+
+/// Append on a CUDA device: the pool holds exactly Format::encodeRow's
+/// bytes in the slots of positions 3 .. 21 (pages in reverse order), and
+/// malformed calls get tq_append's statuses.
+TEST(GpuRuntimeTest, CudaAppendWritesLibraryBytes) {
+  tq_gpu_options_v0 o = options(TQ_BACKEND_CUDA, TQ_TEST_KERNELS_NVPTX);
+  tq_gpu_runtime *rt = nullptr;
+  tq_status created = tq_gpu_runtime_create(&o, nullptr, &rt);
+  if (created == TQ_STATUS_UNAVAILABLE)
+    GTEST_SKIP() << "no CUDA driver (libcuda.so.1) or no PTX library in "
+                 << TQ_TEST_KERNELS_NVPTX;
+  ASSERT_EQ(created, TQ_STATUS_OK);
+  const unsigned dim = 64, kvHeads = 2, page = 8, start = 3, count = 19;
+  Format f = *Format::get("turbo3_0", dim);
+  const size_t rb = f.rowBytes();
+  std::vector<int32_t> indptr = {0, 3}, indices = {2, 1, 0}, last = {8};
+  std::vector<float> k(size_t(count) * kvHeads * dim), v(k.size());
+  SplitMix64 rng(5);
+  for (float &x : k)
+    x = float(rng.gaussian());
+  for (float &x : v)
+    x = float(rng.gaussian());
+  const size_t poolBytes = 3 * page * kvHeads * rb;
+  std::vector<uint8_t> wantK(poolBytes, 0), wantV(poolBytes, 0);
+  for (unsigned t = 0; t < count; ++t)
+    for (unsigned h = 0; h < kvHeads; ++h) {
+      const unsigned pos = start + t;
+      size_t slot =
+          (size_t(indices[pos / page]) * page + pos % page) * kvHeads + h;
+      size_t row = (size_t(t) * kvHeads + h) * dim;
+      ASSERT_TRUE(f.encodeRow(std::span(k).subspan(row, dim),
+                              std::span(wantK).subspan(slot * rb, rb))
+                      .ok());
+      ASSERT_TRUE(f.encodeRow(std::span(v).subspan(row, dim),
+                              std::span(wantV).subspan(slot * rb, rb))
+                      .ok());
+    }
+  void *dK = nullptr, *dV = nullptr, *dKPool = nullptr, *dVPool = nullptr;
+  ASSERT_EQ(tq_gpu_malloc(rt, k.size() * 4, &dK), TQ_STATUS_OK);
+  ASSERT_EQ(tq_gpu_malloc(rt, v.size() * 4, &dV), TQ_STATUS_OK);
+  ASSERT_EQ(tq_gpu_malloc(rt, poolBytes, &dKPool), TQ_STATUS_OK);
+  ASSERT_EQ(tq_gpu_malloc(rt, poolBytes, &dVPool), TQ_STATUS_OK);
+  std::vector<uint8_t> zeros(poolBytes, 0);
+  ASSERT_EQ(tq_gpu_copy_to_device(rt, dK, k.data(), k.size() * 4),
+            TQ_STATUS_OK);
+  ASSERT_EQ(tq_gpu_copy_to_device(rt, dV, v.data(), v.size() * 4),
+            TQ_STATUS_OK);
+  ASSERT_EQ(tq_gpu_copy_to_device(rt, dKPool, zeros.data(), poolBytes),
+            TQ_STATUS_OK);
+  ASSERT_EQ(tq_gpu_copy_to_device(rt, dVPool, zeros.data(), poolBytes),
+            TQ_STATUS_OK);
+  tq_kv_cache_v0 c{};
+  c.version = TQ_KV_CACHE_VERSION_0;
+  c.size = sizeof(c);
+  c.k_format = c.v_format = "turbo3_0";
+  c.head_dim = dim;
+  c.num_kv_heads = kvHeads;
+  c.page_size = page;
+  c.layout = TQ_LAYOUT_PAGED;
+  c.k_row_bytes = c.v_row_bytes = uint32_t(rb);
+  c.num_pages = 3;
+  c.k_pages = static_cast<uint8_t *>(dKPool);
+  c.v_pages = static_cast<uint8_t *>(dVPool);
+  c.num_seqs = 1;
+  c.indptr = indptr.data();
+  c.indices = indices.data();
+  c.last_page_len = last.data();
+  const float *kRows = static_cast<const float *>(dK),
+              *vRows = static_cast<const float *>(dV);
+  EXPECT_EQ(tq_gpu_append(rt, &c, 1, start, count, kRows, vRows),
+            TQ_STATUS_OUT_OF_RANGE);
+  EXPECT_EQ(tq_gpu_append(rt, &c, 0, 10, 15, kRows, vRows),
+            TQ_STATUS_OUT_OF_RANGE);
+  EXPECT_EQ(tq_gpu_append(rt, &c, 0, start, count, nullptr, vRows),
+            TQ_STATUS_INVALID_ARGUMENT);
+  tq_kv_cache_v0 other = c;
+  other.head_dim = 80;
+  other.k_row_bytes = other.v_row_bytes = uint32_t(
+      Format::get("turbo3_0", 80)->rowBytes());
+  EXPECT_EQ(tq_gpu_append(rt, &other, 0, start, count, kRows, vRows),
+            TQ_STATUS_NOT_FOUND);
+  ASSERT_EQ(tq_gpu_append(rt, &c, 0, start, count, kRows, vRows),
+            TQ_STATUS_OK);
+  std::vector<uint8_t> gotK(poolBytes), gotV(poolBytes);
+  ASSERT_EQ(tq_gpu_copy_to_host(rt, gotK.data(), dKPool, poolBytes),
+            TQ_STATUS_OK);
+  ASSERT_EQ(tq_gpu_copy_to_host(rt, gotV.data(), dVPool, poolBytes),
+            TQ_STATUS_OK);
+  EXPECT_EQ(gotK, wantK);
+  EXPECT_EQ(gotV, wantV);
+  for (void *p : {dK, dV, dKPool, dVPool})
+    tq_gpu_free(rt, p);
   tq_gpu_runtime_destroy(rt);
 }
 

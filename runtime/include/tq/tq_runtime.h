@@ -186,6 +186,15 @@ tq_status tq_gpu_copy_to_device(tq_gpu_runtime *runtime, void *device_dst,
 tq_status tq_gpu_copy_to_host(tq_gpu_runtime *runtime, void *host_dst,
                               const void *device_src, size_t bytes);
 
+/* tq_append on the GPU: k_rows and v_rows are device pointers to
+ * [num_rows][num_kv_heads][head_dim] floats; the library's
+ * tq_append_<format>_d<D> kernels (one thread per row, the same bytes as
+ * the CPU encoders) write them into their slots. Validation and statuses
+ * as tq_append; rows must be finite (the kernels do not check). */
+tq_status tq_gpu_append(tq_gpu_runtime *runtime, const tq_kv_cache_v0 *cache,
+                        uint32_t seq, uint64_t start, uint32_t num_rows,
+                        const float *k_rows, const float *v_rows);
+
 /* tq_attention on the GPU: the decode kernels when every sequence has at
  * most one query, else the prefill kernels (a split-KV launch and a
  * combine launch either way). */

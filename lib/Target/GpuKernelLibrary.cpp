@@ -31,8 +31,8 @@ bool writeFile(const std::string &path, StringRef text, std::string &error) {
 }
 
 /// <name>_info = {1, kind, head_dim, group, k_row_bytes, v_row_bytes,
-/// causal, window, v_padded_dim (append: the format's), block_threads} as a public constant of
-/// the gpu.module (the CPU layout plus what sizes the launch).
+/// causal, window, v_padded_dim (append: the format's), block_threads} as a
+/// public constant of the gpu.module (the CPU layout plus what sizes the launch).
 void addInfoGlobal(gpu::GPUModuleOp module, const RuntimeKernelSpec &spec,
                    unsigned blockThreads) {
   SmallVector<int64_t> info = kernelInfo(spec);

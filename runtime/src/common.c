@@ -126,6 +126,20 @@ bool tq_attention_kernel_name(const tq_kv_cache_v0 *c,
   return n >= 0 && (size_t)n < size;
 }
 
+bool tq_append_kernel_name(const char *format, uint32_t head_dim, char *name,
+                           size_t size) {
+  if (!tq_is_identifier(format))
+    return false;
+  int n = snprintf(name, size, "tq_append_%s_d%u", format, head_dim);
+  return n >= 0 && (size_t)n < size;
+}
+
+bool tq_append_info_matches(const int64_t *info, uint32_t head_dim,
+                            uint32_t row_bytes) {
+  return info[INFO_KIND] == KIND_APPEND && info[INFO_HEAD_DIM] == head_dim &&
+         info[INFO_K_ROW_BYTES] == (int64_t)row_bytes;
+}
+
 tq_status tq_check_append_call(const tq_kv_cache_v0 *c, uint32_t seq,
                                uint64_t start, uint32_t num_rows,
                                const float *k_rows, const float *v_rows) {

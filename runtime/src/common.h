@@ -51,6 +51,17 @@ tq_status tq_check_attention_call(const tq_kv_cache_v0 *c,
                                   const tq_attention_params_v0 *p,
                                   const float *q, const float *out);
 
+/* The append kernel tq-aot names for a format and head dim, e.g.
+ * "tq_append_turbo3_0_d128". False when it does not fit or the format
+ * name is not an identifier. */
+bool tq_append_kernel_name(const char *format, uint32_t head_dim, char *name,
+                           size_t size);
+
+/* True when an append kernel's <name>_info describes rows of head_dim
+ * values encoded into row_bytes bytes. */
+bool tq_append_info_matches(const int64_t *info, uint32_t head_dim,
+                            uint32_t row_bytes);
+
 /* Everything tq_append and tq_gpu_append check: the cache, seq in range,
  * row pointers when num_rows > 0, and slots start .. start + num_rows - 1
  * inside the sequence's pages. OK with num_rows == 0 means nothing to do. */

@@ -1,4 +1,4 @@
-/*===- gpu_runtime.c - Attention on CUDA and HIP devices ----------------===*
+/*===- gpu_runtime.c - Append and attention on CUDA and HIP devices -----===*
  *
  * Plans a call on the host (validating the descriptor exactly as the CPU
  * runtime does), uploads the per-row metadata to a device workspace, and
@@ -178,6 +178,15 @@ static memref_arg buffer(tq_device_ptr base, int64_t elements) {
   return m;
 }
 
+/* The five kernel parameters of one expanded memref argument. */
+static void memref_params(memref_arg *m, void **params) {
+  params[0] = &m->allocated;
+  params[1] = &m->aligned;
+  params[2] = &m->offset;
+  params[3] = &m->size;
+  params[4] = &m->stride;
+}
+
 static tq_status ensure_workspace(tq_gpu_runtime *rt, size_t bytes) {
   if (bytes <= rt->workspace_bytes)
     return TQ_STATUS_OK;
@@ -235,18 +244,14 @@ static tq_status launch_append(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
                                uint8_t *pool, const float *rows,
                                tq_device_ptr pages, int64_t num_pages_of_seq,
                                int32_t start, int32_t count) {
-  if (!tq_is_identifier(format))
-    return TQ_STATUS_INVALID_ARGUMENT;
   char name[256];
-  if (snprintf(name, sizeof name, "tq_append_%s_d%u", format, c->head_dim) >=
-      (int)sizeof name)
+  if (!tq_append_kernel_name(format, c->head_dim, name, sizeof name))
     return TQ_STATUS_INVALID_ARGUMENT;
   int64_t info[INFO_GPU_ENTRIES];
   tq_status status = read_info(rt, name, info);
   if (status != TQ_STATUS_OK)
     return status;
-  if (info[INFO_KIND] != KIND_APPEND || info[INFO_HEAD_DIM] != c->head_dim ||
-      info[INFO_K_ROW_BYTES] != (int64_t)row_bytes ||
+  if (!tq_append_info_matches(info, c->head_dim, row_bytes) ||
       info[INFO_GPU_BLOCK_THREADS] <= 0)
     return TQ_STATUS_INVALID_ARGUMENT;
   void *fn = NULL;
@@ -265,13 +270,8 @@ static tq_status launch_append(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
   /* rows, pool, pages (3 memrefs x 5 fields), start, count, page_size,
    * kv_heads. */
   void *params[3 * 5 + 4];
-  for (int m = 0; m < 3; ++m) {
-    params[5 * m + 0] = &args[m].allocated;
-    params[5 * m + 1] = &args[m].aligned;
-    params[5 * m + 2] = &args[m].offset;
-    params[5 * m + 3] = &args[m].size;
-    params[5 * m + 4] = &args[m].stride;
-  }
+  for (int m = 0; m < 3; ++m)
+    memref_params(&args[m], &params[5 * m]);
   params[15] = &start;
   params[16] = &count;
   params[17] = &page_size;
@@ -475,13 +475,8 @@ tq_status tq_gpu_attention(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
   float scale = p->scale;
   /* The attention kernel: 9 memrefs x 5 fields, then 4 scalars. */
   void *params[9 * 5 + 4];
-  for (int m = 0; m < 9; ++m) {
-    params[5 * m + 0] = &args[m].allocated;
-    params[5 * m + 1] = &args[m].aligned;
-    params[5 * m + 2] = &args[m].offset;
-    params[5 * m + 3] = &args[m].size;
-    params[5 * m + 4] = &args[m].stride;
-  }
+  for (int m = 0; m < 9; ++m)
+    memref_params(&args[m], &params[5 * m]);
   params[45] = &page_size;
   params[46] = &kv_heads;
   params[47] = &num_splits;
@@ -492,15 +487,8 @@ tq_status tq_gpu_attention(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
     return TQ_STATUS_DEVICE_ERROR;
   /* The combine kernel: partial, out, splits, kv_heads. */
   void *combine_params[2 * 5 + 2];
-  const int order[2] = {8, 9};
-  for (int m = 0; m < 2; ++m) {
-    memref_arg *a = &args[order[m]];
-    combine_params[5 * m + 0] = &a->allocated;
-    combine_params[5 * m + 1] = &a->aligned;
-    combine_params[5 * m + 2] = &a->offset;
-    combine_params[5 * m + 3] = &a->size;
-    combine_params[5 * m + 4] = &a->stride;
-  }
+  memref_params(&args[8], &combine_params[0]);
+  memref_params(&args[9], &combine_params[5]);
   combine_params[10] = &num_splits;
   combine_params[11] = &kv_heads;
   if (tq_gpu_launch(&rt->driver, combine_fn, (unsigned)rows, c->num_kv_heads,

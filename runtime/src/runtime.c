@@ -261,16 +261,14 @@ static void append_item(void *ctx, uint64_t index) {
 static tq_status find_append(tq_runtime *rt, const char *format,
                              uint32_t head_dim, uint32_t row_bytes,
                              append_fn *out) {
-  if (!tq_is_identifier(format))
-    return TQ_STATUS_INVALID_ARGUMENT;
   char name[256];
-  snprintf(name, sizeof name, "tq_append_%s_d%u", format, head_dim);
+  if (!tq_append_kernel_name(format, head_dim, name, sizeof name))
+    return TQ_STATUS_INVALID_ARGUMENT;
   kernel k;
   tq_status status = lookup(rt, name, &k);
   if (status != TQ_STATUS_OK)
     return status;
-  if (k.info[INFO_KIND] != KIND_APPEND ||
-      k.info[INFO_K_ROW_BYTES] != (int64_t)row_bytes)
+  if (!tq_append_info_matches(k.info, head_dim, row_bytes))
     return TQ_STATUS_INVALID_ARGUMENT;
   *out = (append_fn)k.entry;
   return TQ_STATUS_OK;

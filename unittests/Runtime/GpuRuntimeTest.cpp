@@ -30,6 +30,35 @@ tq_gpu_options_v0 options(uint32_t backend, const char *dir,
           dir, driver, 0, 0};
 }
 
+/// The page table of a paged cache: CSR indptr / indices, last page fill.
+struct PageTable {
+  std::vector<int32_t> indptr, indices, last;
+};
+
+/// A paged turbo3_0 K/V cache descriptor over device pools.
+tq_kv_cache_v0 pagedTurbo3Cache(unsigned dim, unsigned kvHeads, uint32_t page,
+                                const PageTable &table, void *kPool,
+                                void *vPool) {
+  tq_kv_cache_v0 c{};
+  c.version = TQ_KV_CACHE_VERSION_0;
+  c.size = sizeof(c);
+  c.k_format = c.v_format = "turbo3_0";
+  c.head_dim = dim;
+  c.num_kv_heads = kvHeads;
+  c.page_size = page;
+  c.layout = TQ_LAYOUT_PAGED;
+  c.k_row_bytes = c.v_row_bytes =
+      uint32_t(Format::get("turbo3_0", dim)->rowBytes());
+  c.num_pages = table.indices.size();
+  c.k_pages = static_cast<uint8_t *>(kPool);
+  c.v_pages = static_cast<uint8_t *>(vPool);
+  c.num_seqs = uint32_t(table.last.size());
+  c.indptr = table.indptr.data();
+  c.indices = table.indices.data();
+  c.last_page_len = table.last.data();
+  return c;
+}
+
 TEST(GpuRuntimeTest, CreateRejectsBadOptions) {
   tq_gpu_runtime *rt = reinterpret_cast<tq_gpu_runtime *>(0x1);
   EXPECT_EQ(tq_gpu_runtime_create(nullptr, nullptr, &rt),
@@ -141,21 +170,9 @@ TEST(GpuRuntimeTest, CudaDecodeMatchesReference) {
             TQ_STATUS_OK);
   ASSERT_EQ(tq_gpu_copy_to_device(rt, dQ, q.data(), q.size() * 4),
             TQ_STATUS_OK);
-  tq_kv_cache_v0 c{};
-  c.version = TQ_KV_CACHE_VERSION_0;
-  c.size = sizeof(c);
-  c.k_format = c.v_format = "turbo3_0";
-  c.head_dim = dim;
-  c.num_kv_heads = kvHeads;
-  c.page_size = page;
-  c.layout = TQ_LAYOUT_PAGED;
-  c.k_row_bytes = c.v_row_bytes = uint32_t(rb);
-  c.num_pages = numPages;
-  c.k_pages = c.v_pages = static_cast<uint8_t *>(dPool); // K = V rows
-  c.num_seqs = uint32_t(lengths.size());
-  c.indptr = indptr.data();
-  c.indices = indices.data();
-  c.last_page_len = last.data();
+  const PageTable table{indptr, indices, last};
+  // K = V rows.
+  tq_kv_cache_v0 c = pagedTurbo3Cache(dim, kvHeads, page, table, dPool, dPool);
   std::vector<int32_t> qIndptr = {0, 1, 2, 3};
   tq_attention_params_v0 p = {TQ_ATTENTION_PARAMS_VERSION_0,
                               sizeof(p), qHeads, 0, 0, 0.0f, 0.0f, 0,
@@ -231,22 +248,9 @@ TEST(GpuRuntimeTest, CudaAppendWritesLibraryBytes) {
             TQ_STATUS_OK);
   ASSERT_EQ(tq_gpu_copy_to_device(rt, dVPool, zeros.data(), poolBytes),
             TQ_STATUS_OK);
-  tq_kv_cache_v0 c{};
-  c.version = TQ_KV_CACHE_VERSION_0;
-  c.size = sizeof(c);
-  c.k_format = c.v_format = "turbo3_0";
-  c.head_dim = dim;
-  c.num_kv_heads = kvHeads;
-  c.page_size = page;
-  c.layout = TQ_LAYOUT_PAGED;
-  c.k_row_bytes = c.v_row_bytes = uint32_t(rb);
-  c.num_pages = 3;
-  c.k_pages = static_cast<uint8_t *>(dKPool);
-  c.v_pages = static_cast<uint8_t *>(dVPool);
-  c.num_seqs = 1;
-  c.indptr = indptr.data();
-  c.indices = indices.data();
-  c.last_page_len = last.data();
+  const PageTable table{indptr, indices, last};
+  tq_kv_cache_v0 c =
+      pagedTurbo3Cache(dim, kvHeads, page, table, dKPool, dVPool);
   const float *kRows = static_cast<const float *>(dK),
               *vRows = static_cast<const float *>(dV);
   EXPECT_EQ(tq_gpu_append(rt, &c, 1, start, count, kRows, vRows),

@@ -29,9 +29,10 @@ namespace {
 struct Arith {
   OpBuilder &b;
   Location loc;
-  mutable FloatType type;
+  FloatType type;
 
-  IntegerType intType() const { return b.getIntegerType(type.getWidth()); }
+  unsigned width() const { return type.getIntOrFloatBitWidth(); }
+  IntegerType intType() const { return b.getIntegerType(width()); }
   Value f(double v) const {
     return arith::ConstantOp::create(b, loc, b.getFloatAttr(type, v));
   }
@@ -57,7 +58,7 @@ struct Arith {
     return arith::SelectOp::create(b, loc, c, x, y);
   }
   Value signMask() const {
-    return i(int64_t(uint64_t(1) << (type.getWidth() - 1)));
+    return i(int64_t(uint64_t(1) << (width() - 1)));
   }
   Value abs(Value x) const {
     Value clear = arith::XOrIOp::create(b, loc, signMask(), i(-1));

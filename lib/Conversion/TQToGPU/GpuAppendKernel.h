@@ -14,8 +14,9 @@
 
 namespace mlir::tq {
 
-/// Adds the append kernel of `spec` (spec.keyFormat at spec.headDim) to
-/// `module`, named spec.name(), with `blockSize` threads per block.
+/// Creates the append kernel of `spec` (spec.keyFormat at spec.headDim)
+/// at the builder's point, named spec.name(), with `blockSize` threads per
+/// block.
 gpu::GPUFuncOp buildGpuAppendKernel(OpBuilder &b, Location loc,
                                     const RuntimeKernelSpec &spec,
                                     unsigned blockSize);

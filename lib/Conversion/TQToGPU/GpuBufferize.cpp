@@ -56,6 +56,7 @@ void giveDestinationsOwnTensors(gpu::GPUModuleOp gm) {
   for (OpOperand *init : shared) {
     Value value = init->get();
     auto type = cast<RankedTensorType>(value.getType());
+    // Dynamic shapes are rejected later (privatiseAllocations).
     if (!type.hasStaticShape())
       continue;
     OpBuilder b(init->getOwner());

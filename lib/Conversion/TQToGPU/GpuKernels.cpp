@@ -590,8 +590,8 @@ mlir::tq::buildGpuKernels(gpu::GPUModuleOp module,
                           const RuntimeKernelSpec &spec,
                           const GpuTarget &target,
                           function_ref<InFlightDiagnostic()> emitError) {
-  const unsigned blockSize = target.warpsPerBlock() * target.warpSize();
   if (spec.kind == RuntimeKernelKind::Append) {
+    const unsigned blockSize = target.warpsPerBlock() * target.warpSize();
     auto format = quant::Format::get(spec.keyFormat, spec.headDim);
     if (!format)
       return emitError() << format.status().message(), failure();

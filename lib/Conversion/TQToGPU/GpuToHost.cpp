@@ -77,7 +77,7 @@ LogicalResult convertKernel(gpu::GPUFuncOp kernel, ModuleOp parent) {
     } else if (auto get = dyn_cast<memref::GetGlobalOp>(op)) {
       get.getResult().setType(hostType(get.getType()));
     } else if (auto alloca = dyn_cast<memref::AllocaOp>(op)) {
-      // Private temporaries (tq-gpu-kernel-buffers) live on the stack.
+      // Private temporaries (tq-gpu-bufferize) live on the stack.
       alloca.getResult().setType(hostType(alloca.getType()));
     } else if (auto cast = dyn_cast<memref::MemorySpaceCastOp>(op)) {
       if (cast.getSource().getType() == cast.getType()) {

@@ -8,6 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "KernelRunner.h"
+
 #include "tq/Conversion/Passes.h"
 #include "tq/Pipelines/Pipelines.h"
 #include "tq/Quant/Random.h"
@@ -15,12 +17,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
-#include "mlir/InitAllDialects.h"
-#include "mlir/InitAllExtensions.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
-#include "llvm/Support/TargetSelect.h"
 
 #include <gtest/gtest.h>
 
@@ -47,15 +44,7 @@ template <typename Op> void addUnary(OpBuilder &b, StringRef name, Type t) {
 class ExactMathExecution : public ::testing::Test {
 protected:
   static void SetUpTestSuite() {
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
-    DialectRegistry registry;
-    registerAllDialects(registry);
-    registerAllExtensions(registry);
-    registerBuiltinDialectTranslation(registry);
-    registerLLVMDialectTranslation(registry);
-    context_ = new MLIRContext(registry);
-    context_->loadAllAvailableDialects();
+    context_ = ::tq::test::makeJitContext().release();
     OwningOpRef<ModuleOp> module = ModuleOp::create(UnknownLoc::get(context_));
     OpBuilder b(module->getBodyRegion());
     Type f32 = b.getF32Type(), f64 = b.getF64Type();

@@ -11,6 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "KernelRunner.h"
+
 #include "tq/Conversion/Passes.h"
 #include "tq/Conversion/TQToGPU/GpuKernels.h"
 #include "tq/Conversion/TQToGPU/GpuPipeline.h"
@@ -26,13 +28,8 @@
 #include "mlir/ExecutionEngine/ExecutionEngine.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Diagnostics.h"
-#include "mlir/InitAllDialects.h"
-#include "mlir/InitAllExtensions.h"
 #include "mlir/Pass/PassManager.h"
-#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Transforms/Passes.h"
-#include "llvm/Support/TargetSelect.h"
 
 #include <gtest/gtest.h>
 
@@ -84,36 +81,26 @@ class GpuKernelEmulationTest : public ::testing::TestWithParam<Case> {};
 /// host functions by tq-gpu-to-host and JIT-compiled.
 class HostKernels {
 public:
-  HostKernels() {
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
-    DialectRegistry registry;
-    registerAllDialects(registry);
-    registerAllExtensions(registry);
-    registerBuiltinDialectTranslation(registry);
-    registerLLVMDialectTranslation(registry);
-    context_.appendDialectRegistry(registry);
-    context_.loadAllAvailableDialects();
-  }
+  HostKernels() : context_(::tq::test::makeJitContext()) {}
 
   /// Empty on success, else the diagnostics.
   std::string build(const RuntimeKernelSpec &spec) {
     std::string diagnostics;
-    ScopedDiagnosticHandler handler(&context_, [&](Diagnostic &d) {
+    ScopedDiagnosticHandler handler(context_.get(), [&](Diagnostic &d) {
       llvm::raw_string_ostream os(diagnostics);
       os << d << "\n";
       return success();
     });
-    Location loc = UnknownLoc::get(&context_);
+    Location loc = UnknownLoc::get(context_.get());
     OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
     (*module)->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
-                       UnitAttr::get(&context_));
+                       UnitAttr::get(context_.get()));
     OpBuilder b(module->getBodyRegion());
     auto gm = gpu::GPUModuleOp::create(b, loc, "tq_kernels");
     if (failed(buildGpuKernels(gm, spec, GpuTarget::hostEmulation(),
                                [&] { return emitError(loc); })))
       return "build: " + diagnostics;
-    PassManager pm(&context_);
+    PassManager pm(context_.get());
     // Append kernels are written on tensors. The attention kernels skip
     // the canonicalizer it runs: with one-thread warps their token loop
     // carries hundreds of values and canonicalization is slow.
@@ -150,7 +137,7 @@ public:
   }
 
 private:
-  MLIRContext context_;
+  std::unique_ptr<MLIRContext> context_;
   std::unique_ptr<ExecutionEngine> engine_;
 };
 

@@ -112,7 +112,7 @@ void CompiledKernel::runPaged(std::vector<float> &q,
   }
 }
 
-KernelRunner::KernelRunner() {
+std::unique_ptr<MLIRContext> makeJitContext() {
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
   DialectRegistry registry;
@@ -121,9 +121,12 @@ KernelRunner::KernelRunner() {
   registry.insert<mlir::tq::TQDialect>();
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
-  context_ = std::make_unique<MLIRContext>(registry);
-  context_->loadAllAvailableDialects();
+  auto context = std::make_unique<MLIRContext>(registry);
+  context->loadAllAvailableDialects();
+  return context;
 }
+
+KernelRunner::KernelRunner() : context_(makeJitContext()) {}
 
 KernelRunner::~KernelRunner() = default;
 

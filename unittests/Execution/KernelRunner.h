@@ -27,6 +27,11 @@
 
 namespace tq::test {
 
+/// A context for tests that JIT-compile: every dialect and extension (tq
+/// included) and the LLVM translations loaded, the native target
+/// initialised.
+std::unique_ptr<mlir::MLIRContext> makeJitContext();
+
 /// A compiled kernel: call run() with the buffers of its spec.
 class CompiledKernel {
 public:

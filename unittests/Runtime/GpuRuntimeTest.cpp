@@ -3,8 +3,8 @@
 // Everywhere: argument and version checks, and a missing driver reported
 // as TQ_STATUS_UNAVAILABLE (never a crash). With a CUDA driver present
 // (a GPU machine), decode through the PTX library built by the ctest
-// fixture must match lib/Quant's reference; without one that test is
-// skipped with the reason. The full per-format sweep is tq-gpu-check.
+// fixture must match lib/Quant's reference and append must write
+// lib/Quant's bytes; without one those tests are skipped with the reason. The full per-format sweep is tq-gpu-check.
 //
 //===----------------------------------------------------------------------===//
 
@@ -120,15 +120,25 @@ TEST(GpuRuntimeTest, NullRuntimeCallsAreRejected) {
   tq_gpu_runtime_destroy(nullptr); // a no-op
 }
 
-/// Decode of a ragged paged batch on a CUDA device against the reference.
-TEST(GpuRuntimeTest, CudaDecodeMatchesReference) {
-  tq_gpu_options_v0 o = options(TQ_BACKEND_CUDA, TQ_TEST_KERNELS_NVPTX);
+/// A CUDA runtime over the ctest fixture's PTX library; the test is skipped
+/// (with the reason) where no driver or library is present.
+class CudaDevice : public ::testing::Test {
+protected:
+  void SetUp() override {
+    tq_gpu_options_v0 o = options(TQ_BACKEND_CUDA, TQ_TEST_KERNELS_NVPTX);
+    tq_status created = tq_gpu_runtime_create(&o, nullptr, &rt);
+    if (created == TQ_STATUS_UNAVAILABLE)
+      GTEST_SKIP() << "no CUDA driver (libcuda.so.1) or no PTX library in "
+                   << TQ_TEST_KERNELS_NVPTX;
+    ASSERT_EQ(created, TQ_STATUS_OK);
+  }
+  void TearDown() override { tq_gpu_runtime_destroy(rt); }
+
   tq_gpu_runtime *rt = nullptr;
-  tq_status created = tq_gpu_runtime_create(&o, nullptr, &rt);
-  if (created == TQ_STATUS_UNAVAILABLE)
-    GTEST_SKIP() << "no CUDA driver (libcuda.so.1) or no PTX library in "
-                 << TQ_TEST_KERNELS_NVPTX;
-  ASSERT_EQ(created, TQ_STATUS_OK);
+};
+
+/// Decode of a ragged paged batch on a CUDA device against the reference.
+TEST_F(CudaDevice, DecodeMatchesReference) {
   const unsigned dim = 64, kvHeads = 2, group = 2, qHeads = kvHeads * group;
   const uint32_t page = 16;
   const std::vector<unsigned> lengths = {1, 40, 200};
@@ -195,20 +205,12 @@ TEST(GpuRuntimeTest, CudaDecodeMatchesReference) {
   tq_gpu_free(rt, dPool);
   tq_gpu_free(rt, dQ);
   tq_gpu_free(rt, dOut);
-  tq_gpu_runtime_destroy(rt);
 }
 
 /// Append on a CUDA device: the pool holds exactly Format::encodeRow's
 /// bytes in the slots of positions 3 .. 21 (pages in reverse order), and
 /// malformed calls get tq_append's statuses.
-TEST(GpuRuntimeTest, CudaAppendWritesLibraryBytes) {
-  tq_gpu_options_v0 o = options(TQ_BACKEND_CUDA, TQ_TEST_KERNELS_NVPTX);
-  tq_gpu_runtime *rt = nullptr;
-  tq_status created = tq_gpu_runtime_create(&o, nullptr, &rt);
-  if (created == TQ_STATUS_UNAVAILABLE)
-    GTEST_SKIP() << "no CUDA driver (libcuda.so.1) or no PTX library in "
-                 << TQ_TEST_KERNELS_NVPTX;
-  ASSERT_EQ(created, TQ_STATUS_OK);
+TEST_F(CudaDevice, AppendWritesLibraryBytes) {
   const unsigned dim = 64, kvHeads = 2, page = 8, start = 3, count = 19;
   Format f = *Format::get("turbo3_0", dim);
   const size_t rb = f.rowBytes();
@@ -276,7 +278,6 @@ TEST(GpuRuntimeTest, CudaAppendWritesLibraryBytes) {
   EXPECT_EQ(gotV, wantV);
   for (void *p : {dK, dV, dKPool, dVPool})
     tq_gpu_free(rt, p);
-  tq_gpu_runtime_destroy(rt);
 }
 
 } // namespace

@@ -31,17 +31,20 @@ bool writeFile(const std::string &path, StringRef text, std::string &error) {
 }
 
 /// <name>_info = {1, kind, head_dim, group, k_row_bytes, v_row_bytes,
-/// causal, window, v_padded_dim (append: the format's), block_threads} as a
-/// public constant of the gpu.module (the CPU layout plus what sizes the launch).
+/// causal, window, partial_stride (append: the format's padded dim),
+/// block_threads} as a public constant of the gpu.module (the CPU layout
+/// plus what sizes the launch).
 void addInfoGlobal(gpu::GPUModuleOp module, const RuntimeKernelSpec &spec,
                    unsigned blockThreads) {
   SmallVector<int64_t> info = kernelInfo(spec);
-  // Append kernels have one format; its padded dim takes V's place.
+  // Append kernels have one format and no partials: its padded dim.
+  const bool append = spec.kind == RuntimeKernelKind::Append;
   auto values = ::tq::quant::Format::get(
-      spec.kind == RuntimeKernelKind::Append ? spec.keyFormat
-                                             : spec.valueFormat,
-      spec.headDim);
-  info.push_back(values ? int64_t(values->paddedDim()) : 0);
+      append ? spec.keyFormat : spec.valueFormat, spec.headDim);
+  int64_t stride = 0;
+  if (values)
+    stride = append ? values->paddedDim() : gpuPartialStride(values->spec());
+  info.push_back(stride);
   info.push_back(int64_t(blockThreads));
   OpBuilder b(module.getContext());
   b.setInsertionPointToStart(module.getBody());

@@ -15,7 +15,9 @@
 #include <stddef.h>
 
 /* <name>_info, written by tq-aot: int64 entries. GPU kernels append the
- * V format's padded head dim and the block size. */
+ * floats of one query head's split partial (attention: V's padded dim + 2,
+ * plus the padded dim again for a QJL V; append: the format's padded dim)
+ * and the block size. */
 enum {
   INFO_VERSION,
   INFO_KIND,
@@ -25,7 +27,7 @@ enum {
   INFO_V_ROW_BYTES,
   INFO_CAUSAL,
   INFO_WINDOW,
-  INFO_GPU_V_PADDED_DIM,
+  INFO_GPU_PARTIAL_STRIDE,
   INFO_GPU_BLOCK_THREADS,
   INFO_GPU_ENTRIES,
 };

@@ -230,7 +230,7 @@ static tq_status check_info(tq_gpu_runtime *rt, const char *name, int kind,
       info[INFO_GROUP] != group ||
       info[INFO_K_ROW_BYTES] != (int64_t)c->k_row_bytes ||
       info[INFO_V_ROW_BYTES] != (int64_t)c->v_row_bytes ||
-      info[INFO_GPU_V_PADDED_DIM] <= 0 || info[INFO_GPU_BLOCK_THREADS] <= 0)
+      info[INFO_GPU_PARTIAL_STRIDE] <= 0 || info[INFO_GPU_BLOCK_THREADS] <= 0)
     return TQ_STATUS_INVALID_ARGUMENT;
   return TQ_STATUS_OK;
 }
@@ -411,8 +411,8 @@ tq_status tq_gpu_attention(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
   uint64_t partial_floats;
   if (!tq_mul_ok(rows * c->num_kv_heads, (uint64_t)splits * group,
                  &partial_floats) ||
-      !tq_mul_ok(partial_floats,
-                 (uint64_t)info[INFO_GPU_V_PADDED_DIM] + 2, &partial_floats))
+      !tq_mul_ok(partial_floats, (uint64_t)info[INFO_GPU_PARTIAL_STRIDE],
+                 &partial_floats))
     return TQ_STATUS_OVERFLOW;
   const size_t int_bytes = (size_t)ints * sizeof(int32_t);
   const size_t partial_offset = (int_bytes + 255) / 256 * 256;

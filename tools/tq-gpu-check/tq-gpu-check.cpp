@@ -8,7 +8,9 @@
 // backend and, for every attention kernel in DIR/kernels.json, runs a
 // ragged paged batch (decode: one query per sequence; prefill: several,
 // aligned to the last positions) and compares each output with lib/Quant's
-// reference attention over the same encoded cache. With --bench it then
+// reference attention over the same encoded cache. Every append kernel
+// writes rows into a paged pool through tq_gpu_append; the pool must then
+// hold exactly Format::encodeRow's bytes in those slots and nothing else. With --bench it then
 // times decode steps at each context x batch and prints the compressed
 // bytes read per step and the achieved GB/s. Needs only the runtime and
 // lib/Quant (no LLVM), so it builds on a GPU machine from the working tree.
@@ -19,6 +21,7 @@
 #include "tq/Quant/Attention.h"
 #include "tq/Quant/Format.h"
 #include "tq/Quant/Random.h"
+#include "tq/Quant/Stats.h"
 #include "tq/tq_runtime.h"
 
 #include <chrono>
@@ -50,8 +53,10 @@ struct KernelEntry {
   float softcap = 0.0f;
 };
 
-/// The attention entries of kernels.json (flat objects inside "kernels").
-std::vector<KernelEntry> readKernels(const std::string &dir) {
+/// The entries of kernels.json with role `role` (flat objects inside
+/// "kernels").
+std::vector<KernelEntry> readKernels(const std::string &dir,
+                                     const std::string &role) {
   std::ifstream in(dir + "/kernels.json");
   if (!in)
     fail("cannot read " + dir + "/kernels.json");
@@ -75,7 +80,7 @@ std::vector<KernelEntry> readKernels(const std::string &dir) {
       f[(*it)[1]] = v;
     }
     at = close;
-    if (f["role"] != "attention")
+    if (f["role"] != role)
       continue;
     KernelEntry e;
     e.name = f["name"];
@@ -289,6 +294,74 @@ double checkKernel(tq_gpu_runtime *rt, const KernelEntry &e) {
   return worst;
 }
 
+/// Runs the append kernel of `e` (K and V in its format) for rows 5..45 of
+/// a sequence in a shuffled paged pool of 16-token pages and returns the
+/// number of pool bytes that differ from what lib/Quant writes (or -1 when
+/// the runtime call failed).
+long checkAppend(tq_gpu_runtime *rt, const KernelEntry &e) {
+  const unsigned kvHeads = 2, page = 16, pages = 4, start = 5, count = 41;
+  const Format f = *Format::get(e.kFormat, e.headDim);
+  const size_t rb = f.rowBytes(), dim = e.headDim;
+  std::vector<int32_t> indptr = {0, int32_t(pages)}, indices = {2, 0, 3, 1},
+                       lastLen = {int32_t(start + count - 3 * page)};
+  std::vector<uint8_t> kPool(pages * page * kvHeads * rb, 0xEE);
+  std::vector<uint8_t> vPool = kPool, kWant = kPool, vWant = kPool;
+  std::vector<float> k = makeOutlierSample(count * kvHeads, e.headDim, 3),
+                     v = makeOutlierSample(count * kvHeads, e.headDim, 4);
+  for (unsigned t = 0; t < count; ++t)
+    for (unsigned h = 0; h < kvHeads; ++h) {
+      const unsigned pos = start + t;
+      const size_t slot =
+          (size_t(indices[pos / page]) * page + pos % page) * kvHeads + h;
+      const size_t row = size_t(t) * kvHeads + h;
+      if (!f.encodeRow(std::span<const float>(k).subspan(row * dim, dim),
+                       std::span<uint8_t>(kWant).subspan(slot * rb, rb))
+               .ok() ||
+          !f.encodeRow(std::span<const float>(v).subspan(row * dim, dim),
+                       std::span<uint8_t>(vWant).subspan(slot * rb, rb))
+               .ok())
+        return -1;
+    }
+  DeviceBuffer kDev(rt, kPool.size()), vDev(rt, vPool.size()),
+      kRows(rt, k.size() * 4), vRows(rt, v.size() * 4);
+  kDev.upload(kPool);
+  vDev.upload(vPool);
+  kRows.upload(k);
+  vRows.upload(v);
+  tq_kv_cache_v0 c{};
+  c.version = TQ_KV_CACHE_VERSION_0;
+  c.size = sizeof(c);
+  c.k_format = c.v_format = e.kFormat.c_str();
+  c.head_dim = e.headDim;
+  c.num_kv_heads = kvHeads;
+  c.page_size = page;
+  c.layout = TQ_LAYOUT_PAGED;
+  c.k_row_bytes = c.v_row_bytes = uint32_t(rb);
+  c.num_pages = pages;
+  c.k_pages = static_cast<uint8_t *>(kDev.ptr);
+  c.v_pages = static_cast<uint8_t *>(vDev.ptr);
+  c.num_seqs = 1;
+  c.indptr = indptr.data();
+  c.indices = indices.data();
+  c.last_page_len = lastLen.data();
+  tq_status status = tq_gpu_append(rt, &c, 0, start, count,
+                                   static_cast<const float *>(kRows.ptr),
+                                   static_cast<const float *>(vRows.ptr));
+  if (status != TQ_STATUS_OK) {
+    std::printf("  %s: %s\n", e.name.c_str(), tq_status_string(status));
+    return -1;
+  }
+  if (tq_gpu_copy_to_host(rt, kPool.data(), kDev.ptr, kPool.size()) !=
+          TQ_STATUS_OK ||
+      tq_gpu_copy_to_host(rt, vPool.data(), vDev.ptr, vPool.size()) !=
+          TQ_STATUS_OK)
+    return -1;
+  long differing = 0;
+  for (size_t i = 0; i < kPool.size(); ++i)
+    differing += (kPool[i] != kWant[i]) + (vPool[i] != vWant[i]);
+  return differing;
+}
+
 /// Times decode steps; prints bytes per step and GB/s.
 void benchKernel(tq_gpu_runtime *rt, const KernelEntry &e,
                  const std::vector<unsigned> &contexts,
@@ -375,9 +448,10 @@ int main(int argc, char **argv) {
     fail("--library DIR is required");
   if (backend != "cuda" && backend != "hip")
     fail("--backend must be cuda or hip");
-  std::vector<KernelEntry> kernels = readKernels(library);
-  if (kernels.empty())
-    fail("no attention kernels in " + library + "/kernels.json");
+  std::vector<KernelEntry> kernels = readKernels(library, "attention");
+  std::vector<KernelEntry> appends = readKernels(library, "append");
+  if (kernels.empty() && appends.empty())
+    fail("no attention or append kernels in " + library + "/kernels.json");
 
   tq_gpu_options_v0 o = {TQ_GPU_OPTIONS_VERSION_0,
                          sizeof(o),
@@ -407,6 +481,16 @@ int main(int argc, char **argv) {
     ++checked;
     std::printf("%s %s max_rel_err=%.3g\n", ok ? "PASS" : "FAIL",
                 e.name.c_str(), err);
+  }
+  for (const KernelEntry &e : appends) {
+    if (!filter.empty() && e.name.find(filter) == std::string::npos)
+      continue;
+    long differing = checkAppend(rt, e);
+    bool ok = differing == 0;
+    failures += !ok;
+    ++checked;
+    std::printf("%s %s differing_bytes=%ld\n", ok ? "PASS" : "FAIL",
+                e.name.c_str(), differing);
   }
   std::printf("%u kernels checked, %u failed\n", checked, failures);
   if (bench)

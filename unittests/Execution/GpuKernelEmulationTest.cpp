@@ -1,16 +1,22 @@
 //===- GpuKernelEmulationTest.cpp - GPU kernels executed on the host ------===//
 //
-// The GPU kernel builders run for GpuTarget::hostEmulation() (one warp of
-// one thread per block), tq-gpu-to-host turns the kernels into host
-// functions, and the CPU lowering plus MLIR's ExecutionEngine runs them
-// over their grid: split-KV attention kernel, then combine. The outputs
-// must match lib/Quant's reference over the same paged cache. This covers
-// the kernels' addressing (pages, rows, splits, partials), decoding,
-// rotations, online softmax, masks and merges; cross-lane shuffles need a
-// GPU (tq-gpu-check).
+// The GPU kernel builders run for GpuTarget::hostEmulation(lanes, warps),
+// tq-gpu-to-host turns the kernels into host functions of one GPU thread,
+// and the CPU lowering plus MLIR's ExecutionEngine runs them over their
+// grid with one host thread per GPU thread (GpuEmulator.h: real barriers,
+// warp shuffles through shared slots): split-KV attention kernel, then
+// combine. The outputs must match lib/Quant's reference over the same
+// paged cache. With warps of 8 and 32 lanes, 4 warps a block, this covers
+// what runs on a GPU — the shuffle butterflies and reductions, the
+// multi-warp merge through workgroup memory, the barriers — besides the
+// addressing (pages, rows, splits, partials), decoding, rotations, online
+// softmax and masks; one-lane cases keep the shuffle-free form covered.
+// What stays for hardware (tq-gpu-check): the vendor lowering itself,
+// memory ordering and timing.
 //
 //===----------------------------------------------------------------------===//
 
+#include "GpuEmulator.h"
 #include "KernelRunner.h"
 
 #include "tq/Conversion/Passes.h"
@@ -36,6 +42,7 @@
 #include <cmath>
 #include <cstring>
 #include <ostream>
+#include <map>
 #include <memory>
 
 using namespace mlir;
@@ -44,21 +51,16 @@ namespace tqq = ::tq::quant;
 
 namespace {
 
-/// MLIR's descriptor of a 1-D memref.
-struct Memref1 {
-  void *allocated, *aligned;
-  int64_t offset, size, stride;
-};
-template <typename T> Memref1 view(std::vector<T> &v) {
-  return {v.data(), v.data(), 0, int64_t(v.size()), 1};
-}
+using ::tq::test::Memref1;
+using ::tq::test::view;
 
+/// Host functions end with block x, y, z, thread id and the arena.
 using AttentionFn = void (*)(Memref1 *, Memref1 *, Memref1 *, Memref1 *,
                              Memref1 *, Memref1 *, Memref1 *, Memref1 *,
                              Memref1 *, int32_t, int32_t, int32_t, float,
-                             int64_t, int64_t, int64_t);
+                             int64_t, int64_t, int64_t, int64_t, Memref1 *);
 using CombineFn = void (*)(Memref1 *, Memref1 *, int32_t, int32_t, int64_t,
-                           int64_t, int64_t);
+                           int64_t, int64_t, int64_t, Memref1 *);
 
 struct Case {
   std::string k, v;
@@ -67,11 +69,16 @@ struct Case {
   int64_t window = 0;
   float softcap = 0.0f;
   unsigned splits = 1;
+  /// Threads per warp; blocks of 4 warps (1 lane: one-thread blocks).
+  unsigned lanes = 8;
+
+  unsigned warps() const { return lanes == 1 ? 1 : 4; }
 };
 
 void PrintTo(const Case &c, std::ostream *os) {
   *os << c.k << "/" << c.v << " d" << c.dim << " g" << c.group
-      << (c.prefill ? " prefill" : " decode") << " splits " << c.splits;
+      << (c.prefill ? " prefill" : " decode") << " splits " << c.splits
+      << " lanes " << c.lanes;
 }
 
 class GpuKernelEmulationTest : public ::testing::TestWithParam<Case> {};
@@ -84,7 +91,7 @@ public:
   HostKernels() : context_(::tq::test::makeJitContext()) {}
 
   /// Empty on success, else the diagnostics.
-  std::string build(const RuntimeKernelSpec &spec) {
+  std::string build(const RuntimeKernelSpec &spec, const GpuTarget &target) {
     std::string diagnostics;
     ScopedDiagnosticHandler handler(context_.get(), [&](Diagnostic &d) {
       llvm::raw_string_ostream os(diagnostics);
@@ -97,12 +104,15 @@ public:
                        UnitAttr::get(context_.get()));
     OpBuilder b(module->getBodyRegion());
     auto gm = gpu::GPUModuleOp::create(b, loc, "tq_kernels");
-    if (failed(buildGpuKernels(gm, spec, GpuTarget::hostEmulation(),
-                               [&] { return emitError(loc); })))
+    auto infos =
+        buildGpuKernels(gm, spec, target, [&] { return emitError(loc); });
+    if (failed(infos))
       return "build: " + diagnostics;
+    for (const GpuKernelInfo &info : *infos)
+      workgroupBytes_[info.name] = info.workgroupBytes;
     PassManager pm(context_.get());
     // Append kernels are written on tensors. The attention kernels skip
-    // the canonicalizer it runs: with one-thread warps their token loop
+    // the canonicalizer it runs: with narrow warps their token loop
     // carries hundreds of values and canonicalization is slow.
     if (spec.kind == RuntimeKernelKind::Append)
       buildGpuKernelBodiesPipeline(pm);
@@ -123,7 +133,14 @@ public:
     if (!engine)
       return llvm::toString(engine.takeError());
     engine_ = std::move(*engine);
+    engine_->registerSymbols(::tq::test::emulatorSymbols);
     return "";
+  }
+
+  /// Workgroup bytes of kernel `name`, as buildGpuKernels reported them.
+  int64_t workgroupBytes(const std::string &name) const {
+    auto it = workgroupBytes_.find(name);
+    return it == workgroupBytes_.end() ? 0 : it->second;
   }
 
   /// The host function of kernel `name`, or null.
@@ -139,6 +156,7 @@ public:
 private:
   std::unique_ptr<MLIRContext> context_;
   std::unique_ptr<ExecutionEngine> engine_;
+  std::map<std::string, int64_t> workgroupBytes_;
 };
 
 TEST_P(GpuKernelEmulationTest, MatchesReference) {
@@ -153,7 +171,8 @@ TEST_P(GpuKernelEmulationTest, MatchesReference) {
   spec.window = c.window;
   spec.softcap = c.softcap;
   HostKernels kernels;
-  std::string error = kernels.build(spec);
+  std::string error =
+      kernels.build(spec, GpuTarget::hostEmulation(c.lanes, c.warps()));
   ASSERT_TRUE(error.empty()) << error;
   auto attention = reinterpret_cast<AttentionFn>(kernels.lookup(spec.name()));
   auto combine =
@@ -209,20 +228,38 @@ TEST_P(GpuKernelEmulationTest, MatchesReference) {
   for (float &f : q)
     f = float(rng.gaussian());
   std::vector<float> partial(size_t(rows) * kvHeads * c.splits * c.group *
-                             (vf.paddedDim() + 2));
+                             gpuPartialStride(vf.spec()));
   Memref1 mq = view(q), mk = view(kPool), mv = view(vPool),
           mIndptr = view(indptr), mIndices = view(indices),
           mLens = view(seqLens), mSeq = view(rowSeq), mPos = view(rowPos),
           mPartial = view(partial), mOut = view(out);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t h = 0; h < kvHeads; ++h)
-      for (int64_t s = 0; s < c.splits; ++s)
-        attention(&mq, &mk, &mv, &mIndptr, &mIndices, &mLens, &mSeq, &mPos,
-                  &mPartial, int32_t(page), int32_t(kvHeads),
-                  int32_t(c.splits), 0.0f, r, h, s);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t h = 0; h < kvHeads; ++h)
-      combine(&mPartial, &mOut, int32_t(c.splits), int32_t(kvHeads), r, h, 0);
+  ::tq::test::Launch launch;
+  launch.warpSize = c.lanes;
+  launch.warps = c.warps();
+  launch.grid[0] = rows;
+  launch.grid[1] = kvHeads;
+  launch.grid[2] = c.splits;
+  launch.workgroupBytes = kernels.workgroupBytes(spec.name());
+  // Each host thread gets its own descriptor copies (the JIT'd code only
+  // reads them, but threads must not share mutable stack objects).
+  error = ::tq::test::runGrid(
+      launch, [&](int64_t x, int64_t y, int64_t z, int64_t t, Memref1 *arena) {
+        Memref1 a[9] = {mq,   mk,   mv,   mIndptr, mIndices,
+                        mLens, mSeq, mPos, mPartial};
+        attention(&a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6], &a[7],
+                  &a[8], int32_t(page), int32_t(kvHeads), int32_t(c.splits),
+                  0.0f, x, y, z, t, arena);
+      });
+  ASSERT_TRUE(error.empty()) << "attention: " << error;
+  launch.grid[2] = 1;
+  launch.workgroupBytes = kernels.workgroupBytes(spec.name() + "_combine");
+  error = ::tq::test::runGrid(
+      launch, [&](int64_t x, int64_t y, int64_t z, int64_t t, Memref1 *arena) {
+        Memref1 a[2] = {mPartial, mOut};
+        combine(&a[0], &a[1], int32_t(c.splits), int32_t(kvHeads), x, y, z, t,
+                arena);
+      });
+  ASSERT_TRUE(error.empty()) << "combine: " << error;
 
   int64_t row = 0;
   for (unsigned s = 0; s < lengths.size(); ++s) {
@@ -249,19 +286,23 @@ TEST_P(GpuKernelEmulationTest, MatchesReference) {
 }
 
 using AppendFn = void (*)(Memref1 *, Memref1 *, Memref1 *, int32_t, int32_t,
-                          int32_t, int32_t, int64_t, int64_t, int64_t);
+                          int32_t, int32_t, int64_t, int64_t, int64_t, int64_t,
+                          Memref1 *);
 
 /// Runs the append kernel of `format` at `dim` over a permuted page table
 /// (positions 5 .. 13 of pages of 4 tokens, 2 KV heads) and checks that it
 /// wrote exactly Format::encodeRow's bytes into exactly those slots.
-void checkAppend(const std::string &format, unsigned dim) {
-  SCOPED_TRACE(format + " d" + std::to_string(dim));
+void checkAppend(const std::string &format, unsigned dim, unsigned lanes = 1,
+                 unsigned warps = 1) {
+  SCOPED_TRACE(format + " d" + std::to_string(dim) + " block " +
+               std::to_string(lanes * warps));
   RuntimeKernelSpec spec;
   spec.kind = RuntimeKernelKind::Append;
   spec.keyFormat = format;
   spec.headDim = dim;
   HostKernels kernels;
-  std::string error = kernels.build(spec);
+  std::string error =
+      kernels.build(spec, GpuTarget::hostEmulation(lanes, warps));
   ASSERT_TRUE(error.empty()) << error;
   auto append = reinterpret_cast<AppendFn>(kernels.lookup(spec.name()));
   ASSERT_TRUE(append);
@@ -286,10 +327,19 @@ void checkAppend(const std::string &format, unsigned dim) {
                       .ok());
     }
   Memref1 mRows = view(rows), mPool = view(pool), mPages = view(pages);
-  // Host emulation: one thread per block, so one block per row.
-  for (int64_t block = 0; block < int64_t(count * kvHeads) + 3; ++block)
-    append(&mRows, &mPool, &mPages, int32_t(start), int32_t(count),
-           int32_t(page), int32_t(kvHeads), block, 0, 0);
+  // The runtime's grid, ceil(rows / block), plus one block past the rows.
+  const int64_t block = int64_t(lanes) * warps;
+  ::tq::test::Launch launch;
+  launch.warpSize = lanes;
+  launch.warps = warps;
+  launch.grid[0] = (int64_t(count) * kvHeads + block - 1) / block + 1;
+  error = ::tq::test::runGrid(
+      launch, [&](int64_t x, int64_t y, int64_t z, int64_t t, Memref1 *arena) {
+        Memref1 a[3] = {mRows, mPool, mPages};
+        append(&a[0], &a[1], &a[2], int32_t(start), int32_t(count),
+               int32_t(page), int32_t(kvHeads), x, y, z, t, arena);
+      });
+  ASSERT_TRUE(error.empty()) << error;
   size_t mismatches = 0, first = pool.size();
   for (size_t i = 0; i < pool.size(); ++i)
     if (pool[i] != want[i]) {
@@ -314,6 +364,13 @@ TEST(GpuAppendEmulation, PaddedAndMultiBlockRows) {
       checkAppend(name, dim);
 }
 
+/// Blocks of many threads (4 warps of 4): rows spread over the threads of
+/// a block, the last block partly past the rows.
+TEST(GpuAppendEmulation, ManyThreadsPerBlock) {
+  for (const char *name : {"turbo3_0", "tqprod3", "q8_0"})
+    checkAppend(name, 128, 4, 4);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Kernels, GpuKernelEmulationTest,
     ::testing::Values(
@@ -328,14 +385,25 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"polar3", "haar4", 64, 1, true, false, 6, 0.0f, 1},
         Case{"turbo3_0", "turbo3_0", 128, 4, false, false, 0, 0.0f, 4},
         Case{"tq3_0", "tq3_0", 112, 7, false, false, 0, 0.0f, 2},
-        Case{"polar1", "turbo2_0", 64, 8, true, true, 9, 30.0f, 2}),
+        Case{"polar1", "turbo2_0", 64, 8, true, true, 9, 30.0f, 2},
+        Case{"tqprod3", "tqprod3", 64, 2, false, false, 0, 0.0f, 3},
+        Case{"tqprod2", "turbo3_0", 80, 4, false, false, 0, 0.0f, 2},
+        Case{"q8_0", "tqprod4", 64, 1, true, true, 0, 0.0f, 2},
+        Case{"tqprod4", "haar4", 64, 2, true, true, 7, 25.0f, 1},
+        // One-thread blocks (no shuffles, no concurrent warps).
+        Case{"turbo3_0", "turbo3_0", 64, 2, false, false, 0, 0.0f, 3, 1},
+        Case{"haar4", "tqprod3", 64, 3, false, false, 0, 0.0f, 2, 1},
+        // Warps of 32 lanes, as on NVIDIA: 128 threads a block.
+        Case{"turbo3_0", "tqprod3", 128, 4, false, false, 0, 0.0f, 2, 32},
+        Case{"polar4", "haar4", 96, 7, true, true, 0, 0.0f, 2, 32}),
     [](const ::testing::TestParamInfo<Case> &info) {
       const Case &c = info.param;
       return c.k + "_" + c.v + "_d" + std::to_string(c.dim) + "_g" +
              std::to_string(c.group) + (c.prefill ? "_prefill" : "_decode") +
              (c.causal ? "_causal" : "") +
              (c.window ? "_w" + std::to_string(c.window) : "") +
-             (c.softcap > 0 ? "_sc" : "") + "_s" + std::to_string(c.splits);
+             (c.softcap > 0 ? "_sc" : "") + "_s" + std::to_string(c.splits) +
+             "_l" + std::to_string(c.lanes);
     });
 
 } // namespace

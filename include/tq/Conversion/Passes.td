@@ -110,18 +110,42 @@ def TQExactMath : Pass<"tq-exact-math"> {
                            "::mlir::LLVM::LLVMDialect"];
 }
 
-def TQGpuToHost : Pass<"tq-gpu-to-host", "::mlir::ModuleOp"> {
-  let summary = "Run one-thread-per-block gpu kernels as host functions";
+def TQAttachLoopAnnotations : Pass<"tq-attach-loop-annotations"> {
+  let summary = "Make llvm.loop_annotation hints on LLVM branches effective";
   let description = [{
-    For tests of the GPU kernels on a machine without a GPU: kernels built
-    for `GpuTarget::hostEmulation()` (one warp of one thread per block)
-    become `func.func`s with three trailing `index` arguments, the block's
-    x, y and z ids, so a host loop over the grid runs them. `gpu.thread_id`
-    becomes 0, barriers disappear, workgroup attributions become
-    `memref.alloca`s, private allocas (`tq-gpu-kernel-buffers`) move to the
-    default memory space, and the gpu.module's globals move to the parent
-    module in the default memory space. A kernel that still contains a shuffle (a
-    warp wider than one thread) is an error.
+    `convert-scf-to-cf` copies an `scf.for`'s discardable
+    `llvm.loop_annotation` attribute (e.g. "do not unroll") onto the loop's
+    back-edge branch, and the conversion to the LLVM dialect keeps it there
+    as a discardable attribute of `llvm.br` / `llvm.cond_br`. The LLVM IR
+    translation reads only the branches' `loop_annotation` property, so
+    without this pass the hint never becomes `!llvm.loop` metadata. The
+    pass moves the attribute into the property (run it after the
+    conversion to the LLVM dialect).
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
+def TQGpuToHost : Pass<"tq-gpu-to-host", "::mlir::ModuleOp"> {
+  let summary = "Run gpu kernels as host functions, one call per thread";
+  let description = [{
+    For tests of the GPU kernels on a machine without a GPU. Each kernel
+    becomes a `func.func` with its arguments followed by the block's x, y
+    and z ids, the thread id (`index`) and the block's workgroup memory (a
+    `memref<?xi8>` arena, shared by the block's threads); the caller runs
+    one host thread per GPU thread of a block, all of them concurrently.
+
+    - `gpu.block_id` / `gpu.thread_id` (x) become those arguments
+      (`thread_id` y and z: 0);
+    - each workgroup attribution becomes a `memref.view` of the arena at a
+      16-byte aligned offset, in declaration order;
+    - `gpu.barrier` becomes a call to `tq_emu_barrier()` and a 32-bit float
+      `gpu.shuffle` a call to `tq_emu_shuffle_<mode>_f32(value, offset,
+      width)`, functions the caller provides (the test harness implements
+      them with host barriers over the block's and the warp's threads);
+      a shuffle's `valid` result must be unused;
+    - private allocas (`tq-gpu-bufferize`) and memory-space casts move to
+      the default memory space, and the gpu.module's globals move to the
+      parent module.
   }];
   let dependentDialects = ["::mlir::func::FuncDialect",
                            "::mlir::memref::MemRefDialect"];

@@ -126,6 +126,30 @@ Value PackedRowReader::scale(OpBuilder &b, Location loc, Value rowBase,
                                                    : f32At(b, loc, at);
 }
 
+Value PackedRowReader::residualNorm(OpBuilder &b, Location loc,
+                                    Value rowBase) const {
+  return halfAt(b, loc,
+                add(b, loc, rowBase,
+                    indexConst(b, loc, *spec_.residualNormOffset)));
+}
+
+Value PackedRowReader::qjlBit(OpBuilder &b, Location loc, Value rowBase,
+                              Value j) const {
+  // One block per row: sign bit j at byte j / 8, bit j % 8 of the plane.
+  Value at = add(b, loc,
+                 add(b, loc, rowBase,
+                     indexConst(b, loc, spec_.qjlPlane->byteOffset)),
+                 arith::DivUIOp::create(b, loc, j, indexConst(b, loc, 8)));
+  Value shift = arith::IndexCastUIOp::create(
+      b, loc, b.getI32Type(),
+      arith::RemUIOp::create(b, loc, j, indexConst(b, loc, 8)));
+  Value bit = arith::AndIOp::create(
+      b, loc, arith::ShRUIOp::create(b, loc, byteAt(b, loc, at), shift),
+      i32Const(b, loc, 1));
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, bit,
+                               i32Const(b, loc, 0));
+}
+
 Value PackedRowReader::index(OpBuilder &b, Location loc, Value rowBase,
                              Value j) const {
   Value block = arith::DivUIOp::create(b, loc, j,
@@ -232,27 +256,57 @@ bool gpukernel::rotationNeedsScratch(const quant::FormatSpec &spec) {
   return spec.rotation && spec.rotation->kind() == quant::RotationKind::Haar;
 }
 
-Value gpukernel::getRotationMatrix(OpBuilder &b, Location loc,
-                                   Operation *symbolTable,
-                                   const quant::FormatSpec &spec) {
-  const quant::Rotation &rotation = *spec.rotation;
-  const int64_t n = rotation.dim();
-  // Global memory (address space 1) on both vendors.
+namespace {
+/// A constant n x n f32 matrix `name` in global memory (address space 1 on
+/// both vendors), created once in `symbolTable`, read at the builder's
+/// point.
+Value getConstantMatrix(OpBuilder &b, Location loc, Operation *symbolTable,
+                        const std::string &name, int64_t n,
+                        function_ref<std::vector<float>()> values) {
   auto type = MemRefType::get({n, n}, b.getF32Type(), AffineMap(),
                               b.getI64IntegerAttr(1));
-  std::string name = "tq_rotation_" + spec.name + "_" + std::to_string(n);
   if (!SymbolTable::lookupSymbolIn(symbolTable, name)) {
-    std::vector<double> m = rotation.matrix();
-    std::vector<float> values(m.begin(), m.end());
+    std::vector<float> v = values();
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&symbolTable->getRegion(0).front());
     auto tensorType = RankedTensorType::get({n, n}, b.getF32Type());
     memref::GlobalOp::create(
         b, loc, name, b.getStringAttr("private"), type,
-        DenseElementsAttr::get(tensorType, ArrayRef<float>(values)),
+        DenseElementsAttr::get(tensorType, ArrayRef<float>(v)),
         /*constant=*/true, /*alignment=*/b.getI64IntegerAttr(16));
   }
   return memref::GetGlobalOp::create(b, loc, type, name);
+}
+} // namespace
+
+Value gpukernel::getRotationMatrix(OpBuilder &b, Location loc,
+                                   Operation *symbolTable,
+                                   const quant::FormatSpec &spec) {
+  const quant::Rotation &rotation = *spec.rotation;
+  const int64_t n = rotation.dim();
+  return getConstantMatrix(
+      b, loc, symbolTable, "tq_rotation_" + spec.name + "_" + std::to_string(n),
+      n, [&] {
+        std::vector<double> m = rotation.matrix();
+        return std::vector<float>(m.begin(), m.end());
+      });
+}
+
+Value gpukernel::getQjlMatrix(OpBuilder &b, Location loc,
+                              Operation *symbolTable,
+                              const quant::FormatSpec &spec) {
+  const quant::QjlProjection &qjl = *spec.qjl;
+  assert(qjl.rows() == qjl.dim() && "QJL projection must be square");
+  return getConstantMatrix(
+      b, loc, symbolTable,
+      "tq_qjl_" + spec.name + "_" + std::to_string(qjl.dim()), qjl.dim(),
+      [&] { return qjl.matrix(); });
+}
+
+float gpukernel::qjlScale(const quant::FormatSpec &spec) {
+  // sqrt(pi / 2), as lib/Quant's QJL estimator uses it.
+  constexpr double kSqrtHalfPi = 1.2533141373155002512078826424055;
+  return float(kSqrtHalfPi / double(spec.qjl->rows()));
 }
 
 namespace {
@@ -335,10 +389,11 @@ void hadamardButterflies(OpBuilder &b, Location loc, LaneRow &row,
     x = arith::MulFOp::create(b, loc, x, norm);
 }
 
-/// y = M x (or M^T x) per block, through this warp's scratch row.
-void denseRotate(OpBuilder &b, Location loc, LaneRow &row, unsigned n,
-                 bool transpose, Value matrix, Value scratch,
-                 Value scratchBase) {
+} // namespace
+
+void gpukernel::denseProductLaneRow(OpBuilder &b, Location loc, LaneRow &row,
+                                    unsigned n, bool transpose, Value matrix,
+                                    Value scratch, Value scratchBase) {
   for (unsigned c = 0; c < row.regs.size(); ++c) {
     auto ifValid = scf::IfOp::create(b, loc, row.valid(b, loc, c), false);
     OpBuilder::InsertionGuard guard(b);
@@ -387,13 +442,10 @@ void denseRotate(OpBuilder &b, Location loc, LaneRow &row, unsigned n,
   gpu::BarrierOp::create(b, loc);
 }
 
-} // namespace
-
-void gpukernel::denseRotateRows(OpBuilder &b, Location loc,
-                                const quant::FormatSpec &spec, bool inverse,
-                                Value matrix, Value src, Value dst,
-                                unsigned rows, unsigned blockSize) {
-  const unsigned dim = spec.paddedDim, n = spec.rotation->dim();
+void gpukernel::denseProductRows(OpBuilder &b, Location loc, unsigned dim,
+                                 unsigned n, bool transpose, Value matrix,
+                                 Value src, Value dst, unsigned rows,
+                                 unsigned blockSize) {
   Value c0 = indexConst(b, loc, 0), c1 = indexConst(b, loc, 1);
   Value dimConst = indexConst(b, loc, dim), nConst = indexConst(b, loc, n);
   Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
@@ -407,10 +459,10 @@ void gpukernel::denseRotateRows(OpBuilder &b, Location loc,
         auto dot = scf::ForOp::create(
             b, loc, c0, nConst, c1, ValueRange{f32Const(b, loc, 0.0f)},
             [&](OpBuilder &nb, Location nloc, Value j, ValueRange acc) {
-              Value m = inverse ? memref::LoadOp::create(nb, nloc, matrix,
-                                                         ValueRange{j, i})
-                                : memref::LoadOp::create(nb, nloc, matrix,
-                                                         ValueRange{i, j});
+              Value m = transpose ? memref::LoadOp::create(nb, nloc, matrix,
+                                                           ValueRange{j, i})
+                                  : memref::LoadOp::create(nb, nloc, matrix,
+                                                           ValueRange{i, j});
               Value x = memref::LoadOp::create(
                   nb, nloc, src, ValueRange{add(nb, nloc, rowStart, j)});
               scf::YieldOp::create(
@@ -442,8 +494,8 @@ void gpukernel::rotateLaneRow(OpBuilder &b, Location loc, LaneRow &row,
     applySigns(b, loc, row, inverse ? rotation.signs1() : rotation.signs2());
     return;
   case quant::RotationKind::Haar:
-    denseRotate(b, loc, row, rotation.dim(), inverse, matrix, scratch,
-                scratchBase);
+    denseProductLaneRow(b, loc, row, rotation.dim(), inverse, matrix, scratch,
+                        scratchBase);
     return;
   }
 }

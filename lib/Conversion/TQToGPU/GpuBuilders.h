@@ -56,6 +56,10 @@ public:
   Value element(OpBuilder &b, Location loc, Value rowBase, Value j) const;
   /// The scale of the block holding element j.
   Value scale(OpBuilder &b, Location loc, Value rowBase, Value j) const;
+  /// tqprod: the row's fp16 residual norm ||r||.
+  Value residualNorm(OpBuilder &b, Location loc, Value rowBase) const;
+  /// tqprod: i1, QJL sign bit j of the row is set (sign +1).
+  Value qjlBit(OpBuilder &b, Location loc, Value rowBase, Value j) const;
 
 private:
   Value byteAt(OpBuilder &b, Location loc, Value offset) const;
@@ -97,6 +101,13 @@ bool rotationNeedsScratch(const ::tq::quant::FormatSpec &spec);
 /// format), read with memref.get_global at the builder's point.
 Value getRotationMatrix(OpBuilder &b, Location loc, Operation *symbolTable,
                         const ::tq::quant::FormatSpec &spec);
+/// The format's QJL projection S (m x d, m == d == paddedDim), the same way.
+Value getQjlMatrix(OpBuilder &b, Location loc, Operation *symbolTable,
+                   const ::tq::quant::FormatSpec &spec);
+
+/// sqrt(pi / 2) / m: with it, c * ||r|| * <S y, sign(S r)> estimates <y, r>
+/// and c * ||r|| * S^T sign(S r) reconstructs r (lib/Quant/Qjl.h).
+float qjlScale(const ::tq::quant::FormatSpec &spec);
 
 /// Applies the format's block rotation (forward, or its inverse) to a lane
 /// row of spec.paddedDim values. Hadamard kinds use only shuffles, in
@@ -108,14 +119,22 @@ void rotateLaneRow(OpBuilder &b, Location loc, LaneRow &row,
                    const ::tq::quant::FormatSpec &spec, bool inverse,
                    Value matrix, Value scratch, Value scratchBase);
 
-/// Block-level dense rotation of `rows` rows of spec.paddedDim floats in
-/// workgroup memory: dst[r][e] = sum_j M[e % n][j] src[r][e - e % n + j]
-/// (M^T for the inverse), every thread of a block of `blockSize` computing
-/// a strided share, then a barrier. Uniform control flow.
-void denseRotateRows(OpBuilder &b, Location loc,
-                     const ::tq::quant::FormatSpec &spec, bool inverse,
-                     Value matrix, Value src, Value dst, unsigned rows,
-                     unsigned blockSize);
+/// y = M x (M^T x with `transpose`) per block of n elements of a lane row,
+/// through `scratch` (workgroup memory; this warp owns row.dim floats from
+/// scratchBase), with block barriers: every thread of the block must make
+/// the call (uniform control flow).
+void denseProductLaneRow(OpBuilder &b, Location loc, LaneRow &row, unsigned n,
+                         bool transpose, Value matrix, Value scratch,
+                         Value scratchBase);
+
+/// Block-level dense product of `rows` rows of `dim` floats in workgroup
+/// memory, per block of n elements: dst[r][e] = sum_j M[e % n][j]
+/// src[r][e - e % n + j] (M^T with `transpose`), every thread of a block
+/// of `blockSize` computing a strided share, then a barrier. Uniform
+/// control flow.
+void denseProductRows(OpBuilder &b, Location loc, unsigned dim, unsigned n,
+                      bool transpose, Value matrix, Value src, Value dst,
+                      unsigned rows, unsigned blockSize);
 
 } // namespace mlir::tq::gpukernel
 

@@ -101,6 +101,11 @@ struct AttentionLayout {
   float softcap;
 
   unsigned blockSize() const { return warps * warpSize; }
+  /// tqprod: the format carries a QJL residual sign plane.
+  bool qjlK() const { return keys.qjl != nullptr; }
+  bool qjlV() const { return values.qjl != nullptr; }
+  /// Floats of one query head's split partial.
+  unsigned partialStride() const { return gpuPartialStride(values); }
   /// Query heads handled by each warp in the prologue / combine.
   unsigned headsPerWarp() const { return (group + warps - 1) / warps; }
 };
@@ -125,15 +130,19 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
        intsT = globalBuffer(b, i32);
   const bool haarK = rotationNeedsScratch(L.keys);
   // Workgroup memory: rotated queries [G][DK], and the warps' final states
-  // [W][G][DV + 2]. For Haar the unrotated queries [G][DK] are staged in
-  // the states buffer first (dead until the token loop ends), which keeps
+  // [W][G][DV + 2] (a QJL V merges its sign sums through it in a second
+  // round). For Haar the unrotated queries [G][DK] are staged in the
+  // states buffer first (dead until the token loop ends), which keeps
   // d = 256 with a group of 8 under the 48 KiB of static shared memory.
+  // A QJL K adds the projected queries S q [G][DK].
   const int64_t stateFloats = int64_t(L.warps) * L.group * (L.dv + 2);
   SmallVector<Type> workgroup = {
       workgroupBuffer(b, int64_t(L.group) * L.dk),
       workgroupBuffer(b, haarK ? std::max(stateFloats,
                                           int64_t(L.group) * L.dk)
                                : stateFloats)};
+  if (L.qjlK())
+    workgroup.push_back(workgroupBuffer(b, int64_t(L.group) * L.dk));
   auto func = createKernel(
       b, loc, name,
       {qT, bytesT, bytesT, intsT, intsT, intsT, intsT, intsT, qT, i32, i32, i32,
@@ -154,6 +163,7 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
   Value scale = args[12];
   auto wg = func.getWorkgroupAttributions();
   Value qShared = wg[0], states = wg[1];
+  Value sqShared = L.qjlK() ? Value(wg[2]) : Value();
   Value scratch = haarK ? states : Value();
 
   Value c0 = indexConst(b, loc, 0), c1 = indexConst(b, loc, 1);
@@ -223,9 +233,10 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
         });
     disableUnrolling(stage);
     gpu::BarrierOp::create(b, loc);
-    denseRotateRows(b, loc, L.keys, /*inverse=*/false,
-                    getRotationMatrix(b, loc, module, L.keys), scratch,
-                    qShared, L.group, L.blockSize());
+    denseProductRows(b, loc, L.dk, L.keys.rotation->dim(),
+                     /*transpose=*/false,
+                     getRotationMatrix(b, loc, module, L.keys), scratch,
+                     qShared, L.group, L.blockSize());
   } else {
     // Hadamard kinds (or none): each warp rotates its heads in registers.
     for (unsigned gi = 0; gi < L.headsPerWarp(); ++gi) {
@@ -267,37 +278,56 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
     }
   }
   gpu::BarrierOp::create(b, loc);
+  // QJL K: the residual's score term needs S q per head (m = DK rows).
+  if (L.qjlK())
+    denseProductRows(b, loc, L.dk, L.dk, /*transpose=*/false,
+                     getQjlMatrix(b, loc, module, L.keys), qShared, sqShared,
+                     L.group, L.blockSize());
 
-  // This lane's query elements, per head of the group: in registers when
-  // they are few, else read from workgroup memory at each token (a large
-  // group at a large head dim would otherwise spill).
-  const bool queriesInRegisters = L.group * L.ck <= kMaxQueryRegisters;
+  // This lane's query elements (and S q's), per head of the group: in
+  // registers when they are few, else read from workgroup memory at each
+  // token (a large group at a large head dim would otherwise spill).
+  const bool queriesInRegisters =
+      L.group * L.ck * (L.qjlK() ? 2 : 1) <= kMaxQueryRegisters;
   LaneRow kRow{{}, L.dk, L.warpSize, ids.lane};
   LaneRow vRow{{}, L.dv, L.warpSize, ids.lane};
-  auto loadQuery = [&](OpBuilder &b, unsigned g, unsigned c) -> Value {
+  auto loadQuery = [&](OpBuilder &b, Value buffer, unsigned g,
+                       unsigned c) -> Value {
     Value e = arith::MinUIOp::create(b, loc, kRow.element(b, loc, c),
                                      indexConst(b, loc, L.dk - 1));
     Value v = memref::LoadOp::create(
-        b, loc, qShared,
+        b, loc, buffer,
         ValueRange{add(b, loc, indexConst(b, loc, g * L.dk), e)});
     return arith::SelectOp::create(b, loc, kRow.valid(b, loc, c), v,
                                    f32Const(b, loc, 0.0f));
   };
-  SmallVector<SmallVector<Value>> qReg(L.group);
+  SmallVector<SmallVector<Value>> qReg(L.group), sqReg(L.group);
   if (queriesInRegisters)
     for (unsigned g = 0; g < L.group; ++g)
-      for (unsigned c = 0; c < L.ck; ++c)
-        qReg[g].push_back(loadQuery(b, g, c));
+      for (unsigned c = 0; c < L.ck; ++c) {
+        qReg[g].push_back(loadQuery(b, qShared, g, c));
+        if (L.qjlK())
+          sqReg[g].push_back(loadQuery(b, sqShared, g, c));
+      }
+  auto query = [&](OpBuilder &b, unsigned g, unsigned c) {
+    return queriesInRegisters ? qReg[g][c] : loadQuery(b, qShared, g, c);
+  };
+  auto projectedQuery = [&](OpBuilder &b, unsigned g, unsigned c) {
+    return queriesInRegisters ? sqReg[g][c] : loadQuery(b, sqShared, g, c);
+  };
 
-  // The token loop: state = m[G], l[G], acc[G][CV].
+  // The token loop: state = m[G], l[G], acc[G][CV], and with a QJL V the
+  // weighted sign sums sgn[G][CV] (S^T is applied once, in combine).
   const float negInf = -std::numeric_limits<float>::infinity();
   SmallVector<Value> init;
   for (unsigned g = 0; g < L.group; ++g)
     init.push_back(f32Const(b, loc, negInf));
   for (unsigned g = 0; g < L.group; ++g)
     init.push_back(f32Const(b, loc, 0.0f));
-  for (unsigned i = 0; i < L.group * L.cv; ++i)
+  const unsigned accs = L.group * L.cv * (L.qjlV() ? 2 : 1);
+  for (unsigned i = 0; i < accs; ++i)
     init.push_back(f32Const(b, loc, 0.0f));
+  const unsigned signBase = 2 * L.group + L.group * L.cv;
   PackedRowReader kReader(L.keys, kBytes), vReader(L.values, vBytes);
   Value kRowBytes = indexConst(b, loc, L.keys.rowBytes());
   Value vRowBytes = indexConst(b, loc, L.values.rowBytes());
@@ -341,18 +371,49 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
           return mulF(b, loc, reader.scale(b, loc, base, c0),
                       reciprocalSqrt(b, loc, sq));
         };
+        // tqprod: the lane's QJL sign bits, and the row's residual factor
+        // ||x|| * ||r|| * sqrt(pi/2) / m (the stored vector is
+        // ||x|| (C[idx] + ||r|| sqrt(pi/2)/m S^T sign)).
+        auto qjlSigns = [&](const PackedRowReader &reader, LaneRow &lr,
+                            Value base, unsigned regs,
+                            SmallVector<Value> &bits) -> Value {
+          if (!reader.spec().qjl)
+            return Value();
+          for (unsigned c = 0; c < regs; ++c)
+            bits.push_back(reader.qjlBit(
+                b, loc, base,
+                arith::MinUIOp::create(b, loc, lr.element(b, loc, c),
+                                       indexConst(b, loc, lr.dim - 1))));
+          return mulF(b, loc,
+                      mulF(b, loc, reader.scale(b, loc, base, c0),
+                           reader.residualNorm(b, loc, base)),
+                      f32Const(b, loc, qjlScale(reader.spec())));
+        };
         decode(kReader, kRow, kBase, L.ck);
         Value kFactor = haarFactor(kReader, kRow, kBase);
+        SmallVector<Value> kBits, vBits;
+        Value kSignFactor = qjlSigns(kReader, kRow, kBase, L.ck, kBits);
         decode(vReader, vRow, vBase, L.cv);
         Value vFactor = haarFactor(vReader, vRow, vBase);
+        Value vSignFactor = qjlSigns(vReader, vRow, vBase, L.cv, vBits);
 
         SmallVector<Value> next(state.size());
         for (unsigned g = 0; g < L.group; ++g) {
           Value dot = f32Const(b, loc, 0.0f);
           for (unsigned c = 0; c < L.ck; ++c)
-            dot = fusedMultiplyAdd(
-                b, loc, queriesInRegisters ? qReg[g][c] : loadQuery(b, g, c),
-                kRow.regs[c], dot);
+            dot = fusedMultiplyAdd(b, loc, query(b, g, c), kRow.regs[c], dot);
+          if (kSignFactor) {
+            // + factor * <S q, sign>, sign = +1 where the bit is set.
+            Value signDot = f32Const(b, loc, 0.0f);
+            for (unsigned c = 0; c < L.ck; ++c) {
+              Value sq = projectedQuery(b, g, c);
+              signDot = addF(b, loc, signDot,
+                             arith::SelectOp::create(
+                                 b, loc, kBits[c], sq,
+                                 arith::NegFOp::create(b, loc, sq)));
+            }
+            dot = fusedMultiplyAdd(b, loc, signDot, kSignFactor, dot);
+          }
           dot = warpAllReduceSum(b, loc, dot, L.warpSize);
           if (kFactor)
             dot = mulF(b, loc, dot, kFactor);
@@ -381,6 +442,16 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
             next[at] = fusedMultiplyAdd(b, loc, pv, vRow.regs[c],
                                            mulF(b, loc, state[at], alpha));
           }
+          if (vSignFactor) {
+            Value ps = mulF(b, loc, p, vSignFactor);
+            Value negPs = arith::NegFOp::create(b, loc, ps);
+            for (unsigned c = 0; c < L.cv; ++c) {
+              unsigned at = signBase + g * L.cv + c;
+              next[at] = fusedMultiplyAdd(
+                  b, loc, state[at], alpha,
+                  arith::SelectOp::create(b, loc, vBits[c], ps, negPs));
+            }
+          }
         }
         scf::YieldOp::create(b, loc, next);
       });
@@ -390,76 +461,93 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
   disableUnrolling(loop);
   ValueRange state = loop.getResults();
 
-  // Each warp leaves its state in workgroup memory: [warp][g][DV + 2].
+  // Each warp leaves its state in workgroup memory, [warp][g][DV + 2]:
+  // accumulator `accAt` (first round: acc, m and l; second round, QJL V
+  // only: the sign sums and m again), then the block merges the warps into
+  // this split's partial at `offset` within each head's partialStride.
   Value stride = indexConst(b, loc, L.dv + 2);
   auto stateBase = [&](OpBuilder &b, Value warp, Value g) {
     return mul(b, loc, add(b, loc, mul(b, loc, warp, G), g), stride);
   };
-  for (unsigned g = 0; g < L.group; ++g) {
-    Value base = stateBase(b, ids.warp, indexConst(b, loc, g));
-    for (unsigned c = 0; c < L.cv; ++c) {
-      Value e = vRow.element(b, loc, c);
-      Value v = state[2 * L.group + g * L.cv + c];
-      ifThen(b, loc, vRow.valid(b, loc, c), [&](OpBuilder &nb) {
-        memref::StoreOp::create(nb, loc, v, states,
-                                ValueRange{add(nb, loc, base, e)});
-      });
-    }
-    Value isLane0 =
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, ids.lane, c0);
-    ifThen(b, loc, isLane0, [&](OpBuilder &nb) {
-      Value at = add(nb, loc, base, indexConst(nb, loc, L.dv));
-      memref::StoreOp::create(nb, loc, state[g], states, ValueRange{at});
-      memref::StoreOp::create(nb, loc, state[L.group + g], states,
-                              ValueRange{add(nb, loc, at, c1)});
-    });
-  }
-  gpu::BarrierOp::create(b, loc);
-
-  // The block merges its warps: thread i handles entries i, i + block, ...
-  // of [G][DV + 2] and writes this split's partial state.
   Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-  Value entries = indexConst(b, loc, int64_t(L.group) * (L.dv + 2));
+  Value partialStride = indexConst(b, loc, L.partialStride());
   Value partialBase = mul(
       b, loc,
       add(b, loc, mul(b, loc, add(b, loc, mul(b, loc, row, kvHeads), kvHead),
                       numSplits),
           split),
-      entries);
-  scf::ForOp::create(
-      b, loc, tid, entries, indexConst(b, loc, L.blockSize()), ValueRange{},
-      [&](OpBuilder &b, Location loc, Value i, ValueRange) {
-        Value g = arith::DivUIOp::create(b, loc, i, stride);
-        Value e = arith::RemUIOp::create(b, loc, i, stride);
-        // The largest max of the warps, then each warp's weight.
-        Value mMax = f32Const(b, loc, negInf);
-        SmallVector<Value> ms;
-        for (unsigned w = 0; w < L.warps; ++w) {
-          Value at = add(b, loc, stateBase(b, indexConst(b, loc, w), g),
-                         indexConst(b, loc, L.dv));
-          ms.push_back(memref::LoadOp::create(b, loc, states, ValueRange{at}));
-          mMax = arith::MaximumFOp::create(b, loc, mMax, ms.back());
-        }
-        Value empty = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ,
-                                            mMax, f32Const(b, loc, negInf));
-        Value isMax = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
-                                            e, indexConst(b, loc, L.dv));
-        Value sum = f32Const(b, loc, 0.0f);
-        for (unsigned w = 0; w < L.warps; ++w) {
-          Value weight = arith::SelectOp::create(
-              b, loc, empty, f32Const(b, loc, 0.0f),
-              exp2(b, loc, arith::SubFOp::create(b, loc, ms[w], mMax)));
-          Value x = memref::LoadOp::create(
-              b, loc, states,
-              ValueRange{add(b, loc, stateBase(b, indexConst(b, loc, w), g),
-                             e)});
-          sum = fusedMultiplyAdd(b, loc, weight, x, sum);
-        }
-        Value result = arith::SelectOp::create(b, loc, isMax, mMax, sum);
-        memref::StoreOp::create(b, loc, result, partial,
-                                ValueRange{add(b, loc, partialBase, i)});
-        scf::YieldOp::create(b, loc);
+      mul(b, loc, G, partialStride));
+  auto mergeWarps = [&](unsigned accAt, bool withSum, unsigned offset) {
+    for (unsigned g = 0; g < L.group; ++g) {
+      Value base = stateBase(b, ids.warp, indexConst(b, loc, g));
+      for (unsigned c = 0; c < L.cv; ++c) {
+        Value e = vRow.element(b, loc, c);
+        Value v = state[accAt + g * L.cv + c];
+        ifThen(b, loc, vRow.valid(b, loc, c), [&](OpBuilder &nb) {
+          memref::StoreOp::create(nb, loc, v, states,
+                                  ValueRange{add(nb, loc, base, e)});
+        });
+      }
+      Value isLane0 = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                            ids.lane, c0);
+      ifThen(b, loc, isLane0, [&](OpBuilder &nb) {
+        Value at = add(nb, loc, base, indexConst(nb, loc, L.dv));
+        memref::StoreOp::create(nb, loc, state[g], states, ValueRange{at});
+        if (withSum)
+          memref::StoreOp::create(nb, loc, state[L.group + g], states,
+                                  ValueRange{add(nb, loc, at, c1)});
       });
+    }
+    gpu::BarrierOp::create(b, loc);
+
+    // Thread i handles entries i, i + block, ... of [G][width].
+    const unsigned width = withSum ? L.dv + 2 : L.dv;
+    Value widthConst = indexConst(b, loc, width);
+    scf::ForOp::create(
+        b, loc, tid, indexConst(b, loc, int64_t(L.group) * width),
+        indexConst(b, loc, L.blockSize()), ValueRange{},
+        [&](OpBuilder &b, Location loc, Value i, ValueRange) {
+          Value g = arith::DivUIOp::create(b, loc, i, widthConst);
+          Value e = arith::RemUIOp::create(b, loc, i, widthConst);
+          // The largest max of the warps, then each warp's weight.
+          Value mMax = f32Const(b, loc, negInf);
+          SmallVector<Value> ms;
+          for (unsigned w = 0; w < L.warps; ++w) {
+            Value at = add(b, loc, stateBase(b, indexConst(b, loc, w), g),
+                           indexConst(b, loc, L.dv));
+            ms.push_back(
+                memref::LoadOp::create(b, loc, states, ValueRange{at}));
+            mMax = arith::MaximumFOp::create(b, loc, mMax, ms.back());
+          }
+          Value empty = arith::CmpFOp::create(
+              b, loc, arith::CmpFPredicate::OEQ, mMax, f32Const(b, loc, negInf));
+          Value sum = f32Const(b, loc, 0.0f);
+          for (unsigned w = 0; w < L.warps; ++w) {
+            Value weight = arith::SelectOp::create(
+                b, loc, empty, f32Const(b, loc, 0.0f),
+                exp2(b, loc, arith::SubFOp::create(b, loc, ms[w], mMax)));
+            Value x = memref::LoadOp::create(
+                b, loc, states,
+                ValueRange{add(b, loc, stateBase(b, indexConst(b, loc, w), g),
+                               e)});
+            sum = fusedMultiplyAdd(b, loc, weight, x, sum);
+          }
+          Value isMax = arith::CmpIOp::create(
+              b, loc, arith::CmpIPredicate::eq, e, indexConst(b, loc, L.dv));
+          Value result = arith::SelectOp::create(b, loc, isMax, mMax, sum);
+          Value at = add(b, loc,
+                         add(b, loc, partialBase, mul(b, loc, g, partialStride)),
+                         add(b, loc, indexConst(b, loc, offset), e));
+          memref::StoreOp::create(b, loc, result, partial, ValueRange{at});
+          scf::YieldOp::create(b, loc);
+        });
+  };
+  mergeWarps(2 * L.group, /*withSum=*/true, /*offset=*/0);
+  if (L.qjlV()) {
+    // Every thread has read the first round before the buffer is reused.
+    gpu::BarrierOp::create(b, loc);
+    mergeWarps(signBase, /*withSum=*/false, /*offset=*/L.dv + 2);
+  }
   gpu::ReturnOp::create(b, loc);
   return func;
 }
@@ -474,8 +562,9 @@ gpu::GPUFuncOp buildCombineKernel(OpBuilder &b, Location loc,
   Type f32 = b.getF32Type(), i32 = b.getI32Type();
   Type bufT = globalBuffer(b, f32);
   const bool haarV = rotationNeedsScratch(L.values);
+  // Per warp a row of DV floats for Haar's inverse rotation or QJL's S^T.
   SmallVector<Type> workgroup;
-  if (haarV)
+  if (haarV || L.qjlV())
     workgroup.push_back(workgroupBuffer(b, int64_t(L.warps) * L.dv));
   auto func = createKernel(b, loc, name, {bufT, bufT, i32, i32}, workgroup,
                            L.blockSize());
@@ -485,8 +574,9 @@ gpu::GPUFuncOp buildCombineKernel(OpBuilder &b, Location loc,
   Value partial = args[0], out = args[1];
   Value numSplits = toIndex(b, loc, args[2]);
   Value kvHeads = toIndex(b, loc, args[3]);
-  Value scratch =
-      haarV ? Value(func.getWorkgroupAttributions()[0]) : Value();
+  Value scratch = workgroup.empty()
+                      ? Value()
+                      : Value(func.getWorkgroupAttributions()[0]);
   Value rotV = haarV ? getRotationMatrix(b, loc, module, L.values) : Value();
 
   Value c0 = indexConst(b, loc, 0), c1 = indexConst(b, loc, 1);
@@ -494,7 +584,7 @@ gpu::GPUFuncOp buildCombineKernel(OpBuilder &b, Location loc,
   Value row = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
   Value kvHead = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
   Value G = indexConst(b, loc, L.group);
-  Value stride = indexConst(b, loc, L.dv + 2);
+  Value stride = indexConst(b, loc, L.partialStride());
   const float negInf = -std::numeric_limits<float>::infinity();
 
   for (unsigned gi = 0; gi < L.headsPerWarp(); ++gi) {
@@ -525,7 +615,9 @@ gpu::GPUFuncOp buildCombineKernel(OpBuilder &b, Location loc,
     Value empty = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, mMax,
                                         f32Const(b, loc, negInf));
     LaneRow y{{}, L.dv, L.warpSize, ids.lane};
-    SmallVector<Value> init(L.cv + 1, f32Const(b, loc, 0.0f));
+    // Accumulators: acc[CV], l, and with a QJL V the sign sums [CV].
+    const unsigned sums = L.qjlV() ? 2 * L.cv + 1 : L.cv + 1;
+    SmallVector<Value> init(sums, f32Const(b, loc, 0.0f));
     auto sumLoop = scf::ForOp::create(
         b, loc, c0, numSplits, c1, init,
         [&](OpBuilder &b, Location loc, Value s, ValueRange acc) {
@@ -547,6 +639,15 @@ gpu::GPUFuncOp buildCombineKernel(OpBuilder &b, Location loc,
             next.push_back(fusedMultiplyAdd(b, loc, w, x, acc[c]));
           }
           next.push_back(fusedMultiplyAdd(b, loc, w, l, acc[L.cv]));
+          for (unsigned c = 0; L.qjlV() && c < L.cv; ++c) {
+            Value e = arith::MinUIOp::create(b, loc, y.element(b, loc, c),
+                                             indexConst(b, loc, L.dv - 1));
+            Value x = memref::LoadOp::create(
+                b, loc, partial,
+                ValueRange{add(b, loc, at,
+                               add(b, loc, indexConst(b, loc, L.dv + 2), e))});
+            next.push_back(fusedMultiplyAdd(b, loc, w, x, acc[L.cv + 1 + c]));
+          }
           scf::YieldOp::create(b, loc, next);
         });
     Value l = sumLoop.getResult(L.cv);
@@ -560,6 +661,20 @@ gpu::GPUFuncOp buildCombineKernel(OpBuilder &b, Location loc,
       y.regs.push_back(arith::SelectOp::create(
           b, loc, y.valid(b, loc, c), mulF(b, loc, sumLoop.getResult(c), inv),
           f32Const(b, loc, 0.0f)));
+    if (L.qjlV()) {
+      // The residual part S^T (sign sums / l), added in the rotated domain.
+      LaneRow r{{}, L.dv, L.warpSize, ids.lane};
+      for (unsigned c = 0; c < L.cv; ++c)
+        r.regs.push_back(arith::SelectOp::create(
+            b, loc, y.valid(b, loc, c),
+            mulF(b, loc, sumLoop.getResult(L.cv + 1 + c), inv),
+            f32Const(b, loc, 0.0f)));
+      denseProductLaneRow(b, loc, r, L.dv, /*transpose=*/true,
+                          getQjlMatrix(b, loc, module, L.values), scratch,
+                          mul(b, loc, ids.warp, indexConst(b, loc, L.dv)));
+      for (unsigned c = 0; c < L.cv; ++c)
+        y.regs[c] = addF(b, loc, y.regs[c], r.regs[c]);
+    }
     rotateLaneRow(b, loc, y, L.values, /*inverse=*/true, rotV, scratch,
                   mul(b, loc, ids.warp, indexConst(b, loc, L.dv)));
     Value H = mul(b, loc, kvHeads, G);
@@ -610,11 +725,6 @@ mlir::tq::buildGpuKernels(gpu::GPUModuleOp module,
   auto values = quant::Format::get(spec.valueFormat, spec.headDim);
   if (!values)
     return emitError() << values.status().message(), failure();
-  for (const quant::Format *f : {&*keys, &*values})
-    if (f->spec().qjl)
-      return emitError() << "format '" << f->name()
-                         << "' (QJL residual) has no GPU lowering yet",
-             failure();
   if (spec.window < 0 || !(spec.softcap >= 0.0f))
     return emitError() << "window and softcap must be non-negative", failure();
 
@@ -646,5 +756,13 @@ mlir::tq::buildGpuKernels(gpu::GPUModuleOp module,
                    workgroupBytes(combine)});
   if (failed(attention.verify()) || failed(combine.verify()))
     return failure();
+  for (const GpuKernelInfo &info : infos)
+    if (info.workgroupBytes > target.maxWorkgroupBytes())
+      return emitError() << "kernel '" << info.name << "' needs "
+                         << info.workgroupBytes
+                         << " bytes of workgroup memory, more than the "
+                         << target.maxWorkgroupBytes() << " " << target.chip()
+                         << " allows; use a smaller GQA group or head dim",
+             failure();
   return infos;
 }

@@ -35,6 +35,8 @@ void mlir::tq::buildGpuToAssemblyPipeline(OpPassManager &pm,
   pm.addNestedPass<gpu::GPUModuleOp>(createLowerAffinePass());
   pm.addNestedPass<gpu::GPUModuleOp>(createSCFToControlFlowPass());
   target.addConversionPasses(pm);
+  // The kernels' "do not unroll" loop hints, into !llvm.loop metadata.
+  pm.addNestedPass<gpu::GPUModuleOp>(createTQAttachLoopAnnotations());
   pm.addPass(createReconcileUnrealizedCastsPass());
   GpuModuleToBinaryPassOptions binary;
   binary.compilationTarget = "isa";

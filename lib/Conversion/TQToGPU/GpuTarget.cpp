@@ -30,11 +30,12 @@ constexpr ChipInfo kChips[] = {
 };
 } // namespace
 
-GpuTarget GpuTarget::hostEmulation() {
+GpuTarget GpuTarget::hostEmulation(unsigned warpSize, unsigned warps) {
   GpuTarget t;
   t.vendor_ = GpuVendor::HostEmulation;
   t.chip_ = "host";
-  t.warpSize_ = 1;
+  t.warpSize_ = warpSize;
+  t.warps_ = warps;
   return t;
 }
 

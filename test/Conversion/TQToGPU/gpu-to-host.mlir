@@ -1,32 +1,47 @@
-// RUN: tq-opt %s --split-input-file --tq-gpu-to-host --verify-diagnostics | FileCheck %s
+// RUN: tq-opt %s --split-input-file --tq-gpu-to-host --verify-diagnostics \
+// RUN:   | FileCheck %s
 
-// A one-thread-per-block kernel becomes a host function taking the block
-// ids; thread ids are 0, barriers vanish, workgroup memory is an alloca,
-// globals leave the gpu.module in the default memory space.
+// One host function per kernel, one call per GPU thread: block ids, thread
+// id and the workgroup arena trail the arguments; workgroup buffers are
+// 16-byte aligned views of the arena; barriers and shuffles call the
+// emulator; globals leave the gpu.module in the default memory space.
+
 // CHECK-NOT: gpu.container_module
-// CHECK: memref.global "private" constant @table : memref<2xf32> = dense<[1.000000e+00, 2.000000e+00]>
+// CHECK-DAG: memref.global "private" constant @table : memref<2xf32> = dense<[1.000000e+00, 2.000000e+00]>
+// CHECK-DAG: func.func private @tq_emu_barrier()
+// CHECK-DAG: func.func private @tq_emu_shuffle_xor_f32(f32, i32, i32) -> f32
 // CHECK-LABEL: func.func @k(
-// CHECK-SAME: %[[OUT:.*]]: memref<?xf32>, %[[BX:.*]]: index, %[[BY:.*]]: index, %[[BZ:.*]]: index)
+// CHECK-SAME: %[[OUT:.*]]: memref<?xf32>, %[[BX:.*]]: index, %{{.*}}: index, %{{.*}}: index, %[[TID:.*]]: index, %[[ARENA:.*]]: memref<?xi8>)
 // CHECK-SAME: llvm.emit_c_interface
-// CHECK: %[[SCRATCH:.*]] = memref.alloca() : memref<4xf32>
+// CHECK: %[[C0:.*]] = arith.constant 0 : index
+// CHECK: memref.view %[[ARENA]][%[[C0]]][] : memref<?xi8> to memref<3xf32>
+// CHECK: %[[C16:.*]] = arith.constant 16 : index
+// CHECK: %[[BUF:.*]] = memref.view %[[ARENA]][%[[C16]]][] : memref<?xi8> to memref<8xf32>
 // CHECK: memref.get_global @table : memref<2xf32>
-// CHECK-NOT: gpu.
-// CHECK: memref.store %{{.*}}, %[[SCRATCH]][%[[BY]]]
+// CHECK: memref.store %{{.*}}, %[[BUF]][%[[TID]]]
+// CHECK: call @tq_emu_barrier() : () -> ()
+// CHECK: call @tq_emu_shuffle_xor_f32(%{{.*}}, %{{.*}}, %{{.*}}) : (f32, i32, i32) -> f32
 // CHECK: memref.store %{{.*}}, %[[OUT]][%[[BX]]]
-// CHECK: return
+// CHECK-NOT: gpu.
 module attributes {gpu.container_module} {
   gpu.module @m {
     memref.global "private" constant @table : memref<2xf32, 1> = dense<[1.0, 2.0]>
-    gpu.func @k(%out: memref<?xf32>) workgroup(%s : memref<4xf32, #gpu.address_space<workgroup>>) kernel {
+    gpu.func @k(%out: memref<?xf32>)
+        workgroup(%pad : memref<3xf32, #gpu.address_space<workgroup>>,
+                  %buf : memref<8xf32, #gpu.address_space<workgroup>>)
+        kernel {
       %t = gpu.thread_id x
-      %bx = gpu.block_id x
-      %by = gpu.block_id y
+      %b = gpu.block_id x
       %g = memref.get_global @table : memref<2xf32, 1>
-      %v = memref.load %g[%t] : memref<2xf32, 1>
-      memref.store %v, %s[%by] : memref<4xf32, #gpu.address_space<workgroup>>
+      %c0 = arith.constant 0 : index
+      %one = memref.load %g[%c0] : memref<2xf32, 1>
+      memref.store %one, %buf[%t] : memref<8xf32, #gpu.address_space<workgroup>>
       gpu.barrier
-      %w = memref.load %s[%by] : memref<4xf32, #gpu.address_space<workgroup>>
-      memref.store %w, %out[%bx] : memref<?xf32>
+      %v = memref.load %buf[%t] : memref<8xf32, #gpu.address_space<workgroup>>
+      %c1 = arith.constant 1 : i32
+      %w = arith.constant 8 : i32
+      %s, %ok = gpu.shuffle xor %v, %c1, %w : f32
+      memref.store %s, %out[%b] : memref<?xf32>
       gpu.return
     }
   }
@@ -36,11 +51,28 @@ module attributes {gpu.container_module} {
 
 module attributes {gpu.container_module} {
   gpu.module @m {
-    // expected-error @below {{has warp shuffles; only one-thread-per-block kernels run on the host}}
-    gpu.func @k(%x: f32) kernel {
+    gpu.func @ints(%out: memref<?xi32>) kernel {
       %c1 = arith.constant 1 : i32
-      %c32 = arith.constant 32 : i32
-      %y, %ok = gpu.shuffle xor %x, %c1, %c32 : f32
+      %w = arith.constant 8 : i32
+      // expected-error @below {{host emulation shuffles only f32}}
+      %s, %ok = gpu.shuffle xor %c1, %c1, %w : i32
+      gpu.return
+    }
+  }
+}
+
+// -----
+
+module attributes {gpu.container_module} {
+  gpu.module @m {
+    gpu.func @valid(%out: memref<?xi1>) kernel {
+      %f = arith.constant 1.0 : f32
+      %c1 = arith.constant 1 : i32
+      %w = arith.constant 8 : i32
+      // expected-error @below {{host emulation has no `valid` result}}
+      %s, %ok = gpu.shuffle xor %f, %c1, %w : f32
+      %c0 = arith.constant 0 : index
+      memref.store %ok, %out[%c0] : memref<?xi1>
       gpu.return
     }
   }

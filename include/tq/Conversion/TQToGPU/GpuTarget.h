@@ -8,9 +8,9 @@
 //
 //   nvptx:  sm_80, sm_86, sm_89, sm_90a   warp 32   PTX (+ptx80)
 //   amdgcn: gfx90a, gfx942 (wave 64), gfx1100 (wave 32)   AMDGCN assembly
-//   host emulation (tests only): one warp of one thread per block, so the
-//   same kernels contain no shuffles and run serially on the CPU after
-//   tq-gpu-to-host.
+//   host emulation (tests only): warps of any width (one thread: no
+//   shuffles at all), run on the CPU after tq-gpu-to-host with one host
+//   thread per GPU thread.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +20,7 @@
 #include "mlir/IR/Attributes.h"
 #include "mlir/Pass/PassManager.h"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -33,8 +34,9 @@ public:
   /// the first. Fails with a message listing the supported chips.
   static FailureOr<GpuTarget> get(StringRef target, StringRef chip,
                                   std::string &error);
-  /// One thread per block, for executing kernels on the CPU in tests.
-  static GpuTarget hostEmulation();
+  /// For executing kernels on the CPU in tests (tq-gpu-to-host): blocks
+  /// of `warps` warps of `warpSize` threads (default: one thread).
+  static GpuTarget hostEmulation(unsigned warpSize = 1, unsigned warps = 1);
   /// The chips tqc emits code for.
   static std::vector<std::string> chips(GpuVendor vendor);
 
@@ -43,8 +45,19 @@ public:
   /// Threads that execute in lock step and exchange values by shuffles.
   unsigned warpSize() const { return warpSize_; }
   /// Warps per block of every tq kernel.
-  unsigned warpsPerBlock() const {
-    return vendor_ == GpuVendor::HostEmulation ? 1 : 4;
+  unsigned warpsPerBlock() const { return warps_; }
+  /// Static workgroup (shared / LDS) memory one block may declare: 48 KiB
+  /// on NVIDIA (more needs a dynamic opt-in), 64 KiB on AMD.
+  int64_t maxWorkgroupBytes() const {
+    switch (vendor_) {
+    case GpuVendor::Nvidia:
+      return 48 * 1024;
+    case GpuVendor::Amd:
+      return 64 * 1024;
+    case GpuVendor::HostEmulation:
+      break;
+    }
+    return INT64_MAX;
   }
   /// "nvptx" or "amdgcn".
   StringRef name() const;
@@ -61,6 +74,7 @@ private:
   GpuVendor vendor_ = GpuVendor::Nvidia;
   std::string chip_;
   unsigned warpSize_ = 32;
+  unsigned warps_ = 4;
 };
 
 } // namespace mlir::tq

@@ -42,3 +42,6 @@ if ptxas:
 config.substitutions.append(
     ("%gpu_resources", sys.executable + " " +
      os.path.join(config.tqc_src_root, "scripts", "gpu-resources.py")))
+config.substitutions.append(
+    ("%ptx_loop_stats", sys.executable + " " +
+     os.path.join(config.tqc_src_root, "scripts", "ptx-loop-stats.py")))

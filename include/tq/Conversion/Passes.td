@@ -72,18 +72,31 @@ def TQLowerLaneLookup : Pass<"tq-lower-lane-lookup"> {
 def TQApproximateMath : Pass<"tq-approximate-math"> {
   let summary = "Expand math.exp2 / math.exp into polynomial approximations";
   let description = [{
-    GPU kernels lowered for AMD would otherwise call ocml's `__ocml_exp2_f32`
-    and need ROCm's device-library bitcode at serialisation time. This pass
-    rewrites `math.exp2(x)` as `math.exp(x * ln 2)` and then applies MLIR's
+    A libm `exp2f` call per element would keep softmax loops scalar. This
+    pass rewrites `math.exp2(x)` as `math.exp(x * ln 2)` and then applies MLIR's
     polynomial approximation of `math.exp` (range reduction plus a minimax
     polynomial, a few ulp in f32) and expands the `math.fma` and
     `math.floor` it creates,
     leaving only arith ops and bit casts.
-    The NVVM conversion has the same problem (`__nv_exp2f` from libdevice),
-    so both GPU targets run this pass and the emitted code links nothing.
+    The CPU pipelines use it so softmax loops vectorise; the GPU targets
+    use `tq-native-exp2` (the hardware instruction) instead.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect"];
+}
+
+def TQNativeExp2 : Pass<"tq-native-exp2"> {
+  let summary = "f32 math.exp2 as the targets' hardware exp2";
+  let description = [{
+    The GPU conversions turn `math.exp2` (and `llvm.intr.exp2`, which they
+    mark illegal) into device-library calls: libdevice's `__nv_exp2f`,
+    ocml's `__ocml_exp2_f32`. This pass rewrites each scalar f32
+    `math.exp2` as `llvm.call_intrinsic "llvm.exp2.f32"`, which the
+    conversions leave alone and the backends select as one instruction
+    (`ex2.approx.f32` on NVIDIA, `v_exp_f32` on AMD; a relative error
+    around 2^-22), so the softmax needs no library and no polynomial.
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
 def TQExactMath : Pass<"tq-exact-math"> {

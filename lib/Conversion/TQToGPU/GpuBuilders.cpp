@@ -182,28 +182,9 @@ Value PackedRowReader::index(OpBuilder &b, Location loc, Value rowBase,
 
 Value PackedRowReader::centroid(OpBuilder &b, Location loc,
                                 Value index) const {
-  // A binary select tree over the codebook held as constants: level k
-  // picks between pairs by index bit k. A codebook whose size is not a
-  // power of two is padded with its last entry.
-  const std::vector<float> &c = spec_.codebook->centroids;
-  size_t n = 1;
-  while (n < c.size())
-    n *= 2;
-  SmallVector<Value> level;
-  for (size_t i = 0; i < n; ++i)
-    level.push_back(f32Const(b, loc, c[std::min(i, c.size() - 1)]));
-  for (int bit = 0; level.size() > 1; ++bit) {
-    Value set = arith::CmpIOp::create(
-        b, loc, arith::CmpIPredicate::ne,
-        arith::AndIOp::create(b, loc, index, i32Const(b, loc, 1 << bit)),
-        i32Const(b, loc, 0));
-    SmallVector<Value> next;
-    for (size_t i = 0; i + 1 < level.size(); i += 2)
-      next.push_back(
-          arith::SelectOp::create(b, loc, set, level[i + 1], level[i]));
-    level = std::move(next);
-  }
-  return level.front();
+  Value at = add(b, loc, tableBase_,
+                 arith::IndexCastUIOp::create(b, loc, b.getIndexType(), index));
+  return memref::LoadOp::create(b, loc, table_, ValueRange{at});
 }
 
 Value PackedRowReader::element(OpBuilder &b, Location loc, Value rowBase,
@@ -244,6 +225,11 @@ Value gpukernel::warpAllReduceSum(OpBuilder &b, Location loc, Value x,
 }
 
 Value LaneRow::element(OpBuilder &b, Location loc, unsigned c) const {
+  if (blocked())
+    return add(b, loc,
+               arith::MulIOp::create(b, loc, lane,
+                                     indexConst(b, loc, regsPerLane())),
+               indexConst(b, loc, c));
   return add(b, loc, indexConst(b, loc, int64_t(c) * warpSize), lane);
 }
 
@@ -290,6 +276,34 @@ Value gpukernel::getRotationMatrix(OpBuilder &b, Location loc,
         std::vector<double> m = rotation.matrix();
         return std::vector<float>(m.begin(), m.end());
       });
+}
+
+unsigned gpukernel::codebookTableSize(const quant::FormatSpec &spec) {
+  return spec.codebook ? 1u << spec.indexBits : 0u;
+}
+
+Value gpukernel::getCodebookTable(OpBuilder &b, Location loc,
+                                  Operation *symbolTable,
+                                  const quant::FormatSpec &spec) {
+  const int64_t n = codebookTableSize(spec);
+  auto type = MemRefType::get({n}, b.getF32Type(), AffineMap(),
+                              b.getI64IntegerAttr(1));
+  std::string name = "tq_codebook_" + spec.name + "_" +
+                     std::to_string(spec.headDim);
+  if (!SymbolTable::lookupSymbolIn(symbolTable, name)) {
+    const std::vector<float> &c = spec.codebook->centroids;
+    std::vector<float> values;
+    for (int64_t i = 0; i < n; ++i)
+      values.push_back(c[std::min<size_t>(i, c.size() - 1)]);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&symbolTable->getRegion(0).front());
+    memref::GlobalOp::create(
+        b, loc, name, b.getStringAttr("private"), type,
+        DenseElementsAttr::get(RankedTensorType::get({n}, b.getF32Type()),
+                               ArrayRef<float>(values)),
+        /*constant=*/true, /*alignment=*/b.getI64IntegerAttr(16));
+  }
+  return memref::GetGlobalOp::create(b, loc, type, name);
 }
 
 Value gpukernel::getQjlMatrix(OpBuilder &b, Location loc,
@@ -352,20 +366,25 @@ void applySigns(OpBuilder &b, Location loc, LaneRow &row,
 /// Unnormalised Walsh-Hadamard butterflies on every block of n elements:
 /// stage h pairs e with e ^ h, (a, b) -> (a + b, a - b). Partners in other
 /// lanes come by xor shuffle, partners in other registers of the same
-/// lane are plain values.
+/// lane are plain values. Blocked layout: e ^ h is register c ^ h for
+/// h < R, else lane l ^ (h / R); cyclic: lane l ^ h for h < warp, else
+/// register c ^ (h / warp).
 void hadamardButterflies(OpBuilder &b, Location loc, LaneRow &row,
                          unsigned n) {
-  const unsigned w = row.warpSize;
+  const unsigned w = row.warpSize, r = row.regsPerLane();
+  const bool blocked = row.blocked();
   Value laneI32 =
       arith::IndexCastUIOp::create(b, loc, b.getI32Type(), row.lane);
   for (unsigned h = 1; h < n; h *= 2) {
-    if (h < w) {
+    const bool acrossLanes = blocked ? h >= r : h < w;
+    if (acrossLanes) {
+      const unsigned offset = blocked ? h / r : h;
       Value upper = arith::CmpIOp::create(
           b, loc, arith::CmpIPredicate::ne,
-          arith::AndIOp::create(b, loc, laneI32, i32Const(b, loc, h)),
+          arith::AndIOp::create(b, loc, laneI32, i32Const(b, loc, offset)),
           i32Const(b, loc, 0));
       for (Value &x : row.regs) {
-        Value partner = gpu::ShuffleOp::create(b, loc, x, int32_t(h),
+        Value partner = gpu::ShuffleOp::create(b, loc, x, int32_t(offset),
                                                int32_t(w),
                                                gpu::ShuffleMode::XOR)
                             .getShuffleResult();
@@ -375,7 +394,7 @@ void hadamardButterflies(OpBuilder &b, Location loc, LaneRow &row,
       }
       continue;
     }
-    const unsigned hc = h / w;
+    const unsigned hc = blocked ? h : h / w;
     for (unsigned c = 0; c < row.regs.size(); ++c) {
       if ((c & hc) || (c | hc) >= row.regs.size())
         continue;

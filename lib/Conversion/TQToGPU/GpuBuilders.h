@@ -3,11 +3,11 @@
 // The pieces every tq GPU kernel is made of, emitted as vendor-neutral
 // gpu/arith/memref ops:
 //   - PackedRowReader: one element of a packed cache row in global memory
-//     (scale, codebook index from the format's bit planes, centroid by a
-//     select tree: the codebook lives in registers);
+//     (scale, codebook index from the format's bit planes, centroid from a
+//     lookup table in workgroup memory);
 //   - warp reductions by xor shuffles;
-//   - a lane-distributed vector: element e = c * warp + lane of a row lives
-//     in register c of lane `lane`, and rotations act on it in place
+//   - a lane-distributed vector: each lane holds R = ceil(dim / warp)
+//     elements of a row in registers, and rotations act on it in place
 //     (Hadamard kinds as a shuffle butterfly, Haar through workgroup memory).
 //
 //===----------------------------------------------------------------------===//
@@ -43,11 +43,24 @@ Value reciprocalSqrt(OpBuilder &b, Location loc, Value x);
 /// accumulators, or streaming many loads, run out of registers.
 void disableUnrolling(Operation *loop);
 
+/// Entries of a format's centroid table: 2^indexBits (0 without a
+/// codebook), the codebook padded with its last centroid.
+unsigned codebookTableSize(const ::tq::quant::FormatSpec &spec);
+
+/// The table as a constant memref.global in `symbolTable` (created once),
+/// read with memref.get_global at the builder's point.
+Value getCodebookTable(OpBuilder &b, Location loc, Operation *symbolTable,
+                       const ::tq::quant::FormatSpec &spec);
+
 /// Reads elements of packed rows from a memref<? x i8> of row bytes.
 class PackedRowReader {
 public:
-  PackedRowReader(const ::tq::quant::FormatSpec &spec, Value bytes)
-      : spec_(spec), bytes_(bytes) {}
+  /// `table` holds the format's centroid table (codebookTableSize entries)
+  /// from `tableBase`: workgroup memory, where the 8 or 16 entries sit in
+  /// distinct banks, so a warp's lookups never conflict.
+  PackedRowReader(const ::tq::quant::FormatSpec &spec, Value bytes,
+                  Value table, Value tableBase)
+      : spec_(spec), bytes_(bytes), table_(table), tableBase_(tableBase) {}
 
   const ::tq::quant::FormatSpec &spec() const { return spec_; }
   /// Rotated-domain value of element j of the row starting at byte
@@ -70,14 +83,20 @@ private:
 
   const ::tq::quant::FormatSpec &spec_;
   Value bytes_;
+  Value table_, tableBase_;
 };
 
 /// The sum of x over the warp, in every lane (log2(warp) xor shuffles).
 Value warpAllReduceSum(OpBuilder &b, Location loc, Value x,
                        unsigned warpSize);
 
-/// A row of `dim` values spread over a warp: lane l holds elements
-/// c * warpSize + l in regs[c]; elements >= dim are zero and never stored.
+/// A row of `dim` values spread over a warp, R = regsFor(dim, warpSize)
+/// registers per lane. When R is a power of two the layout is blocked:
+/// lane l holds the consecutive elements l * R + c in regs[c], so its
+/// packed fields share bytes (one load serves several elements) and the
+/// first log2(R) butterfly stages stay in registers. Otherwise it is
+/// cyclic: lane l holds c * warpSize + l. Elements >= dim are zero and
+/// never stored.
 struct LaneRow {
   SmallVector<Value> regs;
   unsigned dim = 0;
@@ -86,6 +105,11 @@ struct LaneRow {
 
   static unsigned regsFor(unsigned dim, unsigned warpSize) {
     return (dim + warpSize - 1) / warpSize;
+  }
+  unsigned regsPerLane() const { return regsFor(dim, warpSize); }
+  bool blocked() const {
+    unsigned r = regsPerLane();
+    return r > 0 && (r & (r - 1)) == 0;
   }
   /// The element index held in register c (index value).
   Value element(OpBuilder &b, Location loc, unsigned c) const;

@@ -134,7 +134,8 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
   // round). For Haar the unrotated queries [G][DK] are staged in the
   // states buffer first (dead until the token loop ends), which keeps
   // d = 256 with a group of 8 under the 48 KiB of static shared memory.
-  // A QJL K adds the projected queries S q [G][DK].
+  // A QJL K adds the projected queries S q [G][DK]; formats with a
+  // codebook add their centroid tables (K's, then V's).
   const int64_t stateFloats = int64_t(L.warps) * L.group * (L.dv + 2);
   SmallVector<Type> workgroup = {
       workgroupBuffer(b, int64_t(L.group) * L.dk),
@@ -143,6 +144,11 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
                                : stateFloats)};
   if (L.qjlK())
     workgroup.push_back(workgroupBuffer(b, int64_t(L.group) * L.dk));
+  const unsigned kTable = codebookTableSize(L.keys),
+                 vTable = codebookTableSize(L.values);
+  const unsigned tableIndex = workgroup.size();
+  if (kTable + vTable)
+    workgroup.push_back(workgroupBuffer(b, kTable + vTable));
   auto func = createKernel(
       b, loc, name,
       {qT, bytesT, bytesT, intsT, intsT, intsT, intsT, intsT, qT, i32, i32, i32,
@@ -164,6 +170,7 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
   auto wg = func.getWorkgroupAttributions();
   Value qShared = wg[0], states = wg[1];
   Value sqShared = L.qjlK() ? Value(wg[2]) : Value();
+  Value tables = kTable + vTable ? Value(wg[tableIndex]) : Value();
   Value scratch = haarK ? states : Value();
 
   Value c0 = indexConst(b, loc, 0), c1 = indexConst(b, loc, 1);
@@ -173,6 +180,28 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
   Value split = gpu::BlockIdOp::create(b, loc, gpu::Dimension::z);
   Value kvHead = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
   Value G = indexConst(b, loc, L.group);
+
+  // The centroid tables into workgroup memory (visible to every thread
+  // after the prologue's barrier).
+  auto fillTable = [&](const quant::FormatSpec &spec, unsigned size,
+                       unsigned base) {
+    if (!size)
+      return;
+    Value global = getCodebookTable(b, loc, module, spec);
+    Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+    auto fill = scf::ForOp::create(
+        b, loc, tid, indexConst(b, loc, size),
+        indexConst(b, loc, L.blockSize()), ValueRange{},
+        [&](OpBuilder &b, Location loc, Value i, ValueRange) {
+          memref::StoreOp::create(
+              b, loc, memref::LoadOp::create(b, loc, global, ValueRange{i}),
+              tables, ValueRange{add(b, loc, i, indexConst(b, loc, base))});
+          scf::YieldOp::create(b, loc);
+        });
+    disableUnrolling(fill);
+  };
+  fillTable(L.keys, kTable, 0);
+  fillTable(L.values, vTable, kTable);
 
   // The tokens this row sees, and this split's chunk [begin, end).
   Value seq = loadIndex(b, loc, rowSeq, row);
@@ -328,7 +357,8 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
   for (unsigned i = 0; i < accs; ++i)
     init.push_back(f32Const(b, loc, 0.0f));
   const unsigned signBase = 2 * L.group + L.group * L.cv;
-  PackedRowReader kReader(L.keys, kBytes), vReader(L.values, vBytes);
+  PackedRowReader kReader(L.keys, kBytes, tables, c0),
+      vReader(L.values, vBytes, tables, indexConst(b, loc, kTable));
   Value kRowBytes = indexConst(b, loc, L.keys.rowBytes());
   Value vRowBytes = indexConst(b, loc, L.values.rowBytes());
   auto loop = scf::ForOp::create(

@@ -102,15 +102,15 @@ Attribute GpuTarget::targetAttr(MLIRContext *context) const {
 }
 
 void GpuTarget::addConversionPasses(OpPassManager &pm) const {
-  // exp2 as a polynomial: both conversions would otherwise call a device
-  // library (libdevice's __nv_exp2f, ocml's __ocml_exp2_f32), and the
-  // emitted code must not need one.
-  pm.addNestedPass<gpu::GPUModuleOp>(createTQApproximateMath());
   // The encoders' sqrt, round and absf as exact arith expansions: the
   // vendor conversions would call libdevice / ocml, and libdevice's
   // __nv_sqrtf is the approximate square root unless __CUDA_PREC_SQRT is
   // reflected, so the bytes would no longer match the library's encoder.
   pm.addNestedPass<gpu::GPUModuleOp>(createTQExactMath());
+  // The softmax's exp2 as the hardware instruction (ex2.approx.f32,
+  // v_exp_f32), not the device-library call the vendor conversions would
+  // make of it (libdevice's __nv_exp2f, ocml's __ocml_exp2_f32).
+  pm.addNestedPass<gpu::GPUModuleOp>(createTQNativeExp2());
   if (vendor_ == GpuVendor::Nvidia) {
     pm.addNestedPass<gpu::GPUModuleOp>(createConvertGpuOpsToNVVMOps());
     return;

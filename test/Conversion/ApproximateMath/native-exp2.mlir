@@ -1,0 +1,22 @@
+// RUN: tq-opt %s --tq-native-exp2 | FileCheck %s
+
+// Scalar f32 exp2 becomes the LLVM intrinsic (one hardware instruction on
+// NVPTX and AMDGPU); other types are left to the usual lowering.
+
+// CHECK-LABEL: func.func @scalar
+// CHECK: %[[R:.*]] = llvm.call_intrinsic "llvm.exp2.f32"(%{{.*}}) : (f32) -> f32
+// CHECK-NOT: math.exp2
+// CHECK: return %[[R]]
+func.func @scalar(%x: f32) -> f32 {
+  %r = math.exp2 %x : f32
+  return %r : f32
+}
+
+// CHECK-LABEL: func.func @others
+// CHECK: math.exp2 %{{.*}} : f64
+// CHECK: math.exp2 %{{.*}} : vector<4xf32>
+func.func @others(%x: f64, %v: vector<4xf32>) -> (f64, vector<4xf32>) {
+  %r = math.exp2 %x : f64
+  %s = math.exp2 %v : vector<4xf32>
+  return %r, %s : f64, vector<4xf32>
+}

@@ -19,6 +19,11 @@ struct tq_thread_pool {
   void *ctx;
   uint64_t n;
   atomic_uint_fast64_t next;
+  /* Workers that have taken up the current grid, and those still inside
+   * it. A grid ends only when every worker has taken it up and left: a
+   * worker waking late must not carry this grid's fn and ctx into the
+   * next one (whose `next` counter it would then share). */
+  uint32_t arrived;
   uint32_t active;
   bool stopping;
 };
@@ -47,11 +52,12 @@ static void *worker_main(void *arg) {
     tq_grid_fn fn = pool->fn;
     void *ctx = pool->ctx;
     uint64_t n = pool->n;
+    pool->arrived++;
     pool->active++;
     pthread_mutex_unlock(&pool->mutex);
     drain(pool, fn, ctx, n);
     pthread_mutex_lock(&pool->mutex);
-    if (--pool->active == 0)
+    if (--pool->active == 0 && pool->arrived == pool->num_workers)
       pthread_cond_broadcast(&pool->done);
   }
   pthread_mutex_unlock(&pool->mutex);
@@ -123,13 +129,14 @@ void tq_thread_pool_run(tq_thread_pool *pool, uint64_t n, tq_grid_fn fn,
   pool->ctx = ctx;
   pool->n = n;
   atomic_store(&pool->next, 0);
+  pool->arrived = 0;
   pool->generation++;
   pthread_cond_broadcast(&pool->wake);
   pthread_mutex_unlock(&pool->mutex);
   drain(pool, fn, ctx, n);
-  /* Wait until every worker that joined this grid has finished. */
+  /* Wait until every worker has taken up this grid and finished it. */
   pthread_mutex_lock(&pool->mutex);
-  while (pool->active > 0)
+  while (pool->active > 0 || pool->arrived < pool->num_workers)
     pthread_cond_wait(&pool->done, &pool->mutex);
   pthread_mutex_unlock(&pool->mutex);
 }

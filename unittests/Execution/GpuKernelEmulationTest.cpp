@@ -393,9 +393,15 @@ INSTANTIATE_TEST_SUITE_P(
         // One-thread blocks (no shuffles, no concurrent warps).
         Case{"turbo3_0", "turbo3_0", 64, 2, false, false, 0, 0.0f, 3, 1},
         Case{"haar4", "tqprod3", 64, 3, false, false, 0, 0.0f, 2, 1},
-        // Warps of 32 lanes, as on NVIDIA: 128 threads a block.
-        Case{"turbo3_0", "tqprod3", 128, 4, false, false, 0, 0.0f, 2, 32},
-        Case{"polar4", "haar4", 96, 7, true, true, 0, 0.0f, 2, 32}),
+        // Warps of 32 lanes, as on NVIDIA: 128 threads a block. Rows of
+        // <= 128 values take groups of 16 lanes (two tokens a warp step)
+        // while a lane holds at most 32 accumulators; else whole warps.
+        Case{"tqprod3", "tqprod3", 128, 2, false, false, 0, 0.0f, 2, 32},
+        Case{"turbo3_0", "turbo3_0", 128, 4, true, true, 0, 0.0f, 2, 32},
+        Case{"polar4", "haar4", 96, 7, true, true, 0, 0.0f, 2, 32},
+        Case{"polar3", "q8_0", 256, 2, false, false, 0, 0.0f, 2, 32},
+        // Wave64, as on CDNA: four 16-lane groups a warp step.
+        Case{"turbo3_0", "turbo3_0", 64, 2, false, false, 0, 0.0f, 3, 64}),
     [](const ::testing::TestParamInfo<Case> &info) {
       const Case &c = info.param;
       return c.k + "_" + c.v + "_d" + std::to_string(c.dim) + "_g" +

@@ -214,8 +214,8 @@ Value PackedRowReader::element(OpBuilder &b, Location loc, Value rowBase,
 //===----------------------------------------------------------------------===//
 
 Value gpukernel::warpAllReduceSum(OpBuilder &b, Location loc, Value x,
-                                  unsigned warpSize) {
-  for (unsigned offset = warpSize / 2; offset >= 1; offset /= 2) {
+                                  unsigned lanes, unsigned warpSize) {
+  for (unsigned offset = lanes / 2; offset >= 1; offset /= 2) {
     auto shuffle = gpu::ShuffleOp::create(b, loc, x, int32_t(offset),
                                           int32_t(warpSize),
                                           gpu::ShuffleMode::XOR);
@@ -372,6 +372,7 @@ void applySigns(OpBuilder &b, Location loc, LaneRow &row,
 void hadamardButterflies(OpBuilder &b, Location loc, LaneRow &row,
                          unsigned n) {
   const unsigned w = row.warpSize, r = row.regsPerLane();
+  const unsigned width = row.shuffleWidth ? row.shuffleWidth : w;
   const bool blocked = row.blocked();
   Value laneI32 =
       arith::IndexCastUIOp::create(b, loc, b.getI32Type(), row.lane);
@@ -385,7 +386,7 @@ void hadamardButterflies(OpBuilder &b, Location loc, LaneRow &row,
           i32Const(b, loc, 0));
       for (Value &x : row.regs) {
         Value partner = gpu::ShuffleOp::create(b, loc, x, int32_t(offset),
-                                               int32_t(w),
+                                               int32_t(width),
                                                gpu::ShuffleMode::XOR)
                             .getShuffleResult();
         Value sum = arith::AddFOp::create(b, loc, x, partner);

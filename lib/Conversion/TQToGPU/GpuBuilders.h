@@ -86,8 +86,10 @@ private:
   Value table_, tableBase_;
 };
 
-/// The sum of x over the warp, in every lane (log2(warp) xor shuffles).
-Value warpAllReduceSum(OpBuilder &b, Location loc, Value x,
+/// The sum of x over each aligned group of `lanes` lanes of a warp of
+/// `warpSize` threads, in every lane of the group (log2(lanes) xor
+/// shuffles; xor offsets below `lanes` never leave the group).
+Value warpAllReduceSum(OpBuilder &b, Location loc, Value x, unsigned lanes,
                        unsigned warpSize);
 
 /// A row of `dim` values spread over a warp, R = regsFor(dim, warpSize)
@@ -100,8 +102,12 @@ Value warpAllReduceSum(OpBuilder &b, Location loc, Value x,
 struct LaneRow {
   SmallVector<Value> regs;
   unsigned dim = 0;
+  /// Lanes the row is spread over: a whole warp, or an aligned group of
+  /// lanes within one (then `lane` is the index in the group).
   unsigned warpSize = 32;
   Value lane;
+  /// The hardware warp's width, for shuffles (0: warpSize).
+  unsigned shuffleWidth = 0;
 
   static unsigned regsFor(unsigned dim, unsigned warpSize) {
     return (dim + warpSize - 1) / warpSize;

@@ -1,11 +1,13 @@
 //===- GpuKernels.cpp - Attention kernels in the gpu dialect --------------===//
 //
-// Thread layout of both kernels: a block of target.warpsPerBlock() warps; lane l
-// of a warp holds elements c * warp + l of a head-dim row (a LaneRow).
-// The attention kernel gives each warp every W-th token of its chunk and
-// keeps, per query head of the group, the running max, sum and
-// accumulator in registers; the warps merge through workgroup memory at
-// the end. All control flow around barriers is uniform.
+// Thread layout: a block of target.warpsPerBlock() hardware warps. The
+// attention kernel splits it into lane groups ("warps" below: a whole
+// hardware warp, or an aligned half / quarter of one when the rows are
+// short) that each hold a head-dim row (a LaneRow), take every
+// groups-th token of the chunk and keep, per query head of the group,
+// the running max, sum and accumulator in registers; the groups merge
+// through workgroup memory at the end. The combine kernel uses whole
+// warps. All control flow around barriers is uniform.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,6 +34,10 @@ namespace quant = ::tq::quant;
 namespace {
 
 constexpr float kLog2e = 1.4426950408889634f;
+/// Lanes per row group of the attention kernel for rows of <= 128 values.
+constexpr unsigned kShortRowLanes = 16;
+/// Accumulators per lane up to which 16-lane groups are used.
+constexpr unsigned kMaxGroupAccumulators = 32;
 /// Query elements per lane kept in registers across the token loop.
 constexpr unsigned kMaxQueryRegisters = 32;
 
@@ -99,8 +105,13 @@ struct AttentionLayout {
   bool causal;
   int64_t window;
   float softcap;
+  /// The hardware warp (shuffle width) when warpSize is a lane group.
+  unsigned hardwareWarp = 0;
 
   unsigned blockSize() const { return warps * warpSize; }
+  unsigned shuffleWidth() const {
+    return hardwareWarp ? hardwareWarp : warpSize;
+  }
   /// tqprod: the format carries a QJL residual sign plane.
   bool qjlK() const { return keys.qjl != nullptr; }
   bool qjlV() const { return values.qjl != nullptr; }
@@ -278,7 +289,7 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
                         add(b, loc, mul(b, loc, row, H),
                             add(b, loc, mul(b, loc, kvHead, G), gLoad)),
                         indexConst(b, loc, L.headDim));
-      LaneRow x{{}, L.dk, L.warpSize, ids.lane};
+      LaneRow x{{}, L.dk, L.warpSize, ids.lane, L.shuffleWidth()};
       for (unsigned c = 0; c < L.ck; ++c) {
         Value e = x.element(b, loc, c);
         Value inHead = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
@@ -318,8 +329,8 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
   // token (a large group at a large head dim would otherwise spill).
   const bool queriesInRegisters =
       L.group * L.ck * (L.qjlK() ? 2 : 1) <= kMaxQueryRegisters;
-  LaneRow kRow{{}, L.dk, L.warpSize, ids.lane};
-  LaneRow vRow{{}, L.dv, L.warpSize, ids.lane};
+  LaneRow kRow{{}, L.dk, L.warpSize, ids.lane, L.shuffleWidth()};
+  LaneRow vRow{{}, L.dv, L.warpSize, ids.lane, L.shuffleWidth()};
   auto loadQuery = [&](OpBuilder &b, Value buffer, unsigned g,
                        unsigned c) -> Value {
     Value e = arith::MinUIOp::create(b, loc, kRow.element(b, loc, c),
@@ -361,10 +372,26 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
       vReader(L.values, vBytes, tables, indexConst(b, loc, kTable));
   Value kRowBytes = indexConst(b, loc, L.keys.rowBytes());
   Value vRowBytes = indexConst(b, loc, L.values.rowBytes());
+  // A hardware warp holds `perWarp` lane groups; its step covers the
+  // tokens t0 .. t0 + perWarp - 1 (group `sub` takes t0 + sub), so every
+  // lane of a warp runs the same iterations and reaches the same shuffles.
+  // A group past the chunk's end re-reads token t0 and adds nothing.
+  const unsigned perWarp = L.shuffleWidth() / L.warpSize;
+  Value sub = perWarp > 1 ? arith::RemUIOp::create(
+                                b, loc, ids.warp, indexConst(b, loc, perWarp))
+                          : c0;
+  Value firstToken =
+      add(b, loc, begin, arith::SubIOp::create(b, loc, ids.warp, sub));
   auto loop = scf::ForOp::create(
-      b, loc, add(b, loc, begin, ids.warp), end,
-      indexConst(b, loc, L.warps), init,
-      [&](OpBuilder &b, Location loc, Value t, ValueRange state) {
+      b, loc, firstToken, end, indexConst(b, loc, L.warps), init,
+      [&](OpBuilder &b, Location loc, Value t0, ValueRange state) {
+        Value t = t0, live;
+        if (perWarp > 1) {
+          Value mine = add(b, loc, t0, sub);
+          live = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                       mine, end);
+          t = arith::SelectOp::create(b, loc, live, mine, t0);
+        }
         Value page = loadIndex(
             b, loc, indices,
             add(b, loc, pageBegin, arith::DivUIOp::create(b, loc, t, pageSize)));
@@ -397,7 +424,7 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
           Value sq = f32Const(b, loc, 0.0f);
           for (Value x : lr.regs)
             sq = addF(b, loc, sq, mulF(b, loc, x, x));
-          sq = warpAllReduceSum(b, loc, sq, L.warpSize);
+          sq = warpAllReduceSum(b, loc, sq, L.warpSize, L.shuffleWidth());
           return mulF(b, loc, reader.scale(b, loc, base, c0),
                       reciprocalSqrt(b, loc, sq));
         };
@@ -444,7 +471,7 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
             }
             dot = fusedMultiplyAdd(b, loc, signDot, kSignFactor, dot);
           }
-          dot = warpAllReduceSum(b, loc, dot, L.warpSize);
+          dot = warpAllReduceSum(b, loc, dot, L.warpSize, L.shuffleWidth());
           if (kFactor)
             dot = mulF(b, loc, dot, kFactor);
           if (L.softcap > 0.0f) {
@@ -461,9 +488,21 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
           }
           Value s = mulF(b, loc, dot, f32Const(b, loc, kLog2e));
           Value m = state[g], l = state[L.group + g];
+          if (live)
+            s = arith::SelectOp::create(b, loc, live, s, f32Const(b, loc, negInf));
           Value mNew = arith::MaximumFOp::create(b, loc, m, s);
           Value alpha = exp2(b, loc, arith::SubFOp::create(b, loc, m, mNew));
           Value p = exp2(b, loc, arith::SubFOp::create(b, loc, s, mNew));
+          if (live) {
+            // A dead step leaves the state as it is, also before the first
+            // live token (m = -inf, where m - mNew is NaN).
+            Value same = arith::CmpFOp::create(
+                b, loc, arith::CmpFPredicate::OEQ, m, mNew);
+            alpha = arith::SelectOp::create(b, loc, same,
+                                            f32Const(b, loc, 1.0f), alpha);
+            p = arith::SelectOp::create(b, loc, live, p,
+                                        f32Const(b, loc, 0.0f));
+          }
           next[g] = mNew;
           next[L.group + g] = fusedMultiplyAdd(b, loc, l, alpha, p);
           Value pv = vFactor ? mulF(b, loc, p, vFactor) : p;
@@ -758,32 +797,58 @@ mlir::tq::buildGpuKernels(gpu::GPUModuleOp module,
   if (spec.window < 0 || !(spec.softcap >= 0.0f))
     return emitError() << "window and softcap must be non-negative", failure();
 
+  // Lanes per row of the attention kernel: rows of at most 128 elements
+  // use groups of kShortRowLanes lanes, so one warp step covers several
+  // tokens (shorter score reductions, softmax bookkeeping shared by more
+  // bytes), unless a lane would then hold more than kMaxGroupAccumulators
+  // accumulators (the group's heads x its V elements, twice for a QJL V:
+  // more spill) or the groups' states would not fit in workgroup memory;
+  // then whole warps.
   const unsigned w = target.warpSize();
-  AttentionLayout layout{keys->spec(),
-                         values->spec(),
-                         spec.headDim,
-                         spec.group,
-                         w,
-                         target.warpsPerBlock(),
-                         keys->paddedDim(),
-                         values->paddedDim(),
-                         LaneRow::regsFor(keys->paddedDim(), w),
-                         LaneRow::regsFor(values->paddedDim(), w),
-                         spec.causal,
-                         spec.window,
-                         spec.softcap};
+  auto layoutFor = [&](unsigned lanes) {
+    AttentionLayout l{keys->spec(),
+                      values->spec(),
+                      spec.headDim,
+                      spec.group,
+                      lanes,
+                      target.warpsPerBlock() * (w / lanes),
+                      keys->paddedDim(),
+                      values->paddedDim(),
+                      LaneRow::regsFor(keys->paddedDim(), lanes),
+                      LaneRow::regsFor(values->paddedDim(), lanes),
+                      spec.causal,
+                      spec.window,
+                      spec.softcap};
+    l.hardwareWarp = w;
+    return l;
+  };
+  const AttentionLayout warpLayout = layoutFor(w);
   OpBuilder b(module.getContext());
   b.setInsertionPointToEnd(module.getBody());
   Location loc = module.getLoc();
   SmallVector<GpuKernelInfo> infos;
-  auto attention =
-      buildAttentionKernel(b, loc, module, spec.name(), layout);
-  infos.push_back({spec.name(), "attention", layout.blockSize(),
+  gpu::GPUFuncOp attention;
+  const unsigned groupAccumulators =
+      spec.group * LaneRow::regsFor(values->paddedDim(), kShortRowLanes) *
+      (values->spec().qjl ? 2 : 1);
+  if (w > kShortRowLanes &&
+      std::max(keys->paddedDim(), values->paddedDim()) <= 128 &&
+      groupAccumulators <= kMaxGroupAccumulators) {
+    attention = buildAttentionKernel(b, loc, module, spec.name(),
+                                     layoutFor(kShortRowLanes));
+    if (workgroupBytes(attention) > target.maxWorkgroupBytes()) {
+      attention.erase();
+      attention = {};
+    }
+  }
+  if (!attention)
+    attention = buildAttentionKernel(b, loc, module, spec.name(), warpLayout);
+  infos.push_back({spec.name(), "attention", warpLayout.blockSize(),
                    workgroupBytes(attention)});
   auto combine = buildCombineKernel(b, loc, module, spec.name() + "_combine",
-                                    layout);
-  infos.push_back({spec.name() + "_combine", "combine", layout.blockSize(),
-                   workgroupBytes(combine)});
+                                    warpLayout);
+  infos.push_back({spec.name() + "_combine", "combine",
+                   warpLayout.blockSize(), workgroupBytes(combine)});
   if (failed(attention.verify()) || failed(combine.verify()))
     return failure();
   for (const GpuKernelInfo &info : infos)

@@ -10,10 +10,11 @@
 // aligned to the last positions) and compares each output with lib/Quant's
 // reference attention over the same encoded cache. Every append kernel
 // writes rows into a paged pool through tq_gpu_append; the pool must then
-// hold exactly Format::encodeRow's bytes in those slots and nothing else. With --bench it then
-// times decode steps at each context x batch and prints the compressed
-// bytes read per step and the achieved GB/s. Needs only the runtime and
-// lib/Quant (no LLVM), so it builds on a GPU machine from the working tree.
+// hold exactly Format::encodeRow's bytes in those slots and nothing else.
+// With --bench it then times decode steps at each context x batch and
+// prints the compressed bytes read per step and the achieved GB/s. Needs
+// only the runtime and lib/Quant (no LLVM), so it builds on a GPU machine
+// from the working tree.
 // Exit: 0 all pass, 1 a mismatch, 2 usage / setup error, 77 no driver.
 //
 //===----------------------------------------------------------------------===//

@@ -1,4 +1,4 @@
-//===- ThreadPoolTest.cpp - The runtime's fork-join pool -------------------===//
+//===- ThreadPoolTest.cpp - The runtime's fork-join pool ------------------===//
 //
 // Many short grids back to back, each with its context on the stack of a
 // function that has returned before the next grid starts: every item of

@@ -489,7 +489,8 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
           Value s = mulF(b, loc, dot, f32Const(b, loc, kLog2e));
           Value m = state[g], l = state[L.group + g];
           if (live)
-            s = arith::SelectOp::create(b, loc, live, s, f32Const(b, loc, negInf));
+            s = arith::SelectOp::create(b, loc, live, s,
+                                        f32Const(b, loc, negInf));
           Value mNew = arith::MaximumFOp::create(b, loc, m, s);
           Value alpha = exp2(b, loc, arith::SubFOp::create(b, loc, m, mNew));
           Value p = exp2(b, loc, arith::SubFOp::create(b, loc, s, mNew));
@@ -589,7 +590,8 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
             mMax = arith::MaximumFOp::create(b, loc, mMax, ms.back());
           }
           Value empty = arith::CmpFOp::create(
-              b, loc, arith::CmpFPredicate::OEQ, mMax, f32Const(b, loc, negInf));
+              b, loc, arith::CmpFPredicate::OEQ, mMax,
+              f32Const(b, loc, negInf));
           Value sum = f32Const(b, loc, 0.0f);
           for (unsigned w = 0; w < L.warps; ++w) {
             Value weight = arith::SelectOp::create(
@@ -605,7 +607,8 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
               b, loc, arith::CmpIPredicate::eq, e, indexConst(b, loc, L.dv));
           Value result = arith::SelectOp::create(b, loc, isMax, mMax, sum);
           Value at = add(b, loc,
-                         add(b, loc, partialBase, mul(b, loc, g, partialStride)),
+                         add(b, loc, partialBase,
+                             mul(b, loc, g, partialStride)),
                          add(b, loc, indexConst(b, loc, offset), e));
           memref::StoreOp::create(b, loc, result, partial, ValueRange{at});
           scf::YieldOp::create(b, loc);

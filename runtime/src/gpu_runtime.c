@@ -237,6 +237,14 @@ static tq_status check_info(tq_gpu_runtime *rt, const char *name, int kind,
 
 /*--- Append ------------------------------------------------------------*/
 
+/* A K or V pool as a kernel buffer (tq_check_cache bounds its size). */
+static memref_arg pool_buffer(const tq_kv_cache_v0 *c, const uint8_t *pool,
+                              uint32_t row_bytes) {
+  return buffer((tq_device_ptr)(uintptr_t)pool,
+                (int64_t)(c->num_pages * c->page_size * c->num_kv_heads *
+                          row_bytes));
+}
+
 /* Encodes one pool's rows: looks up tq_append_<format>_d<D>, checks its
  * info and launches one thread per (token, KV head) row. */
 static tq_status launch_append(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
@@ -261,9 +269,7 @@ static tq_status launch_append(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
   memref_arg args[3] = {
       buffer((tq_device_ptr)(uintptr_t)rows,
              (int64_t)(rows_total * c->head_dim)),
-      buffer((tq_device_ptr)(uintptr_t)pool,
-             (int64_t)(c->num_pages * c->page_size * c->num_kv_heads *
-                       row_bytes)),
+      pool_buffer(c, pool, row_bytes),
       buffer(pages, num_pages_of_seq)};
   int32_t page_size = (int32_t)c->page_size,
           kv_heads = (int32_t)c->num_kv_heads;
@@ -457,12 +463,8 @@ tq_status tq_gpu_attention(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
   const int64_t H = p->num_q_heads, D = c->head_dim;
   memref_arg args[10] = {
       buffer((tq_device_ptr)(uintptr_t)q, (int64_t)rows * H * D),
-      buffer((tq_device_ptr)(uintptr_t)c->k_pages,
-             (int64_t)(c->num_pages * c->page_size * c->num_kv_heads *
-                       c->k_row_bytes)),
-      buffer((tq_device_ptr)(uintptr_t)c->v_pages,
-             (int64_t)(c->num_pages * c->page_size * c->num_kv_heads *
-                       c->v_row_bytes)),
+      pool_buffer(c, c->k_pages, c->k_row_bytes),
+      pool_buffer(c, c->v_pages, c->v_row_bytes),
       buffer(ws, seqs + 1),
       buffer(ws + (seqs + 1) * sizeof(int32_t), (int64_t)num_indices),
       buffer(ws + (uint64_t)(seq_lens - host) * sizeof(int32_t), seqs),

@@ -105,12 +105,18 @@ Value exactSqrt64(const Arith &a, Value x) {
   return a.select(identity, x, a.select(positive, s, a.f(NAN)));
 }
 
+/// The op's f32 / f64 scalar type, or null (then the op is left alone).
+FloatType scalarF32OrF64(Operation *op) {
+  auto type = dyn_cast<FloatType>(op->getResult(0).getType());
+  return type && (type.isF32() || type.isF64()) ? type : FloatType();
+}
+
 struct SqrtExactly : public OpRewritePattern<math::SqrtOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(math::SqrtOp op,
                                 PatternRewriter &rewriter) const override {
-    Type type = op.getType();
-    if (!type.isF32() && !type.isF64())
+    FloatType type = scalarF32OrF64(op);
+    if (!type)
       return rewriter.notifyMatchFailure(op, "not an f32 / f64 scalar");
     Location loc = op.getLoc();
     Arith f64{rewriter, loc, rewriter.getF64Type()};
@@ -135,8 +141,8 @@ struct RoundExactly : public OpRewritePattern<math::RoundOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(math::RoundOp op,
                                 PatternRewriter &rewriter) const override {
-    auto type = dyn_cast<FloatType>(op.getType());
-    if (!type || !(type.isF32() || type.isF64()))
+    FloatType type = scalarF32OrF64(op);
+    if (!type)
       return rewriter.notifyMatchFailure(op, "not an f32 / f64 scalar");
     Location loc = op.getLoc();
     Arith a{rewriter, loc, type};
@@ -164,8 +170,8 @@ struct AbsExactly : public OpRewritePattern<math::AbsFOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(math::AbsFOp op,
                                 PatternRewriter &rewriter) const override {
-    auto type = dyn_cast<FloatType>(op.getType());
-    if (!type || !(type.isF32() || type.isF64()))
+    FloatType type = scalarF32OrF64(op);
+    if (!type)
       return rewriter.notifyMatchFailure(op, "not an f32 / f64 scalar");
     Arith a{rewriter, op.getLoc(), type};
     rewriter.replaceOp(op, a.abs(op.getOperand()));

@@ -44,10 +44,6 @@ Value rowView(OpBuilder &b, Location loc, MemRefType type, Value buffer,
                              b.getIndexAttr(1)});
 }
 
-Value indexArg(OpBuilder &b, Location loc, Value i32) {
-  return arith::IndexCastOp::create(b, loc, b.getIndexType(), i32);
-}
-
 } // namespace
 
 gpu::GPUFuncOp mlir::tq::buildGpuAppendKernel(OpBuilder &b, Location loc,
@@ -62,21 +58,18 @@ gpu::GPUFuncOp mlir::tq::buildGpuAppendKernel(OpBuilder &b, Location loc,
   MemRefType sourceType = rowViewType(ctx, b.getF32Type(), d);
   MemRefType destType = rowViewType(ctx, b.getI8Type(), rowBytes);
   Type i32 = b.getI32Type();
-  auto buffer = [&](Type element) {
-    return MemRefType::get({ShapedType::kDynamic}, element);
-  };
-  auto func = createKernel(
-      b, loc, spec.name(),
-      {buffer(b.getF32Type()), buffer(b.getI8Type()), buffer(i32), i32, i32,
-       i32, i32},
-      {}, blockSize);
+  auto func = createKernel(b, loc, spec.name(),
+                           {globalBuffer(b, b.getF32Type()),
+                            globalBuffer(b, b.getI8Type()),
+                            globalBuffer(b, i32), i32, i32, i32, i32},
+                           {}, blockSize);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&func.getBody().front());
   auto args = func.getArguments();
   Value rows = args[0], pool = args[1], pages = args[2];
-  Value start = indexArg(b, loc, args[3]), count = indexArg(b, loc, args[4]),
-        pageSize = indexArg(b, loc, args[5]),
-        kvHeads = indexArg(b, loc, args[6]);
+  Value start = toIndex(b, loc, args[3]), count = toIndex(b, loc, args[4]),
+        pageSize = toIndex(b, loc, args[5]),
+        kvHeads = toIndex(b, loc, args[6]);
 
   Value r = arith::AddIOp::create(
       b, loc,
@@ -92,22 +85,8 @@ gpu::GPUFuncOp mlir::tq::buildGpuAppendKernel(OpBuilder &b, Location loc,
   Value t = arith::DivUIOp::create(b, loc, r, kvHeads);
   Value h = arith::RemUIOp::create(b, loc, r, kvHeads);
   Value position = arith::AddIOp::create(b, loc, start, t);
-  Value page = arith::IndexCastOp::create(
-      b, loc, b.getIndexType(),
-      memref::LoadOp::create(
-          b, loc, pages,
-          ValueRange{arith::DivUIOp::create(b, loc, position, pageSize)}));
-  Value slot = arith::RemUIOp::create(b, loc, position, pageSize);
-  // Pool row (page, slot, h) of [pages][page_size][kv_heads][rowBytes].
-  Value destRow = arith::AddIOp::create(
-      b, loc,
-      arith::MulIOp::create(
-          b, loc,
-          arith::AddIOp::create(b, loc,
-                                arith::MulIOp::create(b, loc, page, pageSize),
-                                slot),
-          kvHeads),
-      h);
+  Value destRow = pagedRow(b, loc, pages, indexConst(b, loc, 0), position,
+                           pageSize, kvHeads, h);
   Value source = rowView(
       b, loc, sourceType, rows,
       arith::MulIOp::create(b, loc, r, indexConst(b, loc, d)));

@@ -22,6 +22,28 @@ Value gpukernel::indexConst(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
 }
 
+Value gpukernel::toIndex(OpBuilder &b, Location loc, Value i32) {
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), i32);
+}
+
+MemRefType gpukernel::globalBuffer(OpBuilder &b, Type element) {
+  return MemRefType::get({ShapedType::kDynamic}, element);
+}
+
+Value gpukernel::pagedRow(OpBuilder &b, Location loc, Value pageTable,
+                          Value firstPage, Value position, Value pageSize,
+                          Value kvHeads, Value kvHead) {
+  Value entry = arith::AddIOp::create(
+      b, loc, firstPage, arith::DivUIOp::create(b, loc, position, pageSize));
+  Value page = toIndex(
+      b, loc, memref::LoadOp::create(b, loc, pageTable, ValueRange{entry}));
+  Value slot = arith::RemUIOp::create(b, loc, position, pageSize);
+  Value token = arith::AddIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, page, pageSize), slot);
+  return arith::AddIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, token, kvHeads), kvHead);
+}
+
 gpu::GPUFuncOp gpukernel::createKernel(OpBuilder &b, Location loc,
                                        StringRef name, ArrayRef<Type> args,
                                        ArrayRef<Type> workgroup,
@@ -135,19 +157,27 @@ Value PackedRowReader::residualNorm(OpBuilder &b, Location loc,
 
 Value PackedRowReader::qjlBit(OpBuilder &b, Location loc, Value rowBase,
                               Value j) const {
-  // One block per row: sign bit j at byte j / 8, bit j % 8 of the plane.
+  // One block per row: element j of the row is element j of its block.
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                               field(b, loc, rowBase, *spec_.qjlPlane, j),
+                               i32Const(b, loc, 0));
+}
+
+Value PackedRowReader::field(OpBuilder &b, Location loc, Value blockBase,
+                             const quant::BitPlane &plane,
+                             Value inBlock) const {
+  // Plane widths divide 8: a field never straddles a byte.
+  Value bit =
+      arith::MulIOp::create(b, loc, inBlock, indexConst(b, loc, plane.bits));
   Value at = add(b, loc,
-                 add(b, loc, rowBase,
-                     indexConst(b, loc, spec_.qjlPlane->byteOffset)),
-                 arith::DivUIOp::create(b, loc, j, indexConst(b, loc, 8)));
+                 add(b, loc, blockBase, indexConst(b, loc, plane.byteOffset)),
+                 arith::DivUIOp::create(b, loc, bit, indexConst(b, loc, 8)));
   Value shift = arith::IndexCastUIOp::create(
       b, loc, b.getI32Type(),
-      arith::RemUIOp::create(b, loc, j, indexConst(b, loc, 8)));
-  Value bit = arith::AndIOp::create(
+      arith::RemUIOp::create(b, loc, bit, indexConst(b, loc, 8)));
+  return arith::AndIOp::create(
       b, loc, arith::ShRUIOp::create(b, loc, byteAt(b, loc, at), shift),
-      i32Const(b, loc, 1));
-  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, bit,
-                               i32Const(b, loc, 0));
+      i32Const(b, loc, (1 << plane.bits) - 1));
 }
 
 Value PackedRowReader::index(OpBuilder &b, Location loc, Value rowBase,
@@ -160,23 +190,11 @@ Value PackedRowReader::index(OpBuilder &b, Location loc, Value rowBase,
   Value inBlock = arith::RemUIOp::create(b, loc, j,
                                          indexConst(b, loc, spec_.blockLen));
   Value index = i32Const(b, loc, 0);
-  for (const quant::BitPlane &plane : spec_.indexPlanes) {
-    // Plane widths divide 8: a field never straddles a byte.
-    Value bit = arith::MulIOp::create(b, loc, inBlock,
-                                      indexConst(b, loc, plane.bits));
-    Value at = add(b, loc, add(b, loc, base, indexConst(b, loc,
-                                                        plane.byteOffset)),
-                   arith::DivUIOp::create(b, loc, bit, indexConst(b, loc, 8)));
-    Value shift = arith::IndexCastUIOp::create(
-        b, loc, b.getI32Type(),
-        arith::RemUIOp::create(b, loc, bit, indexConst(b, loc, 8)));
-    Value field = arith::ShRUIOp::create(b, loc, byteAt(b, loc, at), shift);
-    field = arith::AndIOp::create(b, loc, field,
-                                  i32Const(b, loc, (1 << plane.bits) - 1));
-    field = arith::ShLIOp::create(b, loc, field,
-                                  i32Const(b, loc, int32_t(plane.shift)));
-    index = arith::OrIOp::create(b, loc, index, field);
-  }
+  for (const quant::BitPlane &plane : spec_.indexPlanes)
+    index = arith::OrIOp::create(
+        b, loc, index,
+        arith::ShLIOp::create(b, loc, field(b, loc, base, plane, inBlock),
+                              i32Const(b, loc, int32_t(plane.shift))));
   return index;
 }
 
@@ -243,19 +261,19 @@ bool gpukernel::rotationNeedsScratch(const quant::FormatSpec &spec) {
 }
 
 namespace {
-/// A constant n x n f32 matrix `name` in global memory (address space 1 on
-/// both vendors), created once in `symbolTable`, read at the builder's
-/// point.
-Value getConstantMatrix(OpBuilder &b, Location loc, Operation *symbolTable,
-                        const std::string &name, int64_t n,
+/// A constant f32 array `name` of `shape` in global memory (address space
+/// 1 on both vendors), created once in `symbolTable` from `values()`, read
+/// at the builder's point.
+Value getConstantGlobal(OpBuilder &b, Location loc, Operation *symbolTable,
+                        const std::string &name, ArrayRef<int64_t> shape,
                         function_ref<std::vector<float>()> values) {
-  auto type = MemRefType::get({n, n}, b.getF32Type(), AffineMap(),
+  auto type = MemRefType::get(shape, b.getF32Type(), AffineMap(),
                               b.getI64IntegerAttr(1));
   if (!SymbolTable::lookupSymbolIn(symbolTable, name)) {
     std::vector<float> v = values();
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&symbolTable->getRegion(0).front());
-    auto tensorType = RankedTensorType::get({n, n}, b.getF32Type());
+    auto tensorType = RankedTensorType::get(shape, b.getF32Type());
     memref::GlobalOp::create(
         b, loc, name, b.getStringAttr("private"), type,
         DenseElementsAttr::get(tensorType, ArrayRef<float>(v)),
@@ -270,9 +288,9 @@ Value gpukernel::getRotationMatrix(OpBuilder &b, Location loc,
                                    const quant::FormatSpec &spec) {
   const quant::Rotation &rotation = *spec.rotation;
   const int64_t n = rotation.dim();
-  return getConstantMatrix(
+  return getConstantGlobal(
       b, loc, symbolTable, "tq_rotation_" + spec.name + "_" + std::to_string(n),
-      n, [&] {
+      {n, n}, [&] {
         std::vector<double> m = rotation.matrix();
         return std::vector<float>(m.begin(), m.end());
       });
@@ -286,24 +304,16 @@ Value gpukernel::getCodebookTable(OpBuilder &b, Location loc,
                                   Operation *symbolTable,
                                   const quant::FormatSpec &spec) {
   const int64_t n = codebookTableSize(spec);
-  auto type = MemRefType::get({n}, b.getF32Type(), AffineMap(),
-                              b.getI64IntegerAttr(1));
-  std::string name = "tq_codebook_" + spec.name + "_" +
-                     std::to_string(spec.headDim);
-  if (!SymbolTable::lookupSymbolIn(symbolTable, name)) {
-    const std::vector<float> &c = spec.codebook->centroids;
-    std::vector<float> values;
-    for (int64_t i = 0; i < n; ++i)
-      values.push_back(c[std::min<size_t>(i, c.size() - 1)]);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(&symbolTable->getRegion(0).front());
-    memref::GlobalOp::create(
-        b, loc, name, b.getStringAttr("private"), type,
-        DenseElementsAttr::get(RankedTensorType::get({n}, b.getF32Type()),
-                               ArrayRef<float>(values)),
-        /*constant=*/true, /*alignment=*/b.getI64IntegerAttr(16));
-  }
-  return memref::GetGlobalOp::create(b, loc, type, name);
+  return getConstantGlobal(
+      b, loc, symbolTable,
+      "tq_codebook_" + spec.name + "_" + std::to_string(spec.headDim), {n},
+      [&] {
+        const std::vector<float> &c = spec.codebook->centroids;
+        std::vector<float> values;
+        for (int64_t i = 0; i < n; ++i)
+          values.push_back(c[std::min<size_t>(i, c.size() - 1)]);
+        return values;
+      });
 }
 
 Value gpukernel::getQjlMatrix(OpBuilder &b, Location loc,
@@ -311,10 +321,10 @@ Value gpukernel::getQjlMatrix(OpBuilder &b, Location loc,
                               const quant::FormatSpec &spec) {
   const quant::QjlProjection &qjl = *spec.qjl;
   assert(qjl.rows() == qjl.dim() && "QJL projection must be square");
-  return getConstantMatrix(
-      b, loc, symbolTable,
-      "tq_qjl_" + spec.name + "_" + std::to_string(qjl.dim()), qjl.dim(),
-      [&] { return qjl.matrix(); });
+  const int64_t n = qjl.dim();
+  return getConstantGlobal(b, loc, symbolTable,
+                           "tq_qjl_" + spec.name + "_" + std::to_string(n),
+                           {n, n}, [&] { return qjl.matrix(); });
 }
 
 float gpukernel::qjlScale(const quant::FormatSpec &spec) {
@@ -372,7 +382,6 @@ void applySigns(OpBuilder &b, Location loc, LaneRow &row,
 void hadamardButterflies(OpBuilder &b, Location loc, LaneRow &row,
                          unsigned n) {
   const unsigned w = row.warpSize, r = row.regsPerLane();
-  const unsigned width = row.shuffleWidth ? row.shuffleWidth : w;
   const bool blocked = row.blocked();
   Value laneI32 =
       arith::IndexCastUIOp::create(b, loc, b.getI32Type(), row.lane);
@@ -386,7 +395,7 @@ void hadamardButterflies(OpBuilder &b, Location loc, LaneRow &row,
           i32Const(b, loc, 0));
       for (Value &x : row.regs) {
         Value partner = gpu::ShuffleOp::create(b, loc, x, int32_t(offset),
-                                               int32_t(width),
+                                               int32_t(row.width()),
                                                gpu::ShuffleMode::XOR)
                             .getShuffleResult();
         Value sum = arith::AddFOp::create(b, loc, x, partner);

@@ -24,6 +24,15 @@
 namespace mlir::tq::gpukernel {
 
 Value indexConst(OpBuilder &b, Location loc, int64_t v);
+/// An i32 kernel argument as an index.
+Value toIndex(OpBuilder &b, Location loc, Value i32);
+/// memref<? x element>: a buffer argument in global memory.
+MemRefType globalBuffer(OpBuilder &b, Type element);
+/// The pool row (in rows of [pages][pageSize][kvHeads][rowBytes]) of
+/// position `position` and KV head `kvHead` of a sequence whose page
+/// table starts at entry `firstPage` of `pageTable` (i32 entries).
+Value pagedRow(OpBuilder &b, Location loc, Value pageTable, Value firstPage,
+               Value position, Value pageSize, Value kvHeads, Value kvHead);
 /// A kernel gpu.func with `workgroup` attributions and a known block size
 /// of blockSize x 1 x 1, its entry block empty.
 gpu::GPUFuncOp createKernel(OpBuilder &b, Location loc, StringRef name,
@@ -79,6 +88,9 @@ private:
   Value halfAt(OpBuilder &b, Location loc, Value offset) const;
   Value f32At(OpBuilder &b, Location loc, Value offset) const;
   Value index(OpBuilder &b, Location loc, Value rowBase, Value j) const;
+  /// i32: element inBlock's field of `plane` in the block at blockBase.
+  Value field(OpBuilder &b, Location loc, Value blockBase,
+              const ::tq::quant::BitPlane &plane, Value inBlock) const;
   Value centroid(OpBuilder &b, Location loc, Value index) const;
 
   const ::tq::quant::FormatSpec &spec_;
@@ -113,6 +125,8 @@ struct LaneRow {
     return (dim + warpSize - 1) / warpSize;
   }
   unsigned regsPerLane() const { return regsFor(dim, warpSize); }
+  /// The shuffle width: the hardware warp.
+  unsigned width() const { return shuffleWidth ? shuffleWidth : warpSize; }
   bool blocked() const {
     unsigned r = regsPerLane();
     return r > 0 && (r & (r - 1)) == 0;

@@ -53,18 +53,11 @@ Value addF(OpBuilder &b, Location loc, Value x, Value y) {
 Value mulF(OpBuilder &b, Location loc, Value x, Value y) {
   return arith::MulFOp::create(b, loc, x, y);
 }
-Value toIndex(OpBuilder &b, Location loc, Value i32) {
-  return arith::IndexCastOp::create(b, loc, b.getIndexType(), i32);
-}
 Value loadIndex(OpBuilder &b, Location loc, Value memref, Value at) {
   return toIndex(b, loc, memref::LoadOp::create(b, loc, memref, at));
 }
 Value exp2(OpBuilder &b, Location loc, Value x) {
   return math::Exp2Op::create(b, loc, x);
-}
-
-MemRefType globalBuffer(OpBuilder &b, Type element) {
-  return MemRefType::get({ShapedType::kDynamic}, element);
 }
 
 MemRefType workgroupBuffer(OpBuilder &b, int64_t size) {
@@ -99,19 +92,15 @@ void ifThen(OpBuilder &b, Location loc, Value cond,
 struct AttentionLayout {
   const quant::FormatSpec &keys;
   const quant::FormatSpec &values;
-  unsigned headDim, group, warpSize, warps;
+  /// warpSize: lanes of a row group; hardwareWarp: the shuffle width.
+  unsigned headDim, group, warpSize, warps, hardwareWarp;
   unsigned dk, dv; // padded dims of K and V rows
   unsigned ck, cv; // registers per lane of a K / V row
   bool causal;
   int64_t window;
   float softcap;
-  /// The hardware warp (shuffle width) when warpSize is a lane group.
-  unsigned hardwareWarp = 0;
 
   unsigned blockSize() const { return warps * warpSize; }
-  unsigned shuffleWidth() const {
-    return hardwareWarp ? hardwareWarp : warpSize;
-  }
   /// tqprod: the format carries a QJL residual sign plane.
   bool qjlK() const { return keys.qjl != nullptr; }
   bool qjlV() const { return values.qjl != nullptr; }
@@ -289,7 +278,7 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
                         add(b, loc, mul(b, loc, row, H),
                             add(b, loc, mul(b, loc, kvHead, G), gLoad)),
                         indexConst(b, loc, L.headDim));
-      LaneRow x{{}, L.dk, L.warpSize, ids.lane, L.shuffleWidth()};
+      LaneRow x{{}, L.dk, L.warpSize, ids.lane, L.hardwareWarp};
       for (unsigned c = 0; c < L.ck; ++c) {
         Value e = x.element(b, loc, c);
         Value inHead = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
@@ -329,8 +318,8 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
   // token (a large group at a large head dim would otherwise spill).
   const bool queriesInRegisters =
       L.group * L.ck * (L.qjlK() ? 2 : 1) <= kMaxQueryRegisters;
-  LaneRow kRow{{}, L.dk, L.warpSize, ids.lane, L.shuffleWidth()};
-  LaneRow vRow{{}, L.dv, L.warpSize, ids.lane, L.shuffleWidth()};
+  LaneRow kRow{{}, L.dk, L.warpSize, ids.lane, L.hardwareWarp};
+  LaneRow vRow{{}, L.dv, L.warpSize, ids.lane, L.hardwareWarp};
   auto loadQuery = [&](OpBuilder &b, Value buffer, unsigned g,
                        unsigned c) -> Value {
     Value e = arith::MinUIOp::create(b, loc, kRow.element(b, loc, c),
@@ -376,7 +365,7 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
   // tokens t0 .. t0 + perWarp - 1 (group `sub` takes t0 + sub), so every
   // lane of a warp runs the same iterations and reaches the same shuffles.
   // A group past the chunk's end re-reads token t0 and adds nothing.
-  const unsigned perWarp = L.shuffleWidth() / L.warpSize;
+  const unsigned perWarp = L.hardwareWarp / L.warpSize;
   Value sub = perWarp > 1 ? arith::RemUIOp::create(
                                 b, loc, ids.warp, indexConst(b, loc, perWarp))
                           : c0;
@@ -392,15 +381,8 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
                                        mine, end);
           t = arith::SelectOp::create(b, loc, live, mine, t0);
         }
-        Value page = loadIndex(
-            b, loc, indices,
-            add(b, loc, pageBegin, arith::DivUIOp::create(b, loc, t, pageSize)));
-        Value slot = arith::RemUIOp::create(b, loc, t, pageSize);
-        Value rowIndex = add(b, loc,
-                             mul(b, loc, add(b, loc, mul(b, loc, page, pageSize),
-                                             slot),
-                                 kvHeads),
-                             kvHead);
+        Value rowIndex = pagedRow(b, loc, indices, pageBegin, t, pageSize,
+                                  kvHeads, kvHead);
         Value kBase = mul(b, loc, rowIndex, kRowBytes);
         Value vBase = mul(b, loc, rowIndex, vRowBytes);
         // Each lane decodes its elements of the K and V rows once for the
@@ -424,7 +406,7 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
           Value sq = f32Const(b, loc, 0.0f);
           for (Value x : lr.regs)
             sq = addF(b, loc, sq, mulF(b, loc, x, x));
-          sq = warpAllReduceSum(b, loc, sq, L.warpSize, L.shuffleWidth());
+          sq = warpAllReduceSum(b, loc, sq, L.warpSize, L.hardwareWarp);
           return mulF(b, loc, reader.scale(b, loc, base, c0),
                       reciprocalSqrt(b, loc, sq));
         };
@@ -471,7 +453,7 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
             }
             dot = fusedMultiplyAdd(b, loc, signDot, kSignFactor, dot);
           }
-          dot = warpAllReduceSum(b, loc, dot, L.warpSize, L.shuffleWidth());
+          dot = warpAllReduceSum(b, loc, dot, L.warpSize, L.hardwareWarp);
           if (kFactor)
             dot = mulF(b, loc, dot, kFactor);
           if (L.softcap > 0.0f) {
@@ -815,6 +797,7 @@ mlir::tq::buildGpuKernels(gpu::GPUModuleOp module,
                       spec.group,
                       lanes,
                       target.warpsPerBlock() * (w / lanes),
+                      w,
                       keys->paddedDim(),
                       values->paddedDim(),
                       LaneRow::regsFor(keys->paddedDim(), lanes),
@@ -822,7 +805,6 @@ mlir::tq::buildGpuKernels(gpu::GPUModuleOp module,
                       spec.causal,
                       spec.window,
                       spec.softcap};
-    l.hardwareWarp = w;
     return l;
   };
   const AttentionLayout warpLayout = layoutFor(w);

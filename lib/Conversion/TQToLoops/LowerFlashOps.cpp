@@ -137,7 +137,9 @@ struct LowerOnlineSoftmax : public OpConversionPattern<OnlineSoftmaxOp> {
     Value newSum = createLoopNest(
         rewriter, loc, scaledSum, {probs}, {id3}, rows3, 3, 1,
         [](OpBuilder &b, Location loc, ValueRange, ValueRange in, Value acc) {
-          return arith::AddFOp::create(b, loc, acc, in[0]).getResult();
+          return arith::AddFOp::create(b, loc, acc, in[0],
+                                       arith::FastMathFlags::reassoc)
+              .getResult();
         });
     rewriter.replaceOp(op, {probs, newMax, newSum, correction});
     return success();

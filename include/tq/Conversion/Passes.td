@@ -95,7 +95,16 @@ def TQNativeExp2 : Pass<"tq-native-exp2"> {
     conversions leave alone and the backends select as one instruction
     (`ex2.approx.f32` on NVIDIA, `v_exp_f32` on AMD; a relative error
     around 2^-22), so the softmax needs no library and no polynomial.
+
+    `intrinsic` names another f32 -> f32 intrinsic to call instead: NVIDIA
+    kernels use `llvm.nvvm.ex2.approx.ftz.f32`, which flushes results
+    below 2^-126 to zero (softmax weights that small add nothing) and
+    spares the range fix-up ptxas wraps around a non-flushing `ex2`.
   }];
+  let options = [
+    Option<"intrinsic", "intrinsic", "std::string", "\"llvm.exp2.f32\"",
+           "The f32 intrinsic each scalar f32 math.exp2 becomes">,
+  ];
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 

@@ -33,13 +33,25 @@ MemRefType gpukernel::globalBuffer(OpBuilder &b, Type element) {
 Value gpukernel::pagedRow(OpBuilder &b, Location loc, Value pageTable,
                           Value firstPage, Value position, Value pageSize,
                           Value kvHeads, Value kvHead) {
+  // Positions, page sizes and page numbers are i32 in the ABI: the page
+  // walk divides in 32 bits (a 64-bit division is a slow call), and the
+  // row index widens as it multiplies (32 x 32 -> 64-bit products).
+  Type i32 = b.getI32Type(), index = b.getIndexType();
+  auto narrow = [&](Value v) {
+    return arith::IndexCastUIOp::create(b, loc, i32, v).getResult();
+  };
+  auto widen = [&](Value v) {
+    return arith::IndexCastUIOp::create(b, loc, index, v).getResult();
+  };
+  Value pos32 = narrow(position), size32 = narrow(pageSize);
   Value entry = arith::AddIOp::create(
-      b, loc, firstPage, arith::DivUIOp::create(b, loc, position, pageSize));
-  Value page = toIndex(
-      b, loc, memref::LoadOp::create(b, loc, pageTable, ValueRange{entry}));
-  Value slot = arith::RemUIOp::create(b, loc, position, pageSize);
+      b, loc, firstPage,
+      widen(arith::DivUIOp::create(b, loc, pos32, size32)));
+  Value page = widen(
+      memref::LoadOp::create(b, loc, pageTable, ValueRange{entry}));
+  Value slot = widen(arith::RemUIOp::create(b, loc, pos32, size32));
   Value token = arith::AddIOp::create(
-      b, loc, arith::MulIOp::create(b, loc, page, pageSize), slot);
+      b, loc, arith::MulIOp::create(b, loc, page, widen(size32)), slot);
   return arith::AddIOp::create(
       b, loc, arith::MulIOp::create(b, loc, token, kvHeads), kvHead);
 }
@@ -225,6 +237,124 @@ Value PackedRowReader::element(OpBuilder &b, Location loc, Value rowBase,
     return arith::MulFOp::create(b, loc, scale(b, loc, rowBase, j),
                                  centroid(b, loc, index(b, loc, rowBase, j)));
   }
+}
+
+//===----------------------------------------------------------------------===//
+// LaneRowReader
+//===----------------------------------------------------------------------===//
+
+std::optional<LaneRowReader>
+LaneRowReader::get(OpBuilder &b, Location loc, const PackedRowReader &reader,
+                   const LaneRow &row) {
+  const quant::FormatSpec &spec = reader.spec();
+  const unsigned r = row.regsPerLane();
+  if (!row.blocked() || row.dim % r != 0 || spec.blockLen % r != 0 ||
+      spec.paddedDim != row.dim)
+    return std::nullopt;
+  LaneRowReader lane(reader, r);
+  // The lane's first element; lanes past the dim read the last R.
+  Value first = arith::MinUIOp::create(
+      b, loc,
+      arith::MulIOp::create(b, loc, row.lane, indexConst(b, loc, r)),
+      indexConst(b, loc, row.dim - r));
+  if (spec.family == quant::FormatFamily::F16) {
+    lane.firstByte_ =
+        arith::MulIOp::create(b, loc, first, indexConst(b, loc, 2));
+    return lane;
+  }
+  Value blockByte = arith::MulIOp::create(
+      b, loc,
+      arith::DivUIOp::create(b, loc, first, indexConst(b, loc, spec.blockLen)),
+      indexConst(b, loc, spec.bytesPerBlock));
+  Value inBlock =
+      arith::RemUIOp::create(b, loc, first, indexConst(b, loc, spec.blockLen));
+  for (const quant::BitPlane &plane : spec.indexPlanes) {
+    // Plane widths and R are powers of two: a lane's fields start at a
+    // byte boundary, or all sit in one byte.
+    Value bit =
+        arith::MulIOp::create(b, loc, inBlock, indexConst(b, loc, plane.bits));
+    lane.planeByte_.push_back(
+        add(b, loc, add(b, loc, blockByte, indexConst(b, loc, plane.byteOffset)),
+            arith::DivUIOp::create(b, loc, bit, indexConst(b, loc, 8))));
+    lane.planeShift_.push_back(
+        r * plane.bits >= 8
+            ? Value()
+            : arith::IndexCastUIOp::create(
+                  b, loc, b.getI32Type(),
+                  arith::RemUIOp::create(b, loc, bit, indexConst(b, loc, 8))));
+  }
+  if (spec.scaleRule != quant::ScaleRule::None &&
+      spec.family != quant::FormatFamily::Haar)
+    lane.scaleByte_ =
+        add(b, loc, blockByte, indexConst(b, loc, spec.scaleOffset));
+  return lane;
+}
+
+Value LaneRowReader::field(
+    OpBuilder &b, Location loc, Value base, const quant::BitPlane &plane,
+    Value laneShift, unsigned c,
+    SmallVectorImpl<std::pair<int64_t, Value>> &bytes) const {
+  const int64_t offset = laneShift ? 0 : int64_t(c) * plane.bits / 8;
+  Value byte;
+  for (auto &[at, value] : bytes)
+    if (at == offset)
+      byte = value;
+  if (!byte) {
+    byte = reader_->byteAt(b, loc, add(b, loc, base, indexConst(b, loc, offset)));
+    bytes.push_back({offset, byte});
+  }
+  Value shift = i32Const(b, loc, int32_t(c * plane.bits % 8));
+  if (laneShift)
+    shift = arith::AddIOp::create(b, loc, laneShift, shift);
+  return arith::AndIOp::create(
+      b, loc, arith::ShRUIOp::create(b, loc, byte, shift),
+      i32Const(b, loc, (1 << plane.bits) - 1));
+}
+
+SmallVector<Value> LaneRowReader::values(OpBuilder &b, Location loc,
+                                         Value rowBase) const {
+  const quant::FormatSpec &spec = reader_->spec();
+  SmallVector<Value> out;
+  if (spec.family == quant::FormatFamily::F16) {
+    Value base = add(b, loc, rowBase, firstByte_);
+    for (unsigned c = 0; c < regs_; ++c)
+      out.push_back(reader_->halfAt(
+          b, loc, add(b, loc, base, indexConst(b, loc, 2 * c))));
+    return out;
+  }
+  SmallVector<Value> bases;
+  SmallVector<SmallVector<std::pair<int64_t, Value>>> bytes(
+      spec.indexPlanes.size());
+  for (Value planeByte : planeByte_)
+    bases.push_back(add(b, loc, rowBase, planeByte));
+  for (unsigned c = 0; c < regs_; ++c) {
+    Value index = i32Const(b, loc, 0);
+    for (auto [p, plane] : llvm::enumerate(spec.indexPlanes))
+      index = arith::OrIOp::create(
+          b, loc, index,
+          arith::ShLIOp::create(
+              b, loc,
+              field(b, loc, bases[p], plane, planeShift_[p], c, bytes[p]),
+              i32Const(b, loc, int32_t(plane.shift))));
+    if (spec.family == quant::FormatFamily::Q8_0) {
+      // The "index" plane holds the two's-complement int8 value.
+      Value narrow = arith::TruncIOp::create(b, loc, b.getI8Type(), index);
+      out.push_back(
+          arith::SIToFPOp::create(b, loc, b.getF32Type(), narrow));
+      continue;
+    }
+    out.push_back(reader_->centroid(b, loc, index));
+  }
+  return out;
+}
+
+Value LaneRowReader::scale(OpBuilder &b, Location loc, Value rowBase) const {
+  if (!scaleByte_)
+    return Value();
+  Value at = add(b, loc, rowBase, scaleByte_);
+  return reader_->spec().scaleType == quant::ScalarType::F16
+             ? reader_->halfAt(b, loc, at)
+             : reader_->f32At(b, loc, at);
 }
 
 //===----------------------------------------------------------------------===//

@@ -84,6 +84,7 @@ public:
   Value qjlBit(OpBuilder &b, Location loc, Value rowBase, Value j) const;
 
 private:
+  friend class LaneRowReader;
   Value byteAt(OpBuilder &b, Location loc, Value offset) const;
   Value halfAt(OpBuilder &b, Location loc, Value offset) const;
   Value f32At(OpBuilder &b, Location loc, Value offset) const;
@@ -96,6 +97,49 @@ private:
   const ::tq::quant::FormatSpec &spec_;
   Value bytes_;
   Value table_, tableBase_;
+};
+
+struct LaneRow;
+
+/// Reads one lane's elements of a blocked LaneRow (R consecutive elements
+/// lane * R .. lane * R + R - 1, inside one block) from packed rows.
+/// Everything that depends on the lane alone (the byte of each plane where
+/// its fields start, its block's scale offset) is computed once by get(),
+/// outside the token loop: a row then costs one add per plane and loads at
+/// constant offsets from it, each byte loaded once, and the block scale is
+/// left to the caller (one multiply per head instead of one per element).
+class LaneRowReader {
+public:
+  /// nullopt where the row is not blocked or a lane's elements would
+  /// straddle blocks (then PackedRowReader::element reads element-wise).
+  static std::optional<LaneRowReader> get(OpBuilder &b, Location loc,
+                                          const PackedRowReader &reader,
+                                          const LaneRow &row);
+  /// The lane's R elements of the row starting at byte rowBase, without
+  /// the block scale: C[idx] (haar4: its bare centroid), the int8 value
+  /// (q8_0) or the half (f16). Lanes past the row's dim read its last
+  /// elements (the caller masks them).
+  SmallVector<Value> values(OpBuilder &b, Location loc, Value rowBase) const;
+  /// The scale of the lane's block (f32), or a null Value where the values
+  /// are final (f16) or the caller scales them itself (haar4).
+  Value scale(OpBuilder &b, Location loc, Value rowBase) const;
+
+private:
+  LaneRowReader(const PackedRowReader &reader, unsigned regs)
+      : reader_(&reader), regs_(regs) {}
+  /// Field c (0 <= c < R) of `plane`, whose lane bytes start at `base`.
+  Value field(OpBuilder &b, Location loc, Value base,
+              const ::tq::quant::BitPlane &plane, Value laneShift,
+              unsigned c, SmallVectorImpl<std::pair<int64_t, Value>> &bytes)
+      const;
+
+  const PackedRowReader *reader_;
+  unsigned regs_;
+  /// Per index plane: the row byte of the lane's first field, and (where
+  /// a lane's fields fill less than a byte) their bit offset in it, i32.
+  SmallVector<Value> planeByte_, planeShift_;
+  /// The row byte of the lane's first element (f16) or block scale.
+  Value firstByte_, scaleByte_;
 };
 
 /// The sum of x over each aligned group of `lanes` lanes of a warp of

@@ -229,6 +229,10 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
       arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, scale,
                             f32Const(b, loc, 0.0f)),
       scale, f32Const(b, loc, float(1.0 / std::sqrt(double(L.headDim)))));
+  // Without a soft-cap the scores go straight into exp2: the queries carry
+  // log2(e) as well, so no score needs its own multiply.
+  if (L.softcap <= 0.0f)
+    factor = mulF(b, loc, factor, f32Const(b, loc, kLog2e));
   Value H = mul(b, loc, kvHeads, G);
   if (haarK) {
     // Dense rotation: the block stages the scaled queries in scratch, then
@@ -359,6 +363,11 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
   const unsigned signBase = 2 * L.group + L.group * L.cv;
   PackedRowReader kReader(L.keys, kBytes, tables, c0),
       vReader(L.values, vBytes, tables, indexConst(b, loc, kTable));
+  // Per-lane byte offsets of the blocked layouts, computed once.
+  std::optional<LaneRowReader> kLane = LaneRowReader::get(b, loc, kReader,
+                                                          kRow),
+                               vLane = LaneRowReader::get(b, loc, vReader,
+                                                          vRow);
   Value kRowBytes = indexConst(b, loc, L.keys.rowBytes());
   Value vRowBytes = indexConst(b, loc, L.values.rowBytes());
   // A hardware warp holds `perWarp` lane groups; its step covers the
@@ -387,9 +396,17 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
         Value vBase = mul(b, loc, rowIndex, vRowBytes);
         // Each lane decodes its elements of the K and V rows once for the
         // whole group.
-        auto decode = [&](const PackedRowReader &reader, LaneRow &lr,
-                          Value base, unsigned regs) {
+        // Returns the scale the values still need (null: none).
+        auto decode = [&](const PackedRowReader &reader,
+                          const std::optional<LaneRowReader> &lane,
+                          LaneRow &lr, Value base, unsigned regs) -> Value {
           lr.regs.clear();
+          if (lane) {
+            for (auto [c, v] : llvm::enumerate(lane->values(b, loc, base)))
+              lr.regs.push_back(arith::SelectOp::create(
+                  b, loc, lr.valid(b, loc, c), v, f32Const(b, loc, 0.0f)));
+            return lane->scale(b, loc, base);
+          }
           for (unsigned c = 0; c < regs; ++c) {
             Value e = arith::MinUIOp::create(b, loc, lr.element(b, loc, c),
                                              indexConst(b, loc, lr.dim - 1));
@@ -397,6 +414,7 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
             lr.regs.push_back(arith::SelectOp::create(
                 b, loc, lr.valid(b, loc, c), v, f32Const(b, loc, 0.0f)));
           }
+          return Value();
         };
         // haar4: the row's value is scale * C[idx] / ||C[idx]||.
         auto haarFactor = [&](const PackedRowReader &reader, LaneRow &lr,
@@ -428,11 +446,11 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
                            reader.residualNorm(b, loc, base)),
                       f32Const(b, loc, qjlScale(reader.spec())));
         };
-        decode(kReader, kRow, kBase, L.ck);
+        Value kScale = decode(kReader, kLane, kRow, kBase, L.ck);
         Value kFactor = haarFactor(kReader, kRow, kBase);
         SmallVector<Value> kBits, vBits;
         Value kSignFactor = qjlSigns(kReader, kRow, kBase, L.ck, kBits);
-        decode(vReader, vRow, vBase, L.cv);
+        Value vScale = decode(vReader, vLane, vRow, vBase, L.cv);
         Value vFactor = haarFactor(vReader, vRow, vBase);
         Value vSignFactor = qjlSigns(vReader, vRow, vBase, L.cv, vBits);
 
@@ -441,6 +459,8 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
           Value dot = f32Const(b, loc, 0.0f);
           for (unsigned c = 0; c < L.ck; ++c)
             dot = fusedMultiplyAdd(b, loc, query(b, g, c), kRow.regs[c], dot);
+          if (kScale)
+            dot = mulF(b, loc, dot, kScale);
           if (kSignFactor) {
             // + factor * <S q, sign>, sign = +1 where the bit is set.
             Value signDot = f32Const(b, loc, 0.0f);
@@ -468,12 +488,16 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
                                            f32Const(b, loc, 1.0f))));
             dot = mulF(b, loc, tanh, f32Const(b, loc, L.softcap));
           }
-          Value s = mulF(b, loc, dot, f32Const(b, loc, kLog2e));
+          Value s = L.softcap > 0.0f
+                        ? mulF(b, loc, dot, f32Const(b, loc, kLog2e))
+                        : dot;
           Value m = state[g], l = state[L.group + g];
           if (live)
             s = arith::SelectOp::create(b, loc, live, s,
                                         f32Const(b, loc, negInf));
-          Value mNew = arith::MaximumFOp::create(b, loc, m, s);
+          // (maxnum: m never becomes NaN; a NaN score still poisons l and
+          // acc through p.)
+          Value mNew = arith::MaxNumFOp::create(b, loc, m, s);
           Value alpha = exp2(b, loc, arith::SubFOp::create(b, loc, m, mNew));
           Value p = exp2(b, loc, arith::SubFOp::create(b, loc, s, mNew));
           if (live) {
@@ -489,10 +513,12 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
           next[g] = mNew;
           next[L.group + g] = fusedMultiplyAdd(b, loc, l, alpha, p);
           Value pv = vFactor ? mulF(b, loc, p, vFactor) : p;
+          if (vScale)
+            pv = mulF(b, loc, pv, vScale);
           for (unsigned c = 0; c < L.cv; ++c) {
             unsigned at = 2 * L.group + g * L.cv + c;
             next[at] = fusedMultiplyAdd(b, loc, pv, vRow.regs[c],
-                                           mulF(b, loc, state[at], alpha));
+                                        mulF(b, loc, state[at], alpha));
           }
           if (vSignFactor) {
             Value ps = mulF(b, loc, p, vSignFactor);

@@ -107,10 +107,13 @@ void GpuTarget::addConversionPasses(OpPassManager &pm) const {
   // __nv_sqrtf is the approximate square root unless __CUDA_PREC_SQRT is
   // reflected, so the bytes would no longer match the library's encoder.
   pm.addNestedPass<gpu::GPUModuleOp>(createTQExactMath());
-  // The softmax's exp2 as the hardware instruction (ex2.approx.f32,
+  // The softmax's exp2 as the hardware instruction (ex2.approx.ftz.f32,
   // v_exp_f32), not the device-library call the vendor conversions would
   // make of it (libdevice's __nv_exp2f, ocml's __ocml_exp2_f32).
-  pm.addNestedPass<gpu::GPUModuleOp>(createTQNativeExp2());
+  TQNativeExp2Options exp2;
+  if (vendor_ == GpuVendor::Nvidia)
+    exp2.intrinsic = "llvm.nvvm.ex2.approx.ftz.f32";
+  pm.addNestedPass<gpu::GPUModuleOp>(createTQNativeExp2(exp2));
   if (vendor_ == GpuVendor::Nvidia) {
     pm.addNestedPass<gpu::GPUModuleOp>(createConvertGpuOpsToNVVMOps());
     return;

@@ -1,4 +1,6 @@
 // RUN: tq-opt %s --tq-native-exp2 | FileCheck %s
+// RUN: tq-opt %s --tq-native-exp2="intrinsic=llvm.nvvm.ex2.approx.ftz.f32" \
+// RUN:   | FileCheck %s --check-prefix=FTZ
 
 // Scalar f32 exp2 becomes the LLVM intrinsic (one hardware instruction on
 // NVPTX and AMDGPU); other types are left to the usual lowering.
@@ -7,6 +9,9 @@
 // CHECK: %[[R:.*]] = llvm.call_intrinsic "llvm.exp2.f32"(%{{.*}}) : (f32) -> f32
 // CHECK-NOT: math.exp2
 // CHECK: return %[[R]]
+// FTZ-LABEL: func.func @scalar
+// FTZ: llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"(%{{.*}}) : (f32) -> f32
+// FTZ-NOT: llvm.exp2
 func.func @scalar(%x: f32) -> f32 {
   %r = math.exp2 %x : f32
   return %r : f32

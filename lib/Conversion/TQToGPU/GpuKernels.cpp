@@ -99,6 +99,8 @@ struct AttentionLayout {
   bool causal;
   int64_t window;
   float softcap;
+  /// Tokens each lane group takes per step of the token loop.
+  unsigned tokensPerStep = 1;
 
   unsigned blockSize() const { return warps * warpSize; }
   /// tqprod: the format carries a QJL residual sign plane.
@@ -370,32 +372,29 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
                                                           vRow);
   Value kRowBytes = indexConst(b, loc, L.keys.rowBytes());
   Value vRowBytes = indexConst(b, loc, L.values.rowBytes());
-  // A hardware warp holds `perWarp` lane groups; its step covers the
-  // tokens t0 .. t0 + perWarp - 1 (group `sub` takes t0 + sub), so every
-  // lane of a warp runs the same iterations and reaches the same shuffles.
-  // A group past the chunk's end re-reads token t0 and adds nothing.
+  // A hardware warp holds `perWarp` lane groups and each group takes T =
+  // L.tokensPerStep tokens per step: token i of group `sub` is t0 + sub +
+  // i * L.warps, so every lane of a warp runs the same iterations and
+  // reaches the same shuffles. A token past the chunk's end re-reads token
+  // t0 and adds nothing. With T > 1 the softmax bookkeeping (new maximum,
+  // alpha, the accumulators' rescale) is shared by the step's tokens.
   const unsigned perWarp = L.hardwareWarp / L.warpSize;
+  const unsigned T = L.tokensPerStep;
   Value sub = perWarp > 1 ? arith::RemUIOp::create(
                                 b, loc, ids.warp, indexConst(b, loc, perWarp))
                           : c0;
   Value firstToken =
       add(b, loc, begin, arith::SubIOp::create(b, loc, ids.warp, sub));
+  // One token's K and V rows as this lane holds them.
+  struct TokenRows {
+    LaneRow k, v;
+    Value live; // i1; null: always live
+    Value kScale, kFactor, kSignFactor, vScale, vFactor, vSignFactor;
+    SmallVector<Value> kBits, vBits;
+  };
   auto loop = scf::ForOp::create(
-      b, loc, firstToken, end, indexConst(b, loc, L.warps), init,
-      [&](OpBuilder &b, Location loc, Value t0, ValueRange state) {
-        Value t = t0, live;
-        if (perWarp > 1) {
-          Value mine = add(b, loc, t0, sub);
-          live = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
-                                       mine, end);
-          t = arith::SelectOp::create(b, loc, live, mine, t0);
-        }
-        Value rowIndex = pagedRow(b, loc, indices, pageBegin, t, pageSize,
-                                  kvHeads, kvHead);
-        Value kBase = mul(b, loc, rowIndex, kRowBytes);
-        Value vBase = mul(b, loc, rowIndex, vRowBytes);
-        // Each lane decodes its elements of the K and V rows once for the
-        // whole group.
+      b, loc, firstToken, end, indexConst(b, loc, int64_t(L.warps) * T),
+      init, [&](OpBuilder &b, Location loc, Value t0, ValueRange state) {
         // Returns the scale the values still need (null: none).
         auto decode = [&](const PackedRowReader &reader,
                           const std::optional<LaneRowReader> &lane,
@@ -446,36 +445,56 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
                            reader.residualNorm(b, loc, base)),
                       f32Const(b, loc, qjlScale(reader.spec())));
         };
-        Value kScale = decode(kReader, kLane, kRow, kBase, L.ck);
-        Value kFactor = haarFactor(kReader, kRow, kBase);
-        SmallVector<Value> kBits, vBits;
-        Value kSignFactor = qjlSigns(kReader, kRow, kBase, L.ck, kBits);
-        Value vScale = decode(vReader, vLane, vRow, vBase, L.cv);
-        Value vFactor = haarFactor(vReader, vRow, vBase);
-        Value vSignFactor = qjlSigns(vReader, vRow, vBase, L.cv, vBits);
+        // Each lane decodes its elements of the step's K and V rows once
+        // for the whole group.
+        SmallVector<TokenRows, 2> rows(T);
+        for (unsigned i = 0; i < T; ++i) {
+          TokenRows &r = rows[i];
+          r.k = kRow;
+          r.v = vRow;
+          Value t = t0;
+          if (perWarp > 1 || i > 0) {
+            Value mine = add(b, loc, add(b, loc, t0, sub),
+                             indexConst(b, loc, int64_t(i) * L.warps));
+            r.live = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                           mine, end);
+            t = arith::SelectOp::create(b, loc, r.live, mine, t0);
+          }
+          Value rowIndex = pagedRow(b, loc, indices, pageBegin, t, pageSize,
+                                    kvHeads, kvHead);
+          Value kBase = mul(b, loc, rowIndex, kRowBytes);
+          Value vBase = mul(b, loc, rowIndex, vRowBytes);
+          r.kScale = decode(kReader, kLane, r.k, kBase, L.ck);
+          r.kFactor = haarFactor(kReader, r.k, kBase);
+          r.kSignFactor = qjlSigns(kReader, r.k, kBase, L.ck, r.kBits);
+          r.vScale = decode(vReader, vLane, r.v, vBase, L.cv);
+          r.vFactor = haarFactor(vReader, r.v, vBase);
+          r.vSignFactor = qjlSigns(vReader, r.v, vBase, L.cv, r.vBits);
+        }
 
-        SmallVector<Value> next(state.size());
-        for (unsigned g = 0; g < L.group; ++g) {
+        // The score of head g for one token, in log2 units (-inf where
+        // the token is dead).
+        auto score = [&](const TokenRows &r, unsigned g) -> Value {
           Value dot = f32Const(b, loc, 0.0f);
           for (unsigned c = 0; c < L.ck; ++c)
-            dot = fusedMultiplyAdd(b, loc, query(b, g, c), kRow.regs[c], dot);
-          if (kScale)
-            dot = mulF(b, loc, dot, kScale);
-          if (kSignFactor) {
+            dot = fusedMultiplyAdd(b, loc, query(b, g, c), r.k.regs[c], dot);
+          if (r.kScale)
+            dot = mulF(b, loc, dot, r.kScale);
+          if (r.kSignFactor) {
             // + factor * <S q, sign>, sign = +1 where the bit is set.
             Value signDot = f32Const(b, loc, 0.0f);
             for (unsigned c = 0; c < L.ck; ++c) {
               Value sq = projectedQuery(b, g, c);
               signDot = addF(b, loc, signDot,
                              arith::SelectOp::create(
-                                 b, loc, kBits[c], sq,
+                                 b, loc, r.kBits[c], sq,
                                  arith::NegFOp::create(b, loc, sq)));
             }
-            dot = fusedMultiplyAdd(b, loc, signDot, kSignFactor, dot);
+            dot = fusedMultiplyAdd(b, loc, signDot, r.kSignFactor, dot);
           }
           dot = warpAllReduceSum(b, loc, dot, L.warpSize, L.hardwareWarp);
-          if (kFactor)
-            dot = mulF(b, loc, dot, kFactor);
+          if (r.kFactor)
+            dot = mulF(b, loc, dot, r.kFactor);
           if (L.softcap > 0.0f) {
             // softcap * tanh(dot / softcap), tanh(x) = 1 - 2 / (e^2x + 1).
             Value e2x = exp2(b, loc, mulF(b, loc, dot,
@@ -491,44 +510,71 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
           Value s = L.softcap > 0.0f
                         ? mulF(b, loc, dot, f32Const(b, loc, kLog2e))
                         : dot;
-          Value m = state[g], l = state[L.group + g];
-          if (live)
-            s = arith::SelectOp::create(b, loc, live, s,
+          if (r.live)
+            s = arith::SelectOp::create(b, loc, r.live, s,
                                         f32Const(b, loc, negInf));
-          // (maxnum: m never becomes NaN; a NaN score still poisons l and
-          // acc through p.)
-          Value mNew = arith::MaxNumFOp::create(b, loc, m, s);
+          return s;
+        };
+
+        SmallVector<Value> next(state.size());
+        const bool mayBeDead = rows.back().live != nullptr;
+        for (unsigned g = 0; g < L.group; ++g) {
+          SmallVector<Value> scores;
+          Value m = state[g], mNew = m;
+          for (const TokenRows &r : rows) {
+            scores.push_back(score(r, g));
+            // (maxnum: m never becomes NaN; a NaN score still poisons l
+            // and acc through p.)
+            mNew = arith::MaxNumFOp::create(b, loc, mNew, scores.back());
+          }
           Value alpha = exp2(b, loc, arith::SubFOp::create(b, loc, m, mNew));
-          Value p = exp2(b, loc, arith::SubFOp::create(b, loc, s, mNew));
-          if (live) {
+          if (mayBeDead) {
             // A dead step leaves the state as it is, also before the first
             // live token (m = -inf, where m - mNew is NaN).
             Value same = arith::CmpFOp::create(
                 b, loc, arith::CmpFPredicate::OEQ, m, mNew);
             alpha = arith::SelectOp::create(b, loc, same,
                                             f32Const(b, loc, 1.0f), alpha);
-            p = arith::SelectOp::create(b, loc, live, p,
-                                        f32Const(b, loc, 0.0f));
           }
           next[g] = mNew;
-          next[L.group + g] = fusedMultiplyAdd(b, loc, l, alpha, p);
-          Value pv = vFactor ? mulF(b, loc, p, vFactor) : p;
-          if (vScale)
-            pv = mulF(b, loc, pv, vScale);
-          for (unsigned c = 0; c < L.cv; ++c) {
-            unsigned at = 2 * L.group + g * L.cv + c;
-            next[at] = fusedMultiplyAdd(b, loc, pv, vRow.regs[c],
-                                        mulF(b, loc, state[at], alpha));
-          }
-          if (vSignFactor) {
-            Value ps = mulF(b, loc, p, vSignFactor);
-            Value negPs = arith::NegFOp::create(b, loc, ps);
-            for (unsigned c = 0; c < L.cv; ++c) {
-              unsigned at = signBase + g * L.cv + c;
-              next[at] = fusedMultiplyAdd(
-                  b, loc, state[at], alpha,
-                  arith::SelectOp::create(b, loc, vBits[c], ps, negPs));
+          // The state times alpha, then each token's terms added: the
+          // first token's fused with the rescale.
+          const unsigned accAt = 2 * L.group + g * L.cv,
+                         signAt = signBase + g * L.cv;
+          Value sum;
+          SmallVector<Value> acc(L.cv), sgn(L.qjlV() ? L.cv : 0);
+          for (auto [i, r, s] : llvm::enumerate(rows, scores)) {
+            Value p = exp2(b, loc, arith::SubFOp::create(b, loc, s, mNew));
+            if (r.live)
+              p = arith::SelectOp::create(b, loc, r.live, p,
+                                          f32Const(b, loc, 0.0f));
+            // x * alpha + y for the first token, x + y after it.
+            auto accumulate = [&](Value x, unsigned at, Value y) -> Value {
+              return i == 0 ? fusedMultiplyAdd(b, loc, state[at], alpha, y)
+                            : addF(b, loc, x, y);
+            };
+            sum = accumulate(sum, L.group + g, p);
+            Value pv = r.vFactor ? mulF(b, loc, p, r.vFactor) : p;
+            if (r.vScale)
+              pv = mulF(b, loc, pv, r.vScale);
+            for (unsigned c = 0; c < L.cv; ++c)
+              acc[c] = fusedMultiplyAdd(
+                  b, loc, pv, r.v.regs[c],
+                  i == 0 ? mulF(b, loc, state[accAt + c], alpha) : acc[c]);
+            if (r.vSignFactor) {
+              Value ps = mulF(b, loc, p, r.vSignFactor);
+              Value negPs = arith::NegFOp::create(b, loc, ps);
+              for (unsigned c = 0; c < L.cv; ++c)
+                sgn[c] = accumulate(sgn[c], signAt + c,
+                                    arith::SelectOp::create(
+                                        b, loc, r.vBits[c], ps, negPs));
             }
+          }
+          next[L.group + g] = sum;
+          for (unsigned c = 0; c < L.cv; ++c) {
+            next[accAt + c] = acc[c];
+            if (L.qjlV())
+              next[signAt + c] = sgn[c];
           }
         }
         scf::YieldOp::create(b, loc, next);
@@ -845,8 +891,11 @@ mlir::tq::buildGpuKernels(gpu::GPUModuleOp module,
   if (w > kShortRowLanes &&
       std::max(keys->paddedDim(), values->paddedDim()) <= 128 &&
       groupAccumulators <= kMaxGroupAccumulators) {
-    attention = buildAttentionKernel(b, loc, module, spec.name(),
-                                     layoutFor(kShortRowLanes));
+    // Two tokens per group and step: one softmax update (maximum,
+    // alpha, rescale) serves both.
+    AttentionLayout shortRows = layoutFor(kShortRowLanes);
+    shortRows.tokensPerStep = 2;
+    attention = buildAttentionKernel(b, loc, module, spec.name(), shortRows);
     if (workgroupBytes(attention) > target.maxWorkgroupBytes()) {
       attention.erase();
       attention = {};

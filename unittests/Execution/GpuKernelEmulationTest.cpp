@@ -378,6 +378,8 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"turbo3_0", "turbo3_0", 64, 2, false, false, 0, 0.0f, 3},
         Case{"tq3_0", "q8_0", 64, 1},
         Case{"polar4", "f16", 80, 3, false, false, 0, 0.0f, 2},
+        // f16 rows in the blocked layout (lane-relative reads).
+        Case{"f16", "polar4", 128, 2, false, false, 0, 0.0f, 2},
         Case{"haar4", "haar4", 64, 2, false, false, 0, 0.0f, 2},
         Case{"turbo4_0", "polar2", 96, 1},
         Case{"turbo2_0", "tq3_0_legacy", 64, 2, true, true, 0, 0.0f, 2},
@@ -400,8 +402,12 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"turbo3_0", "turbo3_0", 128, 4, true, true, 0, 0.0f, 2, 32},
         Case{"polar4", "haar4", 96, 7, true, true, 0, 0.0f, 2, 32},
         Case{"polar3", "q8_0", 256, 2, false, false, 0, 0.0f, 2, 32},
+        Case{"q8_0", "f16", 128, 2, false, false, 0, 0.0f, 3, 32},
         // Wave64, as on CDNA: four 16-lane groups a warp step.
-        Case{"turbo3_0", "turbo3_0", 64, 2, false, false, 0, 0.0f, 3, 64}),
+        Case{"turbo3_0", "turbo3_0", 64, 2, false, false, 0, 0.0f, 3, 64},
+        // Whole wave64 rows of 96 values: two per lane, lanes 48..63 past
+        // the row (they read its last pair and keep zeros).
+        Case{"turbo3_0", "tq3_0", 96, 8, false, false, 0, 0.0f, 2, 64}),
     [](const ::testing::TestParamInfo<Case> &info) {
       const Case &c = info.param;
       return c.k + "_" + c.v + "_d" + std::to_string(c.dim) + "_g" +

@@ -248,8 +248,10 @@ LaneRowReader::get(OpBuilder &b, Location loc, const PackedRowReader &reader,
                    const LaneRow &row) {
   const quant::FormatSpec &spec = reader.spec();
   const unsigned r = row.regsPerLane();
-  if (!row.blocked() || row.dim % r != 0 || spec.blockLen % r != 0 ||
-      spec.paddedDim != row.dim)
+  const bool halves = spec.family == quant::FormatFamily::F16;
+  // (f16 rows are plain halves: blocks of one value, nothing to straddle.)
+  if (!row.blocked() || row.dim % r != 0 || spec.paddedDim != row.dim ||
+      (!halves && spec.blockLen % r != 0))
     return std::nullopt;
   LaneRowReader lane(reader, r);
   // The lane's first element; lanes past the dim read the last R.
@@ -257,7 +259,7 @@ LaneRowReader::get(OpBuilder &b, Location loc, const PackedRowReader &reader,
       b, loc,
       arith::MulIOp::create(b, loc, row.lane, indexConst(b, loc, r)),
       indexConst(b, loc, row.dim - r));
-  if (spec.family == quant::FormatFamily::F16) {
+  if (halves) {
     lane.firstByte_ =
         arith::MulIOp::create(b, loc, first, indexConst(b, loc, 2));
     return lane;

@@ -276,7 +276,8 @@ LaneRowReader::get(OpBuilder &b, Location loc, const PackedRowReader &reader,
     Value bit =
         arith::MulIOp::create(b, loc, inBlock, indexConst(b, loc, plane.bits));
     lane.planeByte_.push_back(
-        add(b, loc, add(b, loc, blockByte, indexConst(b, loc, plane.byteOffset)),
+        add(b, loc,
+            add(b, loc, blockByte, indexConst(b, loc, plane.byteOffset)),
             arith::DivUIOp::create(b, loc, bit, indexConst(b, loc, 8))));
     lane.planeShift_.push_back(
         r * plane.bits >= 8
@@ -302,7 +303,8 @@ Value LaneRowReader::field(
     if (at == offset)
       byte = value;
   if (!byte) {
-    byte = reader_->byteAt(b, loc, add(b, loc, base, indexConst(b, loc, offset)));
+    byte = reader_->byteAt(b, loc,
+                           add(b, loc, base, indexConst(b, loc, offset)));
     bytes.push_back({offset, byte});
   }
   Value shift = i32Const(b, loc, int32_t(c * plane.bits % 8));

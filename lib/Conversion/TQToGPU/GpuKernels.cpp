@@ -527,15 +527,18 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
             // and acc through p.)
             mNew = arith::MaxNumFOp::create(b, loc, mNew, scores.back());
           }
-          Value alpha = exp2(b, loc, arith::SubFOp::create(b, loc, m, mNew));
-          if (mayBeDead) {
-            // A dead step leaves the state as it is, also before the first
-            // live token (m = -inf, where m - mNew is NaN).
-            Value same = arith::CmpFOp::create(
-                b, loc, arith::CmpFPredicate::OEQ, m, mNew);
-            alpha = arith::SelectOp::create(b, loc, same,
-                                            f32Const(b, loc, 1.0f), alpha);
-          }
+          // Weights are exp2(x - base). A dead token's score is -inf, so
+          // its weight is 0 as long as base is finite: before the first
+          // live token (mNew = -inf) base is 0, and alpha = exp2(m - 0)
+          // is 0 or 1 against a state that is still all zeros.
+          Value base = mNew;
+          if (mayBeDead)
+            base = arith::SelectOp::create(
+                b, loc,
+                arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ,
+                                      mNew, f32Const(b, loc, negInf)),
+                f32Const(b, loc, 0.0f), mNew);
+          Value alpha = exp2(b, loc, arith::SubFOp::create(b, loc, m, base));
           next[g] = mNew;
           // The state times alpha, then each token's terms added: the
           // first token's fused with the rescale.
@@ -544,10 +547,7 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
           Value sum;
           SmallVector<Value> acc(L.cv), sgn(L.qjlV() ? L.cv : 0);
           for (auto [i, r, s] : llvm::enumerate(rows, scores)) {
-            Value p = exp2(b, loc, arith::SubFOp::create(b, loc, s, mNew));
-            if (r.live)
-              p = arith::SelectOp::create(b, loc, r.live, p,
-                                          f32Const(b, loc, 0.0f));
+            Value p = exp2(b, loc, arith::SubFOp::create(b, loc, s, base));
             // x * alpha + y for the first token, x + y after it.
             auto accumulate = [&](Value x, unsigned at, Value y) -> Value {
               return i == 0 ? fusedMultiplyAdd(b, loc, state[at], alpha, y)

@@ -86,7 +86,8 @@ gpu::GPUFuncOp mlir::tq::buildGpuAppendKernel(OpBuilder &b, Location loc,
   Value h = arith::RemUIOp::create(b, loc, r, kvHeads);
   Value position = arith::AddIOp::create(b, loc, start, t);
   Value destRow = pagedRow(b, loc, pages, indexConst(b, loc, 0), position,
-                           pageSize, kvHeads, h);
+                           PageDivisor::direct(b, loc, pageSize), kvHeads,
+                           h);
   Value source = rowView(
       b, loc, sourceType, rows,
       arith::MulIOp::create(b, loc, r, indexConst(b, loc, d)));

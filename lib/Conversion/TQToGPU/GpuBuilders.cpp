@@ -30,28 +30,68 @@ MemRefType gpukernel::globalBuffer(OpBuilder &b, Type element) {
   return MemRefType::get({ShapedType::kDynamic}, element);
 }
 
+PageDivisor PageDivisor::get(OpBuilder &b, Location loc, Value pageSize) {
+  Type i32 = b.getI32Type(), i64 = b.getI64Type();
+  PageDivisor d;
+  d.size = arith::IndexCastUIOp::create(b, loc, i32, pageSize);
+  Value wide = arith::ExtUIOp::create(b, loc, i64, d.size);
+  d.magic = arith::AddIOp::create(
+      b, loc,
+      arith::DivUIOp::create(
+          b, loc, arith::ConstantIntOp::create(b, loc, i64, int64_t(1) << 32),
+          wide),
+      arith::ConstantIntOp::create(b, loc, i64, 1));
+  return d;
+}
+
+PageDivisor PageDivisor::direct(OpBuilder &b, Location loc, Value pageSize) {
+  return {arith::IndexCastUIOp::create(b, loc, b.getI32Type(), pageSize),
+          Value()};
+}
+
+std::pair<Value, Value> PageDivisor::divRem(OpBuilder &b, Location loc,
+                                            Value position) const {
+  if (!magic)
+    return {arith::DivUIOp::create(b, loc, position, size),
+            arith::RemUIOp::create(b, loc, position, size)};
+  Type i32 = b.getI32Type(), i64 = b.getI64Type();
+  Value product = arith::MulIOp::create(
+      b, loc, arith::ExtUIOp::create(b, loc, i64, position), magic);
+  Value q = arith::TruncIOp::create(
+      b, loc, i32,
+      arith::ShRUIOp::create(b, loc, product,
+                             arith::ConstantIntOp::create(b, loc, i64, 32)));
+  Value r = arith::SubIOp::create(b, loc, position,
+                                  arith::MulIOp::create(b, loc, q, size));
+  // One too many where r wrapped below zero.
+  Value over =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, r, size);
+  Value one = arith::ConstantIntOp::create(b, loc, i32, 1);
+  return {arith::SelectOp::create(b, loc, over,
+                                  arith::SubIOp::create(b, loc, q, one), q),
+          arith::SelectOp::create(b, loc, over,
+                                  arith::AddIOp::create(b, loc, r, size), r)};
+}
+
 Value gpukernel::pagedRow(OpBuilder &b, Location loc, Value pageTable,
-                          Value firstPage, Value position, Value pageSize,
-                          Value kvHeads, Value kvHead) {
+                          Value firstPage, Value position,
+                          const PageDivisor &pages, Value kvHeads,
+                          Value kvHead) {
   // Positions, page sizes and page numbers are i32 in the ABI: the page
-  // walk divides in 32 bits (a 64-bit division is a slow call), and the
-  // row index widens as it multiplies (32 x 32 -> 64-bit products).
+  // walk divides in 32 bits, and the row index widens as it multiplies
+  // (32 x 32 -> 64-bit products).
   Type i32 = b.getI32Type(), index = b.getIndexType();
-  auto narrow = [&](Value v) {
-    return arith::IndexCastUIOp::create(b, loc, i32, v).getResult();
-  };
   auto widen = [&](Value v) {
     return arith::IndexCastUIOp::create(b, loc, index, v).getResult();
   };
-  Value pos32 = narrow(position), size32 = narrow(pageSize);
-  Value entry = arith::AddIOp::create(
-      b, loc, firstPage,
-      widen(arith::DivUIOp::create(b, loc, pos32, size32)));
+  auto [q, r] = pages.divRem(
+      b, loc, arith::IndexCastUIOp::create(b, loc, i32, position));
+  Value entry = arith::AddIOp::create(b, loc, firstPage, widen(q));
   Value page = widen(
       memref::LoadOp::create(b, loc, pageTable, ValueRange{entry}));
-  Value slot = widen(arith::RemUIOp::create(b, loc, pos32, size32));
   Value token = arith::AddIOp::create(
-      b, loc, arith::MulIOp::create(b, loc, page, widen(size32)), slot);
+      b, loc, arith::MulIOp::create(b, loc, page, widen(pages.size)),
+      widen(r));
   return arith::AddIOp::create(
       b, loc, arith::MulIOp::create(b, loc, token, kvHeads), kvHead);
 }

@@ -28,11 +28,30 @@ Value indexConst(OpBuilder &b, Location loc, int64_t v);
 Value toIndex(OpBuilder &b, Location loc, Value i32);
 /// memref<? x element>: a buffer argument in global memory.
 MemRefType globalBuffer(OpBuilder &b, Type element);
+/// Division of positions (i32, below 2^31 as the ABI's) by the page size,
+/// a kernel invariant: get() computes m = floor(2^32 / size) + 1 once;
+/// then floor(n * m / 2^32) is n / size or one more (n < 2^31), so a
+/// division is a wide multiply and one correction instead of the
+/// reciprocal sequence ptxas expands a div.u32 into.
+struct PageDivisor {
+  Value size;  // i32
+  Value magic; // i64; null: divide directly
+  /// `pageSize` (index) must be positive (the runtime checks it).
+  static PageDivisor get(OpBuilder &b, Location loc, Value pageSize);
+  /// Without the multiplier, for a single division (computing m takes a
+  /// 64-bit division).
+  static PageDivisor direct(OpBuilder &b, Location loc, Value pageSize);
+  /// (position / size, position % size) of an i32 position, as i32.
+  std::pair<Value, Value> divRem(OpBuilder &b, Location loc,
+                                 Value position) const;
+};
+
 /// The pool row (in rows of [pages][pageSize][kvHeads][rowBytes]) of
 /// position `position` and KV head `kvHead` of a sequence whose page
 /// table starts at entry `firstPage` of `pageTable` (i32 entries).
 Value pagedRow(OpBuilder &b, Location loc, Value pageTable, Value firstPage,
-               Value position, Value pageSize, Value kvHeads, Value kvHead);
+               Value position, const PageDivisor &pages, Value kvHeads,
+               Value kvHead);
 /// A kernel gpu.func with `workgroup` attributions and a known block size
 /// of blockSize x 1 x 1, its entry block empty.
 gpu::GPUFuncOp createKernel(OpBuilder &b, Location loc, StringRef name,

@@ -163,7 +163,7 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
   Value q = args[0], kBytes = args[1], vBytes = args[2], indptr = args[3],
         indices = args[4], seqLens = args[5], rowSeq = args[6],
         rowPos = args[7], partial = args[8];
-  Value pageSize = toIndex(b, loc, args[9]);
+  const PageDivisor pages = PageDivisor::get(b, loc, toIndex(b, loc, args[9]));
   Value kvHeads = toIndex(b, loc, args[10]);
   // The split count is an argument, not gpu.grid_dim: on AMD that lowers
   // to an ockl call, and kernels must not need ROCm's device library.
@@ -460,7 +460,7 @@ gpu::GPUFuncOp buildAttentionKernel(OpBuilder &b, Location loc,
                                            mine, end);
             t = arith::SelectOp::create(b, loc, r.live, mine, t0);
           }
-          Value rowIndex = pagedRow(b, loc, indices, pageBegin, t, pageSize,
+          Value rowIndex = pagedRow(b, loc, indices, pageBegin, t, pages,
                                     kvHeads, kvHead);
           Value kBase = mul(b, loc, rowIndex, kRowBytes);
           Value vBase = mul(b, loc, rowIndex, vRowBytes);

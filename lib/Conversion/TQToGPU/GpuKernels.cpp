@@ -749,7 +749,8 @@ gpu::GPUFuncOp buildCombineKernel(OpBuilder &b, Location loc,
         [&](OpBuilder &b, Location loc, Value s, ValueRange acc) {
           Value at = base(b, s);
           Value m = memref::LoadOp::create(
-              b, loc, partial, ValueRange{add(b, loc, at, indexConst(b, loc, L.dv))});
+              b, loc, partial,
+              ValueRange{add(b, loc, at, indexConst(b, loc, L.dv))});
           Value l = memref::LoadOp::create(
               b, loc, partial,
               ValueRange{add(b, loc, at, indexConst(b, loc, L.dv + 1))});

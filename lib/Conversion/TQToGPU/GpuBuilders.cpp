@@ -147,6 +147,13 @@ Value i32Const(OpBuilder &b, Location loc, int32_t v) {
 Value add(OpBuilder &b, Location loc, Value x, Value y) {
   return arith::AddIOp::create(b, loc, x, y);
 }
+/// (byte >> shift) & (2^bits - 1), i32.
+Value bitField(OpBuilder &b, Location loc, Value byte, Value shift,
+               unsigned bits) {
+  return arith::AndIOp::create(b, loc,
+                               arith::ShRUIOp::create(b, loc, byte, shift),
+                               i32Const(b, loc, (1 << bits) - 1));
+}
 } // namespace
 
 void gpukernel::disableUnrolling(Operation *loop) {
@@ -194,10 +201,15 @@ Value PackedRowReader::scale(OpBuilder &b, Location loc, Value rowBase,
                                        indexConst(b, loc, spec_.blockLen));
   Value at = arith::MulIOp::create(b, loc, block,
                                    indexConst(b, loc, spec_.bytesPerBlock));
-  at = add(b, loc, add(b, loc, rowBase, at),
-           indexConst(b, loc, spec_.scaleOffset));
-  return spec_.scaleType == quant::ScalarType::F16 ? halfAt(b, loc, at)
-                                                   : f32At(b, loc, at);
+  return scaleAt(b, loc,
+                 add(b, loc, add(b, loc, rowBase, at),
+                     indexConst(b, loc, spec_.scaleOffset)));
+}
+
+Value PackedRowReader::scaleAt(OpBuilder &b, Location loc,
+                               Value offset) const {
+  return spec_.scaleType == quant::ScalarType::F16 ? halfAt(b, loc, offset)
+                                                   : f32At(b, loc, offset);
 }
 
 Value PackedRowReader::residualNorm(OpBuilder &b, Location loc,
@@ -227,9 +239,7 @@ Value PackedRowReader::field(OpBuilder &b, Location loc, Value blockBase,
   Value shift = arith::IndexCastUIOp::create(
       b, loc, b.getI32Type(),
       arith::RemUIOp::create(b, loc, bit, indexConst(b, loc, 8)));
-  return arith::AndIOp::create(
-      b, loc, arith::ShRUIOp::create(b, loc, byteAt(b, loc, at), shift),
-      i32Const(b, loc, (1 << plane.bits) - 1));
+  return bitField(b, loc, byteAt(b, loc, at), shift, plane.bits);
 }
 
 Value PackedRowReader::index(OpBuilder &b, Location loc, Value rowBase,
@@ -264,19 +274,21 @@ Value PackedRowReader::element(OpBuilder &b, Location loc, Value rowBase,
     return halfAt(b, loc,
                   add(b, loc, rowBase,
                       arith::MulIOp::create(b, loc, j, indexConst(b, loc, 2))));
-  case quant::FormatFamily::Q8_0: {
-    // The "index" plane holds the two's-complement int8 value.
-    Value raw = index(b, loc, rowBase, j);
-    Value narrow = arith::TruncIOp::create(b, loc, b.getI8Type(), raw);
-    Value value = arith::SIToFPOp::create(b, loc, b.getF32Type(), narrow);
-    return arith::MulFOp::create(b, loc, scale(b, loc, rowBase, j), value);
-  }
   case quant::FormatFamily::Haar:
-    return centroid(b, loc, index(b, loc, rowBase, j));
+    return unscaled(b, loc, index(b, loc, rowBase, j));
   default:
     return arith::MulFOp::create(b, loc, scale(b, loc, rowBase, j),
-                                 centroid(b, loc, index(b, loc, rowBase, j)));
+                                 unscaled(b, loc, index(b, loc, rowBase, j)));
   }
+}
+
+Value PackedRowReader::unscaled(OpBuilder &b, Location loc,
+                                Value index) const {
+  if (spec_.family != quant::FormatFamily::Q8_0)
+    return centroid(b, loc, index);
+  // The "index" plane holds the two's-complement int8 value.
+  Value narrow = arith::TruncIOp::create(b, loc, b.getI8Type(), index);
+  return arith::SIToFPOp::create(b, loc, b.getF32Type(), narrow);
 }
 
 //===----------------------------------------------------------------------===//
@@ -350,9 +362,7 @@ Value LaneRowReader::field(
   Value shift = i32Const(b, loc, int32_t(c * plane.bits % 8));
   if (laneShift)
     shift = arith::AddIOp::create(b, loc, laneShift, shift);
-  return arith::AndIOp::create(
-      b, loc, arith::ShRUIOp::create(b, loc, byte, shift),
-      i32Const(b, loc, (1 << plane.bits) - 1));
+  return bitField(b, loc, byte, shift, plane.bits);
 }
 
 SmallVector<Value> LaneRowReader::values(OpBuilder &b, Location loc,
@@ -380,14 +390,7 @@ SmallVector<Value> LaneRowReader::values(OpBuilder &b, Location loc,
               b, loc,
               field(b, loc, bases[p], plane, planeShift_[p], c, bytes[p]),
               i32Const(b, loc, int32_t(plane.shift))));
-    if (spec.family == quant::FormatFamily::Q8_0) {
-      // The "index" plane holds the two's-complement int8 value.
-      Value narrow = arith::TruncIOp::create(b, loc, b.getI8Type(), index);
-      out.push_back(
-          arith::SIToFPOp::create(b, loc, b.getF32Type(), narrow));
-      continue;
-    }
-    out.push_back(reader_->centroid(b, loc, index));
+    out.push_back(reader_->unscaled(b, loc, index));
   }
   return out;
 }
@@ -395,10 +398,7 @@ SmallVector<Value> LaneRowReader::values(OpBuilder &b, Location loc,
 Value LaneRowReader::scale(OpBuilder &b, Location loc, Value rowBase) const {
   if (!scaleByte_)
     return Value();
-  Value at = add(b, loc, rowBase, scaleByte_);
-  return reader_->spec().scaleType == quant::ScalarType::F16
-             ? reader_->halfAt(b, loc, at)
-             : reader_->f32At(b, loc, at);
+  return reader_->scaleAt(b, loc, add(b, loc, rowBase, scaleByte_));
 }
 
 //===----------------------------------------------------------------------===//

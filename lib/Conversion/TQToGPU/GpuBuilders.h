@@ -107,7 +107,12 @@ private:
   Value byteAt(OpBuilder &b, Location loc, Value offset) const;
   Value halfAt(OpBuilder &b, Location loc, Value offset) const;
   Value f32At(OpBuilder &b, Location loc, Value offset) const;
+  /// The block scale (f16 or f32 per the format) at byte `offset`.
+  Value scaleAt(OpBuilder &b, Location loc, Value offset) const;
   Value index(OpBuilder &b, Location loc, Value rowBase, Value j) const;
+  /// What an assembled index stands for before the block scale: the
+  /// int8 value (q8_0) or the centroid.
+  Value unscaled(OpBuilder &b, Location loc, Value index) const;
   /// i32: element inBlock's field of `plane` in the block at blockBase.
   Value field(OpBuilder &b, Location loc, Value blockBase,
               const ::tq::quant::BitPlane &plane, Value inBlock) const;

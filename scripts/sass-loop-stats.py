@@ -4,12 +4,15 @@ makes of the PTX): instructions of the kernel's largest loop that loads
 from global memory (the divergent-shuffle fallback ptxas emits is left
 out), and the most frequent opcodes.
 
-    scripts/sass-loop-stats.py LIBRARY/tq_kernels.ptx KERNEL [CHIP]
+    scripts/sass-loop-stats.py [--ptxas P] [--cuobjdump C] \
+        LIBRARY/tq_kernels.ptx KERNEL [CHIP]
 
-Needs ptxas and cuobjdump on PATH. The CUDA toolkit's runfile has both;
-where the toolkit lacks cuobjdump, `pip download nvidia-cuda-cuobjdump`
-holds it as a wheel (a zip). CHIP defaults to sm_90a.
+Needs ptxas and cuobjdump (found on PATH unless given). The CUDA
+toolkit's runfile has both; where the toolkit lacks cuobjdump,
+`pip download nvidia-cuda-cuobjdump` holds it as a wheel (a zip). CHIP
+defaults to sm_90a.
 """
+import argparse
 import collections
 import os
 import re
@@ -18,12 +21,12 @@ import sys
 import tempfile
 
 
-def sass(ptx, kernel, chip):
+def sass(ptx, kernel, chip, ptxas, cuobjdump):
     with tempfile.TemporaryDirectory() as tmp:
         cubin = os.path.join(tmp, "k.cubin")
-        subprocess.run(["ptxas", f"-arch={chip}", "-O3", ptx, "-o", cubin],
+        subprocess.run([ptxas, f"-arch={chip}", "-O3", ptx, "-o", cubin],
                        check=True)
-        out = subprocess.run(["cuobjdump", "-sass", "-fun", kernel, cubin],
+        out = subprocess.run([cuobjdump, "-sass", "-fun", kernel, cubin],
                              check=True, capture_output=True, text=True)
     code = []
     for line in out.stdout.splitlines():
@@ -51,15 +54,23 @@ def token_loop(code):
 
 
 def main():
-    if len(sys.argv) not in (3, 4):
-        sys.exit(__doc__)
-    chip = sys.argv[3] if len(sys.argv) == 4 else "sm_90a"
-    body = token_loop(sass(sys.argv[1], sys.argv[2], chip))
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--ptxas", default="ptxas")
+    parser.add_argument("--cuobjdump", default="cuobjdump")
+    parser.add_argument("ptx")
+    parser.add_argument("kernel")
+    parser.add_argument("chip", nargs="?", default="sm_90a")
+    args = parser.parse_args()
+    body = token_loop(sass(args.ptx, args.kernel, args.chip, args.ptxas,
+                           args.cuobjdump))
+    if not body:
+        sys.exit(f"{args.kernel}: no token loop found")
     ops = collections.Counter(
         re.sub(r"^@!?U?P\w+\s+", "", t).split()[0].split(".")[0]
         for t in body)
-    print(f"{sys.argv[2]} ({chip}): {len(body)} SASS instructions per loop "
-          "step")
+    print(f"{args.kernel} ({args.chip}): {len(body)} SASS instructions per "
+          "loop step")
     print(" ".join(f"{op}:{n}" for op, n in ops.most_common(24)))
 
 

@@ -45,3 +45,15 @@ config.substitutions.append(
 config.substitutions.append(
     ("%ptx_loop_stats", sys.executable + " " +
      os.path.join(config.tqc_src_root, "scripts", "ptx-loop-stats.py")))
+# SASS counts need cuobjdump as well (REQUIRES: cuobjdump): the CUDA
+# toolkit's runfile has it, Debian's CI image does not.
+cuobjdump = shutil.which("cuobjdump") or (
+    "/usr/local/cuda/bin/cuobjdump"
+    if os.access("/usr/local/cuda/bin/cuobjdump", os.X_OK) else None)
+if cuobjdump:
+    config.available_features.add("cuobjdump")
+    config.substitutions.append(
+        ("%sass_loop_stats",
+         sys.executable + " " +
+         os.path.join(config.tqc_src_root, "scripts", "sass-loop-stats.py") +
+         " --ptxas " + (ptxas or "ptxas") + " --cuobjdump " + cuobjdump))

@@ -34,6 +34,7 @@
 #include <cstring>
 #include <ctime>
 #include <functional>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -62,12 +63,20 @@ cl::opt<unsigned> kvHeads("kv-heads", cl::cat(toolOptions),
 cl::opt<unsigned> numThreads("num-threads", cl::cat(toolOptions),
                              cl::desc("0: all CPUs"), cl::init(0));
 cl::opt<unsigned> repeat("repeat", cl::cat(toolOptions),
-                         cl::desc("timed steps per point"), cl::init(3));
+                         cl::desc("timing rounds (each times every kernel of a "
+                                   "context once)"),
+                         cl::init(3));
 cl::opt<std::string> lookup(
     "lookup", cl::cat(toolOptions),
     cl::desc("centroid lookup of fused kernels: tile (decode each KV tile "
              "once per GQA group), select or lut"),
     cl::init("tile"));
+cl::opt<unsigned> flushMiB(
+    "flush-mib", cl::cat(toolOptions),
+    cl::desc("MiB read on every thread before each timed call, so the call "
+             "finds its KV in memory as a model's layer does (0: keep "
+             "caches warm)"),
+    cl::init(64));
 cl::opt<bool> skipNaive("skip-naive", cl::cat(toolOptions),
                         cl::desc("skip the dequantise-then-attend baseline"));
 cl::opt<unsigned> prefillRows(
@@ -206,17 +215,51 @@ Library buildLibrary(MLIRContext &context, const std::vector<std::string> &fs,
   return lib;
 }
 
-struct Point {
-  double seconds = 0;
-  uint64_t kvBytes = 0;
+/// One point of a table: a kernel library, a contiguous cache of `tokens`
+/// rows and `rows` query rows (1: a decode step; more: a causal prefill
+/// block at the end of the context), timed one call at a time. The pools
+/// hold 1024 distinct encoded Gaussian rows tiled over the context.
+/// Holds pointers into itself (the descriptor), so it is never moved.
+class Case {
+public:
+  Case(tq_runtime *rt, std::string format, std::string kernel,
+       uint64_t tokens, uint32_t rows);
+  Case(const Case &) = delete;
+  Case &operator=(const Case &) = delete;
+
+  /// Times one call and keeps the sample.
+  void timeOnce();
+  double best() const {
+    return *std::min_element(samples_.begin(), samples_.end());
+  }
+  double median() const {
+    std::vector<double> s = samples_;
+    std::nth_element(s.begin(), s.begin() + s.size() / 2, s.end());
+    return s[s.size() / 2];
+  }
+  uint64_t kvBytes() const { return kvBytes_; }
+
+  const std::string format, kernel;
+  const uint64_t ctx;
+
+private:
+  void call();
+
+  tq_runtime *rt_;
+  std::vector<uint8_t> k_, v_;
+  std::vector<float> q_, out_;
+  int32_t lens_[1];
+  int32_t qIndptr_[2];
+  tq_kv_cache_v0 cache_ = {};
+  tq_attention_params_v0 params_ = {};
+  uint64_t kvBytes_;
+  std::vector<double> samples_;
 };
 
-/// Times attention of `rows` query rows (1: a decode step; more: a causal
-/// prefill block at the end of the context) over a contiguous cache of
-/// `tokens` rows. The pools hold 1024 distinct encoded Gaussian rows tiled
-/// over the context.
-Point timeAttention(tq_runtime *rt, const std::string &format,
-                    uint64_t tokens, uint32_t rows) {
+Case::Case(tq_runtime *rt, std::string formatName, std::string kernelName,
+           uint64_t tokens, uint32_t rows)
+    : format(std::move(formatName)), kernel(std::move(kernelName)),
+      ctx(tokens), rt_(rt) {
   auto f = ::tq::quant::Format::get(format, headDim);
   const size_t rowBytes = f->rowBytes();
   const size_t tokenBytes = kvHeads * rowBytes;
@@ -229,48 +272,91 @@ Point timeAttention(tq_runtime *rt, const std::string &format,
     (void)f->encodeRow(
         row, std::span<uint8_t>(distinct).subspan(r * rowBytes, rowBytes));
   }
-  std::vector<uint8_t> k(tokens * tokenBytes), v;
+  k_.resize(tokens * tokenBytes);
   for (uint64_t t = 0; t < tokens; ++t)
-    std::memcpy(&k[t * tokenBytes], &distinct[(t % 1024) * tokenBytes],
+    std::memcpy(&k_[t * tokenBytes], &distinct[(t % 1024) * tokenBytes],
                 tokenBytes);
-  v = k;
-  int32_t lens[1] = {int32_t(tokens)};
-  tq_kv_cache_v0 cache = {};
-  cache.version = TQ_KV_CACHE_VERSION_0;
-  cache.size = sizeof(cache);
-  cache.k_format = cache.v_format = format.c_str();
-  cache.head_dim = headDim;
-  cache.num_kv_heads = kvHeads;
-  cache.page_size = uint32_t(tokens);
-  cache.layout = TQ_LAYOUT_CONTIGUOUS;
-  cache.k_row_bytes = cache.v_row_bytes = uint32_t(rowBytes);
-  cache.num_pages = 1;
-  cache.k_pages = k.data();
-  cache.v_pages = v.data();
-  cache.num_seqs = 1;
-  cache.seq_lens = lens;
-  std::vector<float> q(size_t(rows) * qHeads * headDim), out(q.size());
-  for (float &x : q)
+  v_ = k_;
+  kvBytes_ = 2 * tokens * tokenBytes;
+  lens_[0] = int32_t(tokens);
+  cache_.version = TQ_KV_CACHE_VERSION_0;
+  cache_.size = sizeof(cache_);
+  cache_.k_format = cache_.v_format = format.c_str();
+  cache_.head_dim = headDim;
+  cache_.num_kv_heads = kvHeads;
+  cache_.page_size = uint32_t(tokens);
+  cache_.layout = TQ_LAYOUT_CONTIGUOUS;
+  cache_.k_row_bytes = cache_.v_row_bytes = uint32_t(rowBytes);
+  cache_.num_pages = 1;
+  cache_.k_pages = k_.data();
+  cache_.v_pages = v_.data();
+  cache_.num_seqs = 1;
+  cache_.seq_lens = lens_;
+  q_.resize(size_t(rows) * qHeads * headDim);
+  out_.resize(q_.size());
+  for (float &x : q_)
     x = float(rng.gaussian());
-  int32_t qIndptr[2] = {0, int32_t(rows)};
-  tq_attention_params_v0 p = {TQ_ATTENTION_PARAMS_VERSION_0,
-                              sizeof(p),
-                              qHeads,
-                              rows > 1 ? 1u : 0u,
-                              0,
-                              0.0f,
-                              0.0f,
-                              0,
-                              qIndptr};
-  if (tq_attention(rt, &cache, &p, q.data(), out.data()) != TQ_STATUS_OK)
-    fail("attention failed for " + format);
-  double best = 1e30;
-  for (unsigned r = 0; r < repeat; ++r) {
-    auto start = Clock::now();
-    (void)tq_attention(rt, &cache, &p, q.data(), out.data());
-    best = std::min(best, seconds(start, Clock::now()));
+  qIndptr_[0] = 0;
+  qIndptr_[1] = int32_t(rows);
+  params_ = {TQ_ATTENTION_PARAMS_VERSION_0,
+             sizeof(params_),
+             qHeads,
+             rows > 1 ? 1u : 0u,
+             0,
+             0.0f,
+             0.0f,
+             0,
+             qIndptr_};
+  call(); // untimed: checks the call and warms the pools
+}
+
+void Case::call() {
+  if (tq_attention(rt_, &cache_, &params_, q_.data(), out_.data()) !=
+      TQ_STATUS_OK)
+    fail("attention failed for " + format + " (" + kernel + ")");
+}
+
+void Case::timeOnce() {
+  auto start = Clock::now();
+  call();
+  samples_.push_back(seconds(start, Clock::now()));
+}
+
+/// Evicts the KV pools from the caches: every thread reads its share of a
+/// buffer larger than the last-level cache (--flush-mib).
+class CacheFlusher {
+public:
+  CacheFlusher() : data_(size_t(flushMiB) << 17, 1) {}
+  void flush() {
+    if (data_.empty())
+      return;
+    std::atomic<uint64_t> sink{0};
+    fastestParallelRun(1, [&](unsigned w) {
+      const size_t t = threadCount(), n = data_.size();
+      uint64_t s = 0;
+      for (size_t i = n * w / t; i < n * (w + 1) / t; i += 8)
+        s += data_[i]; // one read per 64-byte line
+      sink += s;
+    });
   }
-  return {best, 2 * tokens * tokenBytes};
+
+private:
+  std::vector<uint64_t> data_;
+};
+
+/// Times the cases of one context round-robin: each round calls every case
+/// once, starting one case later than the round before, so a burst of
+/// other work on the machine, or the frequency it runs at, falls on all of
+/// them alike instead of on whichever was timed at that moment. Caches
+/// are flushed before every call.
+void timeInterleaved(std::vector<std::unique_ptr<Case>> &cases,
+                     CacheFlusher &flusher) {
+  const size_t n = cases.size();
+  for (unsigned r = 0; r < repeat; ++r)
+    for (size_t i = 0; i < n; ++i) {
+      flusher.flush();
+      cases[(r + i) % n]->timeOnce();
+    }
 }
 
 } // namespace
@@ -282,6 +368,8 @@ int main(int argc, char **argv) {
                               "tq-bench: decode throughput vs roofline\n");
   if (kvHeads == 0 || qHeads % kvHeads != 0)
     fail("--q-heads must be a multiple of --kv-heads");
+  if (repeat == 0)
+    fail("--repeat must be at least 1");
   std::vector<std::string> fs;
   for (llvm::StringRef f : llvm::split(formats, ','))
     if (!f.empty()) {
@@ -325,33 +413,37 @@ int main(int argc, char **argv) {
   // Every point is timed first; the probes run again afterwards and the
   // faster reading of each sets the roofline (a probe disturbed by other
   // work on the machine would otherwise flatter every kernel).
-  struct Measured {
-    std::string format;
-    uint64_t ctx;
-    std::string kernel;
-    Point point;
+  // The cases of one context are built together and timed round-robin
+  // (timeInterleaved); a context's pools are freed before the next one's
+  // are built.
+  std::vector<std::unique_ptr<Case>> decode, prefill;
+  CacheFlusher flusher;
+  auto kernelName = [](const std::string &f) {
+    return f == "f16" ? "f16 baseline (fused)" : "fused";
   };
-  std::vector<Measured> decode, prefill;
-  for (uint64_t ctx : ctxs) {
+  auto measure = [&](std::vector<std::unique_ptr<Case>> &table,
+                     uint64_t ctx, uint32_t rows) {
+    std::vector<std::unique_ptr<Case>> cases;
     for (const std::string &f : withBaseline) {
-      llvm::errs() << "  " << f << " @ " << ctx << "\n";
-      decode.push_back({f, ctx,
-                        f == "f16" ? "f16 baseline (fused)" : "fused",
-                        timeAttention(fused.rt, f, ctx, 1)});
-      // The naive library holds the requested formats only.
+      cases.push_back(
+          std::make_unique<Case>(fused.rt, f, kernelName(f), ctx, rows));
+      // The naive library holds the requested decode formats only.
       bool requested = std::find(fs.begin(), fs.end(), f) != fs.end();
-      if (!skipNaive && requested)
-        decode.push_back({f, ctx, "dequantise-then-attend",
-                          timeAttention(naive.rt, f, ctx, 1)});
+      if (rows == 1 && !skipNaive && requested)
+        cases.push_back(std::make_unique<Case>(
+            naive.rt, f, "dequantise-then-attend", ctx, rows));
     }
-  }
+    llvm::errs() << "  context " << ctx << (rows > 1 ? " (prefill)" : "")
+                 << ": " << cases.size() << " kernels x " << repeat
+                 << " rounds\n";
+    timeInterleaved(cases, flusher);
+    for (auto &c : cases)
+      table.push_back(std::move(c));
+  };
+  for (uint64_t ctx : ctxs)
+    measure(decode, ctx, 1);
   for (uint64_t ctx : prefillCtxs)
-    for (const std::string &f : withBaseline) {
-      llvm::errs() << "  " << f << " @ " << ctx << " (prefill)\n";
-      prefill.push_back({f, ctx,
-                         f == "f16" ? "f16 baseline (fused)" : "fused",
-                         timeAttention(fused.rt, f, ctx, prefillRows)});
-    }
+    measure(prefill, ctx, prefillRows);
   llvm::errs() << "probing again...\n";
   const double bandwidthAfter = probeBandwidth();
   const double fmaAfter = probeFma();
@@ -364,49 +456,57 @@ int main(int argc, char **argv) {
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%d", std::gmtime(&now));
   auto gb = [](double v) { return llvm::format("%.1f", v / 1e9); };
+  auto ms = [](double s) { return llvm::format("%.2f", s * 1e3); };
   // The roofline: the larger of the bytes' read time and the arithmetic's
-  // multiply-add time, both at the probed rates.
-  auto roofline = [&](const Point &p, double flops) {
-    return std::max(double(p.kvBytes) / bandwidth, flops / fma);
+  // multiply-add time, both at the probed rates; a case's best time is
+  // set against it.
+  auto xRoofline = [&](const Case &c, double flops) {
+    double bound = std::max(double(c.kvBytes()) / bandwidth, flops / fma);
+    return llvm::format("%.1f", c.best() / bound);
   };
   md << "## Decode, " << date << ", " << llvm::sys::getHostCPUName() << ", "
      << threadCount() << " threads\n\n"
      << "head dim " << headDim << ", " << qHeads << " query heads, " << kvHeads
-     << " KV heads, one query; best of " << repeat
-     << " steps. Probed in this run, before / after the kernels (the larger "
-        "sets the roofline): read bandwidth "
+     << " KV heads, one query; " << repeat
+     << (repeat == 1 ? " round" : " rounds")
+     << ", each timing every kernel of a context once (round-robin)"
+     << (flushMiB ? ", caches flushed before every call (" +
+                        std::to_string(flushMiB) + " MiB read)"
+                  : std::string(", warm caches"))
+     << "; best and median step. Probed in this run, before / after the "
+        "kernels (the larger sets the roofline): read bandwidth "
      << gb(bandwidthBefore) << " / " << gb(bandwidthAfter)
      << " GB/s, multiply-add " << gb(fmaBefore) << " / " << gb(fmaAfter)
      << " GFLOP/s.\n\n"
-     << "| format | context | kernel | ms/step | KV MB/step | GB/s | % of "
-        "bandwidth | x roofline |\n|---|---|---|---|---|---|---|---|\n";
-  for (const Measured &m : decode) {
-    const Point &p = m.point;
-    double flops = 4.0 * qHeads * double(m.ctx) * headDim;
-    md << "| " << m.format << " | " << m.ctx << " | " << m.kernel << " | "
-       << llvm::format("%.2f", p.seconds * 1e3) << " | "
-       << llvm::format("%.2f", p.kvBytes / 1e6) << " | "
-       << llvm::format("%.2f", p.kvBytes / p.seconds / 1e9) << " | "
-       << llvm::format("%.1f", 100.0 * p.kvBytes / p.seconds / bandwidth)
-       << " | " << llvm::format("%.1f", p.seconds / roofline(p, flops)) << " |\n";
+     << "| format | context | kernel | ms/step | median | KV MB/step | GB/s "
+        "| % of bandwidth | x roofline |\n"
+        "|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto &c : decode) {
+    double flops = 4.0 * qHeads * double(c->ctx) * headDim;
+    double rate = c->kvBytes() / c->best();
+    md << "| " << c->format << " | " << c->ctx << " | " << c->kernel << " | "
+       << ms(c->best()) << " | " << ms(c->median()) << " | "
+       << llvm::format("%.2f", c->kvBytes() / 1e6) << " | "
+       << llvm::format("%.2f", rate / 1e9) << " | "
+       << llvm::format("%.1f", 100.0 * rate / bandwidth) << " | "
+       << xRoofline(*c, flops) << " |\n";
   }
   if (!prefill.empty()) {
     // The block's rows sit at the last positions: row i sees ctx - rows +
     // i + 1 keys.
     md << "\n### Prefill (causal block of " << prefillRows
        << " query rows at the end of the context)\n\n"
-       << "| format | context | kernel | ms/block | KV MB | GFLOP/s | x "
-          "roofline |\n|---|---|---|---|---|---|---|\n";
-    for (const Measured &m : prefill) {
-      const Point &p = m.point;
-      double keys = double(prefillRows) * double(m.ctx) -
+       << "| format | context | kernel | ms/block | median | KV MB | GFLOP/s "
+          "| x roofline |\n|---|---|---|---|---|---|---|---|\n";
+    for (const auto &c : prefill) {
+      double keys = double(prefillRows) * double(c->ctx) -
                     double(prefillRows) * (prefillRows - 1) / 2.0;
       double flops = 4.0 * qHeads * keys * headDim;
-      md << "| " << m.format << " | " << m.ctx << " | " << m.kernel << " | "
-         << llvm::format("%.2f", p.seconds * 1e3) << " | "
-         << llvm::format("%.2f", p.kvBytes / 1e6) << " | "
-         << llvm::format("%.1f", flops / p.seconds / 1e9) << " | "
-         << llvm::format("%.1f", p.seconds / roofline(p, flops)) << " |\n";
+      md << "| " << c->format << " | " << c->ctx << " | " << c->kernel
+         << " | " << ms(c->best()) << " | " << ms(c->median()) << " | "
+         << llvm::format("%.2f", c->kvBytes() / 1e6) << " | "
+         << llvm::format("%.1f", flops / c->best() / 1e9) << " | "
+         << xRoofline(*c, flops) << " |\n";
     }
   }
   md.flush();

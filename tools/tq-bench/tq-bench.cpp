@@ -148,9 +148,12 @@ double probeBandwidth() {
 /// thread runs independent chains the compiler vectorises with the host's
 /// widest FMA (tq-bench is built with -march=native, like the kernels).
 /// Best of five rounds: one round on the shared machine read half the
-/// peak.
+/// peak. A round lasts ~10 ms per thread: with ~1 ms rounds the probe at
+/// start-up read half the peak in every run (the threads shared one core
+/// until the scheduler spread them), which only the probe after the
+/// kernels corrected.
 double probeFma() {
-  const int chains = 64, iterations = 1000000;
+  const int chains = 64, iterations = 10000000;
   std::atomic<double> sink{0};
   double time = fastestParallelRun(5, [&](unsigned) {
     float acc[chains];

@@ -19,6 +19,8 @@
 #include "tq/Target/KernelLibrary.h"
 #include "tq/tq_runtime.h"
 
+#include "CacheFlusher.h"
+
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -325,35 +327,13 @@ void Case::timeOnce() {
   samples_.push_back(seconds(start, Clock::now()));
 }
 
-/// Evicts the KV pools from the caches: every thread reads its share of a
-/// buffer larger than the last-level cache (--flush-mib).
-class CacheFlusher {
-public:
-  CacheFlusher() : data_(size_t(flushMiB) << 17, 1) {}
-  void flush() {
-    if (data_.empty())
-      return;
-    std::atomic<uint64_t> sink{0};
-    fastestParallelRun(1, [&](unsigned w) {
-      const size_t t = threadCount(), n = data_.size();
-      uint64_t s = 0;
-      for (size_t i = n * w / t; i < n * (w + 1) / t; i += 8)
-        s += data_[i]; // one read per 64-byte line
-      sink += s;
-    });
-  }
-
-private:
-  std::vector<uint64_t> data_;
-};
-
 /// Times the cases of one context round-robin: each round calls every case
 /// once, starting one case later than the round before, so a burst of
 /// other work on the machine, or the frequency it runs at, falls on all of
 /// them alike instead of on whichever was timed at that moment. Caches
 /// are flushed before every call.
 void timeInterleaved(std::vector<std::unique_ptr<Case>> &cases,
-                     CacheFlusher &flusher) {
+                     ::tq::tools::CacheFlusher &flusher) {
   const size_t n = cases.size();
   for (unsigned r = 0; r < repeat; ++r)
     for (size_t i = 0; i < n; ++i) {
@@ -420,7 +400,7 @@ int main(int argc, char **argv) {
   // (timeInterleaved); a context's pools are freed before the next one's
   // are built.
   std::vector<std::unique_ptr<Case>> decode, prefill;
-  CacheFlusher flusher;
+  ::tq::tools::CacheFlusher flusher(flushMiB, threadCount());
   auto kernelName = [](const std::string &f) {
     return f == "f16" ? "f16 baseline (fused)" : "fused";
   };

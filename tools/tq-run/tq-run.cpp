@@ -20,6 +20,8 @@
 #include "tq/Target/KernelLibrary.h"
 #include "tq/tq_runtime.h"
 
+#include "CacheFlusher.h"
+
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -27,9 +29,11 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 using namespace mlir;
@@ -86,8 +90,14 @@ cl::opt<double> tolerance("tolerance", cl::cat(toolOptions),
 cl::opt<unsigned>
     repeat("repeat", cl::cat(toolOptions),
            cl::desc("time this many extra attention calls and print the "
-                    "best (0: none)"),
+                    "best and the median (0: none)"),
            cl::init(0));
+cl::opt<unsigned> flushMiB(
+    "flush-mib", cl::cat(toolOptions),
+    cl::desc("with --repeat: MiB read on every thread before each timed "
+             "call, so the call finds its KV in memory as a model's layer "
+             "does (0: warm caches)"),
+    cl::init(0));
 
 [[noreturn]] void fail(const llvm::Twine &message) {
   llvm::errs() << "tq-run: error: " << message << "\n";
@@ -248,18 +258,26 @@ int main(int argc, char **argv) {
   std::vector<float> out(q.size());
   check(tq_attention(rt, &cache, &params, q.data(), out.data()), "attention");
   if (repeat > 0) {
-    double best = 1e30;
+    ::tq::tools::CacheFlusher flusher(
+        flushMiB, threads ? threads : std::thread::hardware_concurrency());
+    std::vector<double> times;
     for (unsigned r = 0; r < repeat; ++r) {
+      flusher.flush();
       auto start = std::chrono::steady_clock::now();
       check(tq_attention(rt, &cache, &params, q.data(), out.data()),
             "attention");
-      best = std::min(best, std::chrono::duration<double>(
-                                std::chrono::steady_clock::now() - start)
-                                .count());
+      times.push_back(std::chrono::duration<double>(
+                          std::chrono::steady_clock::now() - start)
+                          .count());
     }
+    std::sort(times.begin(), times.end());
     llvm::outs() << (nq == 1 ? "decode" : "prefill") << ": "
-                 << llvm::format("%.3f", best * 1e3) << " ms per call (" << nkv
-                 << " tokens, best of " << repeat << ")\n";
+                 << llvm::format("%.3f", times.front() * 1e3)
+                 << " ms per call (" << nkv << " tokens, best of " << repeat
+                 << ", median " << llvm::format("%.3f", times[repeat / 2] * 1e3)
+                 << " ms, "
+                 << (flusher.enabled() ? "caches flushed" : "warm caches")
+                 << ")\n";
   }
   tq_runtime_destroy(rt);
   if (checkResult) {

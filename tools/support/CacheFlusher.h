@@ -1,0 +1,35 @@
+//===- CacheFlusher.h - Evict caches between timed calls --------*- C++ -*-===//
+//
+// Timing tools (tq-bench, tq-run) call flush() before a timed kernel call
+// so the call finds its KV cache in memory, as a decode step of a real
+// model does: each layer reads its own cache and the layers between evict
+// it. Every thread reads its share of a buffer larger than the last-level
+// cache, one load per 64-byte line.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TQ_TOOLS_SUPPORT_CACHEFLUSHER_H
+#define TQ_TOOLS_SUPPORT_CACHEFLUSHER_H
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace tq::tools {
+
+class CacheFlusher {
+public:
+  /// Reads `mib` MiB on `threads` threads per flush; 0 MiB flushes nothing.
+  CacheFlusher(size_t mib, unsigned threads);
+
+  void flush();
+  bool enabled() const { return !data_.empty(); }
+
+private:
+  std::vector<uint64_t> data_;
+  unsigned threads_;
+};
+
+} // namespace tq::tools
+
+#endif // TQ_TOOLS_SUPPORT_CACHEFLUSHER_H

@@ -151,9 +151,9 @@ double probeBandwidth() {
 /// widest FMA (tq-bench is built with -march=native, like the kernels).
 /// Best of five rounds: one round on the shared machine read half the
 /// peak. A round lasts ~10 ms per thread: with ~1 ms rounds the probe at
-/// start-up read half the peak in every run (the threads shared one core
-/// until the scheduler spread them), which only the probe after the
-/// kernels corrected.
+/// start-up read half the peak in every run of 2026-11-22 (the threads
+/// could share one core until the scheduler spread them), which only the
+/// probe after the kernels corrected.
 double probeFma() {
   const int chains = 64, iterations = 10000000;
   std::atomic<double> sink{0};

@@ -20,6 +20,7 @@
 #include "tq/tq_runtime.h"
 
 #include "CacheFlusher.h"
+#include "TimingSamples.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
@@ -220,29 +221,51 @@ Library buildLibrary(MLIRContext &context, const std::vector<std::string> &fs,
   return lib;
 }
 
-/// One point of a table: a kernel library, a contiguous cache of `tokens`
-/// rows and `rows` query rows (1: a decode step; more: a causal prefill
-/// block at the end of the context), timed one call at a time. The pools
-/// hold 1024 distinct encoded Gaussian rows tiled over the context.
+/// A contiguous cache of one sequence of `tokens` rows in `format`: its K
+/// pool holds 1024 distinct encoded Gaussian rows tiled over the context,
+/// its V pool a copy. Shared by the kernels timed over it.
+struct Pools {
+  Pools(const std::string &format, uint64_t tokens);
+  size_t rowBytes;
+  std::vector<uint8_t> k, v;
+  /// The generator past the rows: each case draws its queries from a copy.
+  ::tq::quant::SplitMix64 rng{42};
+};
+
+Pools::Pools(const std::string &format, uint64_t tokens) {
+  auto f = ::tq::quant::Format::get(format, headDim);
+  rowBytes = f->rowBytes();
+  const size_t tokenBytes = kvHeads * rowBytes;
+  std::vector<uint8_t> distinct(1024 * tokenBytes);
+  std::vector<float> row(headDim);
+  for (size_t r = 0; r < 1024 * size_t(kvHeads); ++r) {
+    for (float &x : row)
+      x = float(rng.gaussian());
+    (void)f->encodeRow(
+        row, std::span<uint8_t>(distinct).subspan(r * rowBytes, rowBytes));
+  }
+  k.resize(tokens * tokenBytes);
+  for (uint64_t t = 0; t < tokens; ++t)
+    std::memcpy(&k[t * tokenBytes], &distinct[(t % 1024) * tokenBytes],
+                tokenBytes);
+  v = k;
+}
+
+/// One point of a table: a kernel library over `pools` (a context of
+/// `tokens` rows) and `rows` query rows (1: a decode step; more: a causal
+/// prefill block at the end of the context), timed one call at a time.
 /// Holds pointers into itself (the descriptor), so it is never moved.
 class Case {
 public:
   Case(tq_runtime *rt, std::string format, std::string kernel,
-       uint64_t tokens, uint32_t rows);
+       uint64_t tokens, uint32_t rows, std::shared_ptr<Pools> pools);
   Case(const Case &) = delete;
   Case &operator=(const Case &) = delete;
 
   /// Times one call and keeps the sample.
   void timeOnce();
-  double best() const {
-    return *std::min_element(samples_.begin(), samples_.end());
-  }
-  double median() const {
-    std::vector<double> s = samples_;
-    std::nth_element(s.begin(), s.begin() + s.size() / 2, s.end());
-    return s[s.size() / 2];
-  }
-  uint64_t kvBytes() const { return kvBytes_; }
+  const ::tq::tools::TimingSamples &times() const { return times_; }
+  uint64_t kvBytes() const { return pools_->k.size() + pools_->v.size(); }
 
   const std::string format, kernel;
   const uint64_t ctx;
@@ -251,38 +274,19 @@ private:
   void call();
 
   tq_runtime *rt_;
-  std::vector<uint8_t> k_, v_;
+  std::shared_ptr<Pools> pools_;
   std::vector<float> q_, out_;
   int32_t lens_[1];
   int32_t qIndptr_[2];
   tq_kv_cache_v0 cache_ = {};
   tq_attention_params_v0 params_ = {};
-  uint64_t kvBytes_;
-  std::vector<double> samples_;
+  ::tq::tools::TimingSamples times_;
 };
 
 Case::Case(tq_runtime *rt, std::string formatName, std::string kernelName,
-           uint64_t tokens, uint32_t rows)
+           uint64_t tokens, uint32_t rows, std::shared_ptr<Pools> pools)
     : format(std::move(formatName)), kernel(std::move(kernelName)),
-      ctx(tokens), rt_(rt) {
-  auto f = ::tq::quant::Format::get(format, headDim);
-  const size_t rowBytes = f->rowBytes();
-  const size_t tokenBytes = kvHeads * rowBytes;
-  std::vector<uint8_t> distinct(1024 * tokenBytes);
-  ::tq::quant::SplitMix64 rng(42);
-  std::vector<float> row(headDim);
-  for (size_t r = 0; r < 1024 * size_t(kvHeads); ++r) {
-    for (float &x : row)
-      x = float(rng.gaussian());
-    (void)f->encodeRow(
-        row, std::span<uint8_t>(distinct).subspan(r * rowBytes, rowBytes));
-  }
-  k_.resize(tokens * tokenBytes);
-  for (uint64_t t = 0; t < tokens; ++t)
-    std::memcpy(&k_[t * tokenBytes], &distinct[(t % 1024) * tokenBytes],
-                tokenBytes);
-  v_ = k_;
-  kvBytes_ = 2 * tokens * tokenBytes;
+      ctx(tokens), rt_(rt), pools_(std::move(pools)) {
   lens_[0] = int32_t(tokens);
   cache_.version = TQ_KV_CACHE_VERSION_0;
   cache_.size = sizeof(cache_);
@@ -291,14 +295,15 @@ Case::Case(tq_runtime *rt, std::string formatName, std::string kernelName,
   cache_.num_kv_heads = kvHeads;
   cache_.page_size = uint32_t(tokens);
   cache_.layout = TQ_LAYOUT_CONTIGUOUS;
-  cache_.k_row_bytes = cache_.v_row_bytes = uint32_t(rowBytes);
+  cache_.k_row_bytes = cache_.v_row_bytes = uint32_t(pools_->rowBytes);
   cache_.num_pages = 1;
-  cache_.k_pages = k_.data();
-  cache_.v_pages = v_.data();
+  cache_.k_pages = pools_->k.data();
+  cache_.v_pages = pools_->v.data();
   cache_.num_seqs = 1;
   cache_.seq_lens = lens_;
   q_.resize(size_t(rows) * qHeads * headDim);
   out_.resize(q_.size());
+  ::tq::quant::SplitMix64 rng = pools_->rng;
   for (float &x : q_)
     x = float(rng.gaussian());
   qIndptr_[0] = 0;
@@ -324,8 +329,15 @@ void Case::call() {
 void Case::timeOnce() {
   auto start = Clock::now();
   call();
-  samples_.push_back(seconds(start, Clock::now()));
+  times_.add(seconds(start, Clock::now()));
 }
+
+/// A row of a table: what a timed Case leaves once its pools are freed.
+struct Measured {
+  std::string format, kernel;
+  uint64_t ctx, kvBytes;
+  double best, median;
+};
 
 /// Times the cases of one context round-robin: each round calls every case
 /// once, starting one case later than the round before, so a burst of
@@ -396,32 +408,34 @@ int main(int argc, char **argv) {
   // Every point is timed first; the probes run again afterwards and the
   // faster reading of each sets the roofline (a probe disturbed by other
   // work on the machine would otherwise flatter every kernel).
-  // The cases of one context are built together and timed round-robin
-  // (timeInterleaved); a context's pools are freed before the next one's
-  // are built.
-  std::vector<std::unique_ptr<Case>> decode, prefill;
+  // The cases of one context share each format's pools, are built
+  // together and timed round-robin (timeInterleaved); their rows are kept
+  // and the pools freed before the next context's are built.
+  std::vector<Measured> decode, prefill;
   ::tq::tools::CacheFlusher flusher(flushMiB, threadCount());
   auto kernelName = [](const std::string &f) {
     return f == "f16" ? "f16 baseline (fused)" : "fused";
   };
-  auto measure = [&](std::vector<std::unique_ptr<Case>> &table,
-                     uint64_t ctx, uint32_t rows) {
+  auto measure = [&](std::vector<Measured> &table, uint64_t ctx,
+                     uint32_t rows) {
     std::vector<std::unique_ptr<Case>> cases;
     for (const std::string &f : withBaseline) {
-      cases.push_back(
-          std::make_unique<Case>(fused.rt, f, kernelName(f), ctx, rows));
+      auto pools = std::make_shared<Pools>(f, ctx);
+      cases.push_back(std::make_unique<Case>(fused.rt, f, kernelName(f), ctx,
+                                             rows, pools));
       // The naive library holds the requested decode formats only.
       bool requested = std::find(fs.begin(), fs.end(), f) != fs.end();
       if (rows == 1 && !skipNaive && requested)
         cases.push_back(std::make_unique<Case>(
-            naive.rt, f, "dequantise-then-attend", ctx, rows));
+            naive.rt, f, "dequantise-then-attend", ctx, rows, pools));
     }
     llvm::errs() << "  context " << ctx << (rows > 1 ? " (prefill)" : "")
                  << ": " << cases.size() << " kernels x " << repeat
                  << " rounds\n";
     timeInterleaved(cases, flusher);
-    for (auto &c : cases)
-      table.push_back(std::move(c));
+    for (const auto &c : cases)
+      table.push_back({c->format, c->kernel, c->ctx, c->kvBytes(),
+                       c->times().best(), c->times().median()});
   };
   for (uint64_t ctx : ctxs)
     measure(decode, ctx, 1);
@@ -443,9 +457,9 @@ int main(int argc, char **argv) {
   // The roofline: the larger of the bytes' read time and the arithmetic's
   // multiply-add time, both at the probed rates; a case's best time is
   // set against it.
-  auto xRoofline = [&](const Case &c, double flops) {
-    double bound = std::max(double(c.kvBytes()) / bandwidth, flops / fma);
-    return llvm::format("%.1f", c.best() / bound);
+  auto xRoofline = [&](const Measured &m, double flops) {
+    double bound = std::max(double(m.kvBytes) / bandwidth, flops / fma);
+    return llvm::format("%.1f", m.best / bound);
   };
   md << "## Decode, " << date << ", " << llvm::sys::getHostCPUName() << ", "
      << threadCount() << " threads\n\n"
@@ -464,15 +478,15 @@ int main(int argc, char **argv) {
      << "| format | context | kernel | ms/step | median | KV MB/step | GB/s "
         "| % of bandwidth | x roofline |\n"
         "|---|---|---|---|---|---|---|---|---|\n";
-  for (const auto &c : decode) {
-    double flops = 4.0 * qHeads * double(c->ctx) * headDim;
-    double rate = c->kvBytes() / c->best();
-    md << "| " << c->format << " | " << c->ctx << " | " << c->kernel << " | "
-       << ms(c->best()) << " | " << ms(c->median()) << " | "
-       << llvm::format("%.2f", c->kvBytes() / 1e6) << " | "
+  for (const Measured &m : decode) {
+    double flops = 4.0 * qHeads * double(m.ctx) * headDim;
+    double rate = m.kvBytes / m.best;
+    md << "| " << m.format << " | " << m.ctx << " | " << m.kernel << " | "
+       << ms(m.best) << " | " << ms(m.median) << " | "
+       << llvm::format("%.2f", m.kvBytes / 1e6) << " | "
        << llvm::format("%.2f", rate / 1e9) << " | "
        << llvm::format("%.1f", 100.0 * rate / bandwidth) << " | "
-       << xRoofline(*c, flops) << " |\n";
+       << xRoofline(m, flops) << " |\n";
   }
   if (!prefill.empty()) {
     // The block's rows sit at the last positions: row i sees ctx - rows +
@@ -481,15 +495,15 @@ int main(int argc, char **argv) {
        << " query rows at the end of the context)\n\n"
        << "| format | context | kernel | ms/block | median | KV MB | GFLOP/s "
           "| x roofline |\n|---|---|---|---|---|---|---|---|\n";
-    for (const auto &c : prefill) {
-      double keys = double(prefillRows) * double(c->ctx) -
+    for (const Measured &m : prefill) {
+      double keys = double(prefillRows) * double(m.ctx) -
                     double(prefillRows) * (prefillRows - 1) / 2.0;
       double flops = 4.0 * qHeads * keys * headDim;
-      md << "| " << c->format << " | " << c->ctx << " | " << c->kernel
-         << " | " << ms(c->best()) << " | " << ms(c->median()) << " | "
-         << llvm::format("%.2f", c->kvBytes() / 1e6) << " | "
-         << llvm::format("%.1f", flops / c->best() / 1e9) << " | "
-         << xRoofline(*c, flops) << " |\n";
+      md << "| " << m.format << " | " << m.ctx << " | " << m.kernel
+         << " | " << ms(m.best) << " | " << ms(m.median) << " | "
+         << llvm::format("%.2f", m.kvBytes / 1e6) << " | "
+         << llvm::format("%.1f", flops / m.best / 1e9) << " | "
+         << xRoofline(m, flops) << " |\n";
     }
   }
   md.flush();

@@ -21,6 +21,7 @@
 #include "tq/tq_runtime.h"
 
 #include "CacheFlusher.h"
+#include "TimingSamples.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -260,21 +261,20 @@ int main(int argc, char **argv) {
   if (repeat > 0) {
     ::tq::tools::CacheFlusher flusher(
         flushMiB, threads ? threads : std::thread::hardware_concurrency());
-    std::vector<double> times;
+    ::tq::tools::TimingSamples times;
     for (unsigned r = 0; r < repeat; ++r) {
       flusher.flush();
       auto start = std::chrono::steady_clock::now();
       check(tq_attention(rt, &cache, &params, q.data(), out.data()),
             "attention");
-      times.push_back(std::chrono::duration<double>(
-                          std::chrono::steady_clock::now() - start)
-                          .count());
+      times.add(std::chrono::duration<double>(
+                    std::chrono::steady_clock::now() - start)
+                    .count());
     }
-    std::sort(times.begin(), times.end());
     llvm::outs() << (nq == 1 ? "decode" : "prefill") << ": "
-                 << llvm::format("%.3f", times.front() * 1e3)
+                 << llvm::format("%.3f", times.best() * 1e3)
                  << " ms per call (" << nkv << " tokens, best of " << repeat
-                 << ", median " << llvm::format("%.3f", times[repeat / 2] * 1e3)
+                 << ", median " << llvm::format("%.3f", times.median() * 1e3)
                  << " ms, "
                  << (flusher.enabled() ? "caches flushed" : "warm caches")
                  << ")\n";

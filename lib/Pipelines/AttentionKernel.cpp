@@ -51,7 +51,13 @@ mlir::tq::buildAttentionKernel(OpBuilder &b, Location loc,
     args.push_back(b.getIndexType());
   }
   if (spec.mask)
-    args.push_back(MemRefType::get(maskShape, f32));
+    args.push_back(
+        MemRefType::get(maskShape, spec.maskF16 ? b.getF16Type() : f32));
+  auto headsMemref = MemRefType::get({int64_t(spec.queryHeads)}, f32);
+  if (spec.slopes)
+    args.push_back(headsMemref);
+  if (spec.sinks)
+    args.push_back(headsMemref);
   args.push_back(qMemref);
 
   auto func = func::FuncOp::create(b, loc, spec.name,
@@ -85,10 +91,15 @@ mlir::tq::buildAttentionKernel(OpBuilder &b, Location loc,
     v = FromBytesOp::create(b, loc, valueType,
                             toTensor(entry->getArgument(2)));
   }
-  Value mask = spec.mask ? toTensor(entry->getArgument(next)) : Value();
+  auto optionalArg = [&](bool present) -> Value {
+    return present ? toTensor(entry->getArgument(next++)) : Value();
+  };
+  Value mask = optionalArg(spec.mask);
+  Value slopes = optionalArg(spec.slopes);
+  Value sinks = optionalArg(spec.sinks);
   FloatAttr scale = spec.scale ? b.getF32FloatAttr(*spec.scale) : FloatAttr();
   Value out = AttentionOp::create(
-      b, loc, qTensor, q, k, v, mask, scale,
+      b, loc, qTensor, q, k, v, mask, slopes, sinks, scale,
       spec.causal ? b.getUnitAttr() : UnitAttr(),
       b.getI64IntegerAttr(spec.window), b.getF32FloatAttr(spec.softcap));
   bufferization::MaterializeInDestinationOp::create(

@@ -3,6 +3,7 @@
 #include "tq/Pipelines/RuntimeKernels.h"
 
 #include "tq/Dialect/TQ/IR/TQDialect.h"
+#include "tq/Dialect/TQ/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -24,13 +25,24 @@ const char *mlir::tq::kindName(RuntimeKernelKind kind) {
     return "decode";
   case RuntimeKernelKind::Prefill:
     return "prefill";
+  case RuntimeKernelKind::GgmlDecode:
+    return "ggml_decode";
+  case RuntimeKernelKind::GgmlPrefill:
+    return "ggml_prefill";
+  case RuntimeKernelKind::Dequantize:
+    return "dequantize";
   }
   return "unknown";
 }
 
+bool mlir::tq::isAttentionKind(RuntimeKernelKind kind) {
+  return kind != RuntimeKernelKind::Append &&
+         kind != RuntimeKernelKind::Dequantize;
+}
+
 std::string RuntimeKernelSpec::name() const {
   std::string n = std::string("tq_") + kindName(kind) + "_" + keyFormat;
-  if (kind == RuntimeKernelKind::Append)
+  if (!isAttentionKind(kind))
     return n + "_d" + std::to_string(headDim);
   n += "_" + valueFormat + "_d" + std::to_string(headDim) + "_g" +
        std::to_string(group);
@@ -51,6 +63,15 @@ namespace {
 MemRefType stridedMemRef(ArrayRef<int64_t> shape, Type type) {
   SmallVector<int64_t> strides(shape.size(), ShapedType::kDynamic);
   strides.back() = 1;
+  auto layout = StridedLayoutAttr::get(type.getContext(),
+                                       ShapedType::kDynamic, strides);
+  return MemRefType::get(shape, type, layout);
+}
+
+/// memref<shape x type> whose every stride is dynamic (a stride may be 0:
+/// one row broadcast to all).
+MemRefType anyStridedMemRef(ArrayRef<int64_t> shape, Type type) {
+  SmallVector<int64_t> strides(shape.size(), ShapedType::kDynamic);
   auto layout = StridedLayoutAttr::get(type.getContext(),
                                        ShapedType::kDynamic, strides);
   return MemRefType::get(shape, type, layout);
@@ -93,17 +114,25 @@ func::FuncOp buildAttention(OpBuilder &b, Location loc,
   // Decode kernels take exactly one query row (the runtime picks them for
   // one-row sequences), which lets the lowering keep the output in
   // registers.
-  const int64_t rows = spec.kind == RuntimeKernelKind::Decode ? 1 : dyn;
+  const bool ggml = spec.kind == RuntimeKernelKind::GgmlDecode ||
+                    spec.kind == RuntimeKernelKind::GgmlPrefill;
+  const bool decode = spec.kind == RuntimeKernelKind::Decode ||
+                      spec.kind == RuntimeKernelKind::GgmlDecode;
+  const int64_t rows = decode ? 1 : dyn;
   auto qType = stridedMemRef({rows, g, d}, f32);
   auto kType = stridedMemRef({dyn, dyn, 1, keys.getRowBytes()}, i8);
   auto vType = stridedMemRef({dyn, dyn, 1, values.getRowBytes()}, i8);
   auto tableType = stridedMemRef({dyn}, b.getI32Type());
-  auto func = func::FuncOp::create(
-      b, loc, spec.name(),
-      b.getFunctionType(
-          {qType, kType, vType, tableType, b.getIndexType(), b.getF32Type(),
-           qType},
-          {}));
+  SmallVector<Type> args = {qType,           kType,        vType, tableType,
+                            b.getIndexType(), b.getF32Type()};
+  if (ggml) {
+    args.push_back(anyStridedMemRef({rows, dyn}, b.getF16Type()));
+    args.push_back(stridedMemRef({g}, f32));
+    args.push_back(stridedMemRef({g}, f32));
+  }
+  args.push_back(qType);
+  auto func = func::FuncOp::create(b, loc, spec.name(),
+                                   b.getFunctionType(args, {}));
   func->setAttr("llvm.emit_c_interface", b.getUnitAttr());
   Block *entry = func.addEntryBlock();
   OpBuilder::InsertionGuard guard(b);
@@ -145,13 +174,19 @@ func::FuncOp buildAttention(OpBuilder &b, Location loc,
   Value v = FromPagesOp::create(b, loc, values,
                                 toTensor(b, loc, entry->getArgument(2), false),
                                 table, tokens);
+  Value mask, slopes, sinks;
+  if (ggml) {
+    mask = toTensor(b, loc, entry->getArgument(6), false);
+    slopes = toTensor(b, loc, entry->getArgument(7), false);
+    sinks = toTensor(b, loc, entry->getArgument(8), false);
+  }
   Value out = AttentionOp::create(
-      b, loc, q.getType(), q, k, v, Value(), FloatAttr(),
+      b, loc, q.getType(), q, k, v, mask, slopes, sinks, FloatAttr(),
       spec.causal ? b.getUnitAttr() : UnitAttr(),
       b.getI64IntegerAttr(spec.window), b.getF32FloatAttr(spec.softcap));
   bufferization::MaterializeInDestinationOp::create(
-      b, loc, TypeRange{}, out, entry->getArgument(6), /*restrict=*/true,
-      /*writable=*/true);
+      b, loc, TypeRange{}, out, entry->getArguments().back(),
+      /*restrict=*/true, /*writable=*/true);
   func::ReturnOp::create(b, loc);
   return func;
 }
@@ -224,6 +259,30 @@ func::FuncOp buildAppend(OpBuilder &b, Location loc,
   return func;
 }
 
+func::FuncOp buildDequantize(OpBuilder &b, Location loc,
+                             const RuntimeKernelSpec &spec) {
+  MLIRContext *ctx = b.getContext();
+  Type f32 = b.getF32Type(), i8 = b.getIntegerType(8);
+  const int64_t dyn = ShapedType::kDynamic, d = spec.headDim;
+  CacheType cache = cacheType(ctx, spec.keyFormat, spec.headDim);
+  auto bytesType = stridedMemRef({dyn, 1, cache.getRowBytes()}, i8);
+  auto outType = stridedMemRef({dyn, 1, d}, f32);
+  auto func = func::FuncOp::create(
+      b, loc, spec.name(), b.getFunctionType({bytesType, outType}, {}));
+  func->setAttr("llvm.emit_c_interface", b.getUnitAttr());
+  Block *entry = func.addEntryBlock();
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(entry);
+  Value bytes = toTensor(b, loc, entry->getArgument(0), false);
+  Value rows = buildDequantizedRows(
+      b, loc, FromBytesOp::create(b, loc, cache, bytes));
+  bufferization::MaterializeInDestinationOp::create(
+      b, loc, TypeRange{}, rows, entry->getArgument(1), /*restrict=*/true,
+      /*writable=*/true);
+  func::ReturnOp::create(b, loc);
+  return func;
+}
+
 } // namespace
 
 FailureOr<func::FuncOp>
@@ -238,9 +297,17 @@ mlir::tq::buildRuntimeKernel(OpBuilder &b, Location loc,
   func::FuncOp func;
   if (spec.kind == RuntimeKernelKind::Append) {
     func = buildAppend(b, loc, spec);
+  } else if (spec.kind == RuntimeKernelKind::Dequantize) {
+    func = buildDequantize(b, loc, spec);
   } else {
     if (failed(checkFormat(ctx, spec.valueFormat, spec.headDim, emitError)))
       return failure();
+    if ((spec.kind == RuntimeKernelKind::GgmlDecode ||
+         spec.kind == RuntimeKernelKind::GgmlPrefill) &&
+        (spec.causal || spec.window != 0))
+      return emitError() << "ggml attention kernels take causal and window "
+                            "masking from the mask; build them without",
+             failure();
     if (spec.window < 0 || !(spec.softcap >= 0.0f))
       return emitError() << "window and softcap must be non-negative",
              failure();

@@ -173,7 +173,8 @@ bool compileKernel(MLIRContext &context, const RuntimeKernelSpec &spec,
   };
   TQPipelineOptions pipeline;
   configurePipeline(pipeline, options, tm,
-                    spec.kind == RuntimeKernelKind::Decode);
+                    spec.kind == RuntimeKernelKind::Decode ||
+                        spec.kind == RuntimeKernelKind::GgmlDecode);
   return emitObject(context, *module, pipeline, tm, objectPath, spec.name(),
                     addInfo, diagnostics, error);
 }
@@ -190,7 +191,7 @@ llvm::json::Object describe(const RuntimeKernelSpec &spec) {
     return format ? int64_t(format->rowBytes()) : -1;
   };
   o["k_row_bytes"] = rowBytes(spec.keyFormat);
-  if (spec.kind != RuntimeKernelKind::Append) {
+  if (isAttentionKind(spec.kind)) {
     o["v_format"] = spec.valueFormat;
     o["v_row_bytes"] = rowBytes(spec.valueFormat);
     o["group"] = int64_t(spec.group);
@@ -198,9 +199,13 @@ llvm::json::Object describe(const RuntimeKernelSpec &spec) {
     o["window"] = spec.window;
     o["softcap"] = double(spec.softcap);
   }
-  // One call per (sequence, kv head); no workspace beyond what the kernel
-  // allocates itself.
-  o["grid"] = llvm::json::Array{"sequence", "kv_head"};
+  // One call per (sequence, kv head) (ggml kernels: per stream, kv head
+  // and block of query rows; row kernels: any number of rows); no
+  // workspace beyond what the kernel allocates itself.
+  if (isAttentionKind(spec.kind))
+    o["grid"] = llvm::json::Array{"sequence", "kv_head"};
+  else
+    o["grid"] = llvm::json::Array{};
   o["workspace_bytes"] = 0;
   return o;
 }
@@ -219,15 +224,34 @@ void writeHeader(llvm::raw_ostream &os,
        << rank << "]; int64_t strides[" << rank << "]; } tq_memref" << rank
        << ";\n";
   os << "#endif\n\n#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n";
+  for (int rank : {2})
+    os << "#ifndef TQ_MEMREF2_DESCRIPTOR\n#define TQ_MEMREF2_DESCRIPTOR\n"
+          "typedef struct { void *allocated; void *aligned; int64_t offset; "
+          "int64_t sizes["
+       << rank << "]; int64_t strides[" << rank << "]; } tq_memref" << rank
+       << ";\n#endif\n";
   for (const RuntimeKernelSpec &spec : specs) {
-    if (spec.kind == RuntimeKernelKind::Append)
-      os << "void _mlir_ciface_" << spec.name()
-         << "(tq_memref3 *rows, tq_memref4 *pool, tq_memref1 *table, "
+    os << "void _mlir_ciface_" << spec.name();
+    switch (spec.kind) {
+    case RuntimeKernelKind::Append:
+      os << "(tq_memref3 *rows, tq_memref4 *pool, tq_memref1 *table, "
             "int64_t start);\n";
-    else
-      os << "void _mlir_ciface_" << spec.name()
-         << "(tq_memref3 *q, tq_memref4 *k, tq_memref4 *v, tq_memref1 "
+      break;
+    case RuntimeKernelKind::Dequantize:
+      os << "(tq_memref3 *rows, tq_memref3 *out);\n";
+      break;
+    case RuntimeKernelKind::Decode:
+    case RuntimeKernelKind::Prefill:
+      os << "(tq_memref3 *q, tq_memref4 *k, tq_memref4 *v, tq_memref1 "
             "*table, int64_t tokens, float scale, tq_memref3 *out);\n";
+      break;
+    case RuntimeKernelKind::GgmlDecode:
+    case RuntimeKernelKind::GgmlPrefill:
+      os << "(tq_memref3 *q, tq_memref4 *k, tq_memref4 *v, tq_memref1 "
+            "*table, int64_t tokens, float scale, tq_memref2 *mask, "
+            "tq_memref1 *slopes, tq_memref1 *sinks, tq_memref3 *out);\n";
+      break;
+    }
   }
   os << "\n#ifdef __cplusplus\n}\n#endif\n\n#endif /* TQ_KERNELS_H */\n";
 }
@@ -244,8 +268,7 @@ SmallVector<int64_t> mlir::tq::kernelInfo(const RuntimeKernelSpec &spec) {
           int64_t(spec.headDim),
           int64_t(spec.group),
           rowBytes(spec.keyFormat),
-          spec.kind == RuntimeKernelKind::Append ? 0
-                                                 : rowBytes(spec.valueFormat),
+          isAttentionKind(spec.kind) ? rowBytes(spec.valueFormat) : 0,
           spec.causal ? 1 : 0,
           spec.window};
 }
@@ -400,7 +423,7 @@ bool mlir::tq::writeKernelLibrary(MLIRContext &context,
             "' (nor 'cc') on PATH";
     return false;
   }
-  std::string library = options.outputDir + "/libtqkernels.so";
+  std::string library = options.outputDir + "/" + options.libraryName;
   std::vector<llvm::StringRef> args = {*driver, "-shared", "-o", library};
   for (const std::string &o : objects)
     args.push_back(o);
@@ -420,7 +443,7 @@ bool mlir::tq::writeKernelLibrary(MLIRContext &context,
                         ? llvm::sys::getHostCPUName().str()
                         : options.cpu;
   metadata["triple"] = tm->getTargetTriple().str();
-  metadata["library"] = "libtqkernels.so";
+  metadata["library"] = options.libraryName;
   metadata["kernels"] = std::move(entries);
   std::error_code ec;
   llvm::raw_fd_ostream json(options.outputDir + "/kernels.json", ec);

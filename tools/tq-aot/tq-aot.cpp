@@ -1,6 +1,7 @@
 //===- tq-aot.cpp - Ahead-of-time kernel library compiler -----------------===//
 //
-//   tq-aot --target=cpu [--chip=C] --kind=decode,prefill,append
+//   tq-aot --target=cpu [--chip=C] [--abi=runtime|ggml]
+//          --kind=decode,prefill,append,dequantize
 //          --k-format=F[,F...] [--v-format=G[,G...]] --head-dim=D[,D...]
 //          [--gqa=N[,N...]] [--causal] [--window=W] [--softcap=C]
 //          [--input=FILE.mlir ...] -o DIR
@@ -80,6 +81,19 @@ cl::opt<std::string> outputDir("o", cl::cat(toolOptions),
                                cl::desc("output directory"), cl::Required);
 cl::opt<bool> quiet("quiet", cl::cat(toolOptions),
                     cl::desc("no progress output"));
+cl::opt<std::string>
+    abi("abi", cl::cat(toolOptions),
+        cl::desc("runtime (kernels for libtq_runtime's tq_append / "
+                 "tq_attention) or ggml (a kernel pack for ggml's SET_ROWS, "
+                 "GET_ROWS and FLASH_ATTN_EXT: row encoders and decoders for "
+                 "every format, and ggml attention kernels for every K/V "
+                 "pair, head dim and GQA group; see docs/llama.cpp.md)"),
+        cl::init("runtime"));
+
+/// ggml's own types: ggml encodes and decodes them itself.
+bool isGgmlNative(const std::string &format) {
+  return format == "f16" || format == "q8_0";
+}
 
 [[noreturn]] void fail(const llvm::Twine &message) {
   llvm::errs() << "tq-aot: error: " << message << "\n";
@@ -149,10 +163,29 @@ int main(int argc, char **argv) {
   if (window < 0 || softcap < 0.0f || tileSize < 0 || splits <= 0)
     fail("--window, --softcap and --tile-size must be >= 0, --splits > 0");
 
+  const bool ggml = abi == "ggml";
+  if (!ggml && abi != "runtime")
+    fail("unknown --abi '" + abi + "' (runtime or ggml)");
+  if (ggml) {
+    if (gpu || !inputFiles.empty())
+      fail("--abi=ggml builds CPU kernels for ggml's CPU backend: it takes "
+           "neither a GPU --target nor --input");
+    if (kinds.getNumOccurrences())
+      fail("--kind does not apply to --abi=ggml: a pack holds every kernel "
+           "ggml calls");
+    if (causal || window != 0)
+      fail("--abi=ggml kernels read causal and sliding-window masking from "
+           "ggml's mask; drop --causal and --window");
+  }
+
   std::vector<RuntimeKernelKind> kindList;
   for (const std::string &k : splitList(kinds, "kind")) {
+    if (ggml)
+      break;
     if (k == "append")
       kindList.push_back(RuntimeKernelKind::Append);
+    else if (k == "dequantize")
+      kindList.push_back(RuntimeKernelKind::Dequantize);
     else if (k == "decode")
       kindList.push_back(RuntimeKernelKind::Decode);
     else if (k == "prefill")
@@ -163,7 +196,7 @@ int main(int argc, char **argv) {
                : "kind 'combine' has no kernel of its own on cpu: split-KV "
                  "partials are merged inside each decode kernel (tq.combine)");
     else
-      fail("unknown kind '" + k + "' (append, decode, prefill)");
+      fail("unknown kind '" + k + "' (append, dequantize, decode, prefill)");
   }
   if (kFormats.empty() && inputFiles.empty())
     fail("nothing to compile: give --k-format/--head-dim specs or --input");
@@ -186,6 +219,24 @@ int main(int argc, char **argv) {
     if (seen.insert(spec.name()).second)
       specs.push_back(spec);
   };
+  if (ggml) {
+    // Rows of every non-ggml format, then attention for every pair.
+    for (RuntimeKernelKind kind :
+         {RuntimeKernelKind::Append, RuntimeKernelKind::Dequantize})
+      for (unsigned d : dims)
+        for (const auto *list : {&ks, &vs})
+          for (const std::string &f : *list)
+            if (!isGgmlNative(f)) {
+              RuntimeKernelSpec spec;
+              spec.kind = kind;
+              spec.headDim = d;
+              spec.keyFormat = f;
+              add(spec);
+            }
+    for (RuntimeKernelKind kind :
+         {RuntimeKernelKind::GgmlDecode, RuntimeKernelKind::GgmlPrefill})
+      kindList.push_back(kind);
+  }
   for (RuntimeKernelKind kind : kindList)
     for (unsigned d : dims)
       for (const std::string &k : ks) {
@@ -193,7 +244,7 @@ int main(int argc, char **argv) {
         spec.kind = kind;
         spec.headDim = d;
         spec.keyFormat = k;
-        if (kind == RuntimeKernelKind::Append) {
+        if (!isAttentionKind(kind)) {
           add(spec);
           for (const std::string &v : vs) {
             spec.keyFormat = v;
@@ -226,6 +277,8 @@ int main(int argc, char **argv) {
   if (tileSize > 0)
     options.decodeTileSize = options.prefillTileSize = tileSize;
   options.decodeSplits = splits;
+  if (ggml)
+    options.libraryName = "libtq_ggml_kernels.so";
   if (auto l = symbolizeLookupStrategy(lookup))
     options.lookup = *l;
   else
@@ -262,6 +315,6 @@ int main(int argc, char **argv) {
     fail(error);
   if (!quiet)
     llvm::errs() << "wrote " << specs.size() + inputs.size() << " kernel(s) to "
-                 << outputDir << "/libtqkernels.so\n";
+                 << outputDir << "/" << options.libraryName << "\n";
   return 0;
 }

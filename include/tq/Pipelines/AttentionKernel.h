@@ -5,7 +5,8 @@
 //   func.func @name(%q: memref<Q x H x D x f32>,
 //                   %k: memref<N x KH x RowBytesK x i8>,
 //                   %v: memref<N x KH x RowBytesV x i8>,
-//                  [%mask: memref<Q x N x f32>,]
+//                  [%mask: memref<Q x N x f32 (or f16)>,]
+//                  [%slopes: memref<H x f32>,] [%sinks: memref<H x f32>,]
 //                   %out: memref<Q x H x D x f32>)
 //       attributes {llvm.emit_c_interface}
 //
@@ -47,6 +48,12 @@ struct AttentionKernelSpec {
   float softcap = 0.0f;
   std::optional<float> scale;
   bool mask = false;
+  /// The mask's element type is f16 (as llama.cpp stores it), else f32.
+  bool maskF16 = false;
+  /// ALiBi slopes (one per query head) scale the mask.
+  bool slopes = false;
+  /// One attention-sink logit per query head.
+  bool sinks = false;
   /// Tokens per page of a paged cache; 0 for contiguous buffers.
   int64_t pageSize = 0;
 };

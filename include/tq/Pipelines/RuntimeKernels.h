@@ -35,13 +35,37 @@
 
 namespace mlir::tq {
 
-enum class RuntimeKernelKind { Append, Decode, Prefill };
+//   ggml attention (tq-aot --abi=ggml; GGML_OP_FLASH_ATTN_EXT's semantics):
+//     func.func @<name>(%q, %k, %v, %table, %tokens, %scale,
+//       %mask:   memref<? x ? x f16, strided>   additive, [rows x tokens]
+//       %slopes: memref<G x f32, strided>       ALiBi slope per head (x mask)
+//       %sinks:  memref<G x f32, strided>       sink logit per head (-inf:
+//                                               none)
+//       %out)
+//     no causal or window option: the mask says what each query sees.
+//
+//   dequantize: func.func @<name>(
+//       %rows: memref<? x 1 x R x i8, strided>  encoded rows
+//       %out:  memref<? x 1 x D x f32, strided>) the original-domain values
+//
+// The info kinds (the enum's values) are part of the runtime's ABI.
+enum class RuntimeKernelKind {
+  Append = 0,
+  Decode = 1,
+  Prefill = 2,
+  GgmlDecode = 3,
+  GgmlPrefill = 4,
+  Dequantize = 5,
+};
+
+/// Whether the kind has a K and a V format (attention) or one (rows).
+bool isAttentionKind(RuntimeKernelKind kind);
 
 /// One kernel of a library.
 struct RuntimeKernelSpec {
   RuntimeKernelKind kind = RuntimeKernelKind::Decode;
-  std::string keyFormat;   // append: the format written
-  std::string valueFormat; // unused by append
+  std::string keyFormat;   // append, dequantize: the rows' format
+  std::string valueFormat; // unused by append and dequantize
   unsigned headDim = 0;
   unsigned group = 1; // query heads per kv head
   bool causal = false;
@@ -53,7 +77,8 @@ struct RuntimeKernelSpec {
   std::string name() const;
 };
 
-/// "append", "decode" or "prefill".
+/// "append", "decode", "prefill", "ggml_decode", "ggml_prefill" or
+/// "dequantize".
 const char *kindName(RuntimeKernelKind kind);
 
 /// Builds the kernel at the builder's insertion point (inside a module).

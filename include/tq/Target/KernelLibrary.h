@@ -48,6 +48,8 @@ struct KernelLibraryOptions {
   LookupStrategy lookup = LookupStrategy::tile;
   /// The C compiler driver used to link the shared library.
   std::string linker = "clang";
+  /// The shared library's file name inside outputDir.
+  std::string libraryName = "libtqkernels.so";
 };
 
 /// Called before each kernel is compiled: (index, total, name).

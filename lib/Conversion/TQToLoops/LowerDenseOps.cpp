@@ -124,7 +124,8 @@ struct LowerPV : public OpConversionPattern<PVOp> {
 } // namespace
 
 Value mlir::tq::createMaskedLogits(OpBuilder &rewriter, Location loc,
-                                   Value logits, Value mask, Value offset,
+                                   Value logits, Value mask, Value slopes,
+                                   Value offset,
                                    Value numTokens,
                                    const MaskingParams &params) {
   MLIRContext *ctx = rewriter.getContext();
@@ -143,6 +144,10 @@ Value mlir::tq::createMaskedLogits(OpBuilder &rewriter, Location loc,
     inputs.push_back(mask);
     maps.push_back(projection(ctx, 3, {0, 2}));
   }
+  if (slopes) {
+    inputs.push_back(slopes);
+    maps.push_back(projection(ctx, 3, {1}));
+  }
   Value init3 =
       tensor::EmptyOp::create(rewriter, loc, sizes3, rewriter.getF32Type());
   return createLoopNest(
@@ -157,8 +162,14 @@ Value mlir::tq::createMaskedLogits(OpBuilder &rewriter, Location loc,
           x = math::TanhOp::create(b, loc, x);
           x = arith::MulFOp::create(b, loc, x, c);
         }
-        if (mask)
-          x = arith::AddFOp::create(b, loc, x, in[1]);
+        if (mask) {
+          Value m = in[1];
+          if (!m.getType().isF32())
+            m = arith::ExtFOp::create(b, loc, b.getF32Type(), m);
+          if (slopes)
+            m = arith::MulFOp::create(b, loc, m, in[2]);
+          x = arith::AddFOp::create(b, loc, x, m);
+        }
         Value position = arith::AddIOp::create(b, loc, firstPosition, idx[0]);
         Value key = arith::AddIOp::create(b, loc, offset, idx[2]);
         Value visible = arith::ConstantIntOp::create(b, loc, 1, 1);
@@ -207,12 +218,21 @@ struct LowerSoftmax : public OpConversionPattern<SoftmaxOp> {
                                           rewriter.getF32Type());
     Value zeroIndex = arith::ConstantIndexOp::create(rewriter, loc, 0);
     Value masked = createMaskedLogits(
-        rewriter, loc, logits, mask, zeroIndex, numTokens,
+        rewriter, loc, logits, mask, adaptor.getSlopes(), zeroIndex,
+        numTokens,
         MaskingParams{scale, softcap, causal, window});
-    // 2. Row maxima.
+    // 2. Row maxima (a sink is one more logit of its head).
+    Value sinks = adaptor.getSinks();
     Value maxInit = createFilledTensor(rewriter, loc, sizes2,
                                        rewriter.getF32Type(),
                                        rewriter.getF32FloatAttr(negInf));
+    if (sinks)
+      maxInit = createLoopNest(
+          rewriter, loc, maxInit, {sinks}, {projection(ctx, 2, {1})},
+          AffineMap::getMultiDimIdentityMap(2, ctx), 2, 0,
+          [](OpBuilder &, Location, ValueRange, ValueRange in, Value) {
+            return in[0];
+          });
     Value maxima = createLoopNest(
         rewriter, loc, maxInit, {masked}, {id3}, rows, 3, 1,
         [](OpBuilder &b, Location loc, ValueRange, ValueRange in, Value acc) {
@@ -234,6 +254,21 @@ struct LowerSoftmax : public OpConversionPattern<SoftmaxOp> {
     Value sumInit = createFilledTensor(rewriter, loc, sizes2,
                                        rewriter.getF32Type(),
                                        rewriter.getF32FloatAttr(0.0f));
+    if (sinks) // The sink's exp(sink - max), 0 for a sink of -inf.
+      sumInit = createLoopNest(
+          rewriter, loc, sumInit, {sinks, maxima},
+          {projection(ctx, 2, {1}), AffineMap::getMultiDimIdentityMap(2, ctx)},
+          AffineMap::getMultiDimIdentityMap(2, ctx), 2, 0,
+          [&](OpBuilder &b, Location loc, ValueRange, ValueRange in,
+              Value) -> Value {
+            Value none = arith::CmpFOp::create(
+                b, loc, arith::CmpFPredicate::OEQ, in[0],
+                f32Const(b, loc, negInf));
+            Value e = math::ExpOp::create(
+                b, loc, arith::SubFOp::create(b, loc, in[0], in[1]));
+            return arith::SelectOp::create(b, loc, none,
+                                           f32Const(b, loc, 0.0f), e);
+          });
     Value sums = createLoopNest(
         rewriter, loc, sumInit, {exps}, {id3}, rows, 3, 1,
         [](OpBuilder &b, Location loc, ValueRange, ValueRange in, Value acc) {

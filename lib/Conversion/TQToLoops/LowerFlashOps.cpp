@@ -86,7 +86,8 @@ struct LowerOnlineSoftmax : public OpConversionPattern<OnlineSoftmaxOp> {
     Value logits = adaptor.getLogits();
     Value oldMax = adaptor.getMax(), oldSum = adaptor.getSum();
     Value masked = createMaskedLogits(
-        rewriter, loc, logits, adaptor.getMask(), adaptor.getOffset(),
+        rewriter, loc, logits, adaptor.getMask(), adaptor.getSlopes(),
+        adaptor.getOffset(),
         adaptor.getTokens(),
         MaskingParams{op.getScale().convertToFloat(),
                       op.getSoftcap().convertToFloat(), op.getCausal(),

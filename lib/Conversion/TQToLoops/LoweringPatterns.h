@@ -31,8 +31,9 @@ struct MaskingParams {
 /// scale, soft-cap, mask and causal/window visibility applied to logits
 /// [queries x heads x T] of keys offset .. offset + T of a numTokens-long
 /// context; hidden entries are -inf.
+/// `mask` (f32 or f16, [queries x T]) is scaled by `slopes[h]` when given.
 Value createMaskedLogits(OpBuilder &b, Location loc, Value logits, Value mask,
-                         Value offset, Value numTokens,
+                         Value slopes, Value offset, Value numTokens,
                          const MaskingParams &params);
 
 /// tq.quantize: every format's encoder.

@@ -91,6 +91,20 @@ LogicalResult verifyMaskingOptions(Operation *op, int64_t queries,
   return success();
 }
 
+/// ALiBi slopes scale the mask and need one; slopes and sinks have one
+/// entry per query head.
+LogicalResult verifyHeadVectors(Operation *op, int64_t heads, Value mask,
+                                Value slopes, Value sinks) {
+  if (slopes && !mask)
+    return op->emitOpError() << "slopes scale the mask, but there is no mask";
+  for (auto [value, what] : {std::pair{slopes, "slopes"}, {sinks, "sinks"}})
+    if (value &&
+        failed(expectSize(op, cast<ShapedType>(value.getType()).getDimSize(0),
+                          heads, Twine(what) + " (one per query head)")))
+      return failure();
+  return success();
+}
+
 const StringRef kQHD[] = {"queries", "heads", "head dim"};
 const StringRef kQHT[] = {"queries", "heads", "tokens"};
 const StringRef kTHD[] = {"tokens", "kv heads", "head dim"};
@@ -232,6 +246,9 @@ LogicalResult SoftmaxOp::verify() {
   if (getResult().getType() != logits)
     return emitOpError() << "result type " << getResult().getType()
                          << " differs from the logits type " << logits;
+  if (failed(verifyHeadVectors(*this, logits.getDimSize(1), getMask(),
+                               getSlopes(), getSinks())))
+    return failure();
   return verifyMaskingOptions(*this, logits.getDimSize(0),
                               logits.getDimSize(2), getMask(),
                               getScale().convertToFloat(), getCausal(),
@@ -305,6 +322,9 @@ LogicalResult AttentionOp::verify() {
   if (failed(expectShape(*this, getResult().getType(), q.getShape(),
                          "result", kQHD)))
     return failure();
+  if (failed(verifyHeadVectors(*this, q.getDimSize(1), getMask(), getSlopes(),
+                               getSinks())))
+    return failure();
   std::optional<float> scale;
   if (getScale())
     scale = getScale()->convertToFloat();
@@ -345,7 +365,9 @@ LogicalResult SliceTokensOp::verify() {
 
 LogicalResult OnlineSoftmaxOp::verify() {
   auto logits = getLogits().getType();
-  if (failed(expectRowShape(*this, getMax().getType(), logits, "max")))
+  if (failed(expectRowShape(*this, getMax().getType(), logits, "max")) ||
+      failed(verifyHeadVectors(*this, logits.getDimSize(1), getMask(),
+                               getSlopes(), Value())))
     return failure();
   return verifyMaskingOptions(*this, logits.getDimSize(0),
                               logits.getDimSize(2), getMask(),

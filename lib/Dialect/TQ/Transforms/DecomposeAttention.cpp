@@ -20,12 +20,8 @@ namespace mlir::tq {
 using namespace mlir;
 using namespace mlir::tq;
 
-namespace {
-
-/// Original-domain rows of a cache: gather, inverse rotation (when the
-/// format rotates), and the slice back to the logical head dim (when the
-/// format pads).
-Value dequantize(PatternRewriter &rewriter, Location loc, Value cache) {
+Value mlir::tq::buildDequantizedRows(OpBuilder &rewriter, Location loc,
+                                     Value cache) {
   auto cacheType = cast<CacheType>(cache.getType());
   ::tq::quant::Format format = cacheType.getQuantFormat();
   Value rows =
@@ -49,6 +45,8 @@ Value dequantize(PatternRewriter &rewriter, Location loc, Value cache) {
   return rows;
 }
 
+namespace {
+
 struct DecomposeAttention : public OpRewritePattern<AttentionOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -62,14 +60,14 @@ struct DecomposeAttention : public OpRewritePattern<AttentionOp> {
          keysType.getNumTokens()},
         rewriter.getF32Type());
 
-    Value keys = dequantize(rewriter, loc, op.getKeys());
+    Value keys = buildDequantizedRows(rewriter, loc, op.getKeys());
     Value logits =
         QKOp::create(rewriter, loc, logitsType, op.getQuery(), keys);
     Value probs = SoftmaxOp::create(
-        rewriter, loc, logitsType, logits, op.getMask(),
-        rewriter.getF32FloatAttr(op.getScaleOrDefault()), op.getCausalAttr(),
+        rewriter, loc, logitsType, logits, op.getMask(), op.getSlopes(),
+        op.getSinks(), rewriter.getF32FloatAttr(op.getScaleOrDefault()), op.getCausalAttr(),
         op.getWindowAttr(), op.getSoftcapAttr());
-    Value values = dequantize(rewriter, loc, op.getValues());
+    Value values = buildDequantizedRows(rewriter, loc, op.getValues());
     rewriter.replaceOpWithNewOp<PVOp>(op, op.getResult().getType(), probs,
                                       values);
     return success();

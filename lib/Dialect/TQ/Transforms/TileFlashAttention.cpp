@@ -41,6 +41,68 @@ struct FlashState {
   Value max, sum, acc;
 };
 
+/// The state before any key when each head has an attention sink: the
+/// sink is the running maximum and contributes exp(0) = 1 to the sum (0
+/// for a sink of -inf, which hides nothing).
+std::pair<Value, Value> sinkState(OpBuilder &b, Location loc, Value sinks,
+                                  ArrayRef<OpFoldResult> rowSizes) {
+  MLIRContext *ctx = b.getContext();
+  Type f32 = b.getF32Type();
+  Value maxInit = tensor::EmptyOp::create(b, loc, rowSizes, f32);
+  Value sumInit = tensor::EmptyOp::create(b, loc, rowSizes, f32);
+  AffineExpr i, h;
+  bindDims(ctx, i, h);
+  auto rows = AffineMap::getMultiDimIdentityMap(2, ctx);
+  auto generic = linalg::GenericOp::create(
+      b, loc, TypeRange{maxInit.getType(), sumInit.getType()},
+      ValueRange{sinks}, ValueRange{maxInit, sumInit},
+      ArrayRef<AffineMap>{AffineMap::get(2, 0, {h}, ctx), rows, rows},
+      SmallVector<utils::IteratorType>(2, utils::IteratorType::parallel),
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        Value negInf = arith::ConstantOp::create(
+            nb, nloc,
+            nb.getF32FloatAttr(-std::numeric_limits<float>::infinity()));
+        Value none = arith::CmpFOp::create(
+            nb, nloc, arith::CmpFPredicate::OEQ, args[0], negInf);
+        Value sum = arith::SelectOp::create(
+            nb, nloc, none,
+            arith::ConstantOp::create(nb, nloc, nb.getF32FloatAttr(0.0f)),
+            arith::ConstantOp::create(nb, nloc, nb.getF32FloatAttr(1.0f)));
+        linalg::YieldOp::create(nb, nloc, ValueRange{args[0], sum});
+      });
+  return {generic.getResult(0), generic.getResult(1)};
+}
+
+/// True when some entry of a mask tile is above -inf: a tile whose every
+/// logit the mask hides changes nothing and is skipped.
+Value anyVisible(OpBuilder &b, Location loc, Value maskTile) {
+  MLIRContext *ctx = b.getContext();
+  const float negInf = -std::numeric_limits<float>::infinity();
+  Value init = tensor::EmptyOp::create(b, loc, ArrayRef<OpFoldResult>{},
+                                       b.getF32Type());
+  Value lowest =
+      arith::ConstantOp::create(b, loc, b.getF32FloatAttr(negInf));
+  init = linalg::FillOp::create(b, loc, lowest, init).getResult(0);
+  auto reduced = linalg::GenericOp::create(
+      b, loc, TypeRange{init.getType()}, ValueRange{maskTile},
+      ValueRange{init},
+      ArrayRef<AffineMap>{AffineMap::getMultiDimIdentityMap(2, ctx),
+                          AffineMap::get(2, 0, {}, ctx)},
+      SmallVector<utils::IteratorType>(2, utils::IteratorType::reduction),
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        Value m = args[0];
+        if (!m.getType().isF32())
+          m = arith::ExtFOp::create(nb, nloc, nb.getF32Type(), m);
+        linalg::YieldOp::create(
+            nb, nloc, ValueRange{arith::MaximumFOp::create(nb, nloc, args[1],
+                                                           m)});
+      });
+  Value max = tensor::ExtractOp::create(b, loc, reduced.getResult(0),
+                                        ValueRange{});
+  return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, max,
+                               lowest);
+}
+
 struct TileFlashAttention : public OpRewritePattern<AccumulateOp> {
   TileFlashAttention(MLIRContext *context, int64_t tileSize, int64_t splits)
       : OpRewritePattern(context), tileSize(tileSize), splits(splits) {}
@@ -64,23 +126,30 @@ struct TileFlashAttention : public OpRewritePattern<AccumulateOp> {
     SmallVector<OpFoldResult> accSizes = {
         rowSizes[0], rowSizes[1], rewriter.getIndexAttr(accType.getDimSize(2))};
     const float negInf = -std::numeric_limits<float>::infinity();
-    FlashState init{filled(rewriter, loc, rowSizes, negInf),
-                    filled(rewriter, loc, rowSizes, 0.0f),
-                    filled(rewriter, loc, accSizes, 0.0f)};
+    FlashState empty{filled(rewriter, loc, rowSizes, negInf),
+                     filled(rewriter, loc, rowSizes, 0.0f),
+                     filled(rewriter, loc, accSizes, 0.0f)};
+    // Sinks enter once: as the state before the first key (of the first
+    // split).
+    FlashState first = empty;
+    if (Value sinks = softmax.getSinks())
+      std::tie(first.max, first.sum) =
+          sinkState(rewriter, loc, sinks, rowSizes);
     Value tokens = NumTokensOp::create(rewriter, loc, score.getKeys());
 
-    auto tiles = [&](OpBuilder &b, Location loc, Value begin, Value end) {
+    auto tiles = [&](OpBuilder &b, Location loc, FlashState init, Value begin,
+                     Value end) {
       return tileLoop(b, loc, score, softmax, accumulate, init, begin, end,
                       tokens);
     };
     Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
     Value result;
     if (splits <= 1) {
-      FlashState s = tiles(rewriter, loc, zero, tokens);
+      FlashState s = tiles(rewriter, loc, first, zero, tokens);
       result = NormalizeOp::create(rewriter, loc, accType, s.acc, s.sum);
     } else {
       result = splitKV(rewriter, loc, accType, rowSizes, accSizes, tokens,
-                       tiles);
+                       first, empty, tiles);
     }
     rewriter.replaceOp(accumulate, result);
     rewriter.eraseOp(softmax);
@@ -118,8 +187,6 @@ private:
               {queryType.getDimSize(0), queryType.getDimSize(1),
                ShapedType::kDynamic},
               b.getF32Type());
-          Value logits = ScoreOp::create(b, loc, logitsType, score.getQuery(),
-                                         keys, score.getLookupAttr());
           Value mask;
           if (Value full = softmax.getMask()) {
             SmallVector<OpFoldResult> offsets = {b.getIndexAttr(0), t0};
@@ -129,20 +196,35 @@ private:
             mask = tensor::ExtractSliceOp::create(b, loc, full, offsets, sizes,
                                                   strides);
           }
-          Type rows = state[0].getType();
-          auto online = OnlineSoftmaxOp::create(
-              b, loc, logitsType, rows, rows, rows, logits, state[0], state[1],
-              t0, tokens, mask, softmax.getScaleAttr(),
-              softmax.getCausalAttr(), softmax.getWindowAttr(),
-              softmax.getSoftcapAttr());
-          Value tile =
-              AccumulateOp::create(b, loc, accumulate.getType(),
-                                   online.getProbs(), values,
-                                   accumulate.getLookupAttr());
-          Value acc = MergeTileOp::create(b, loc, state[2].getType(), state[2],
-                                          online.getCorrection(), tile);
-          scf::YieldOp::create(
-              b, loc, ValueRange{online.getNewMax(), online.getNewSum(), acc});
+          auto step = [&](OpBuilder &b, Location loc) {
+            Value logits =
+                ScoreOp::create(b, loc, logitsType, score.getQuery(), keys,
+                                score.getLookupAttr());
+            Type rows = state[0].getType();
+            auto online = OnlineSoftmaxOp::create(
+                b, loc, logitsType, rows, rows, rows, logits, state[0],
+                state[1], t0, tokens, mask, softmax.getSlopes(),
+                softmax.getScaleAttr(), softmax.getCausalAttr(),
+                softmax.getWindowAttr(), softmax.getSoftcapAttr());
+            Value tile =
+                AccumulateOp::create(b, loc, accumulate.getType(),
+                                     online.getProbs(), values,
+                                     accumulate.getLookupAttr());
+            Value acc = MergeTileOp::create(b, loc, state[2].getType(),
+                                            state[2], online.getCorrection(),
+                                            tile);
+            scf::YieldOp::create(b, loc,
+                                 ValueRange{online.getNewMax(),
+                                            online.getNewSum(), acc});
+          };
+          if (!mask)
+            return step(b, loc);
+          auto skip = scf::IfOp::create(
+              b, loc, anyVisible(b, loc, mask), step,
+              [&](OpBuilder &b, Location loc) {
+                scf::YieldOp::create(b, loc, state);
+              });
+          scf::YieldOp::create(b, loc, skip.getResults());
         });
     return {loop.getResult(0), loop.getResult(1), loop.getResult(2)};
   }
@@ -151,7 +233,9 @@ private:
   Value splitKV(PatternRewriter &rewriter, Location loc,
                 RankedTensorType accType, ArrayRef<OpFoldResult> rowSizes,
                 ArrayRef<OpFoldResult> accSizes, Value tokens,
-                function_ref<FlashState(OpBuilder &, Location, Value, Value)>
+                FlashState first, FlashState empty,
+                function_ref<FlashState(OpBuilder &, Location, FlashState,
+                                        Value, Value)>
                     tiles) const {
     SmallVector<OpFoldResult> partRows = {rewriter.getIndexAttr(splits)};
     partRows.append(rowSizes.begin(), rowSizes.end());
@@ -176,7 +260,18 @@ private:
       Value begin = arith::MinUIOp::create(rewriter, loc, start, tokens);
       Value stop = arith::AddIOp::create(rewriter, loc, begin, chunk);
       Value end = arith::MinUIOp::create(rewriter, loc, stop, tokens);
-      FlashState s = tiles(rewriter, loc, begin, end);
+      // Split 0 starts from the sinks' state, the others from nothing.
+      FlashState init = empty;
+      if (first.max != empty.max) {
+        Value isFirst = arith::CmpIOp::create(
+            rewriter, loc, arith::CmpIPredicate::eq, split,
+            arith::ConstantIndexOp::create(rewriter, loc, 0));
+        init.max = arith::SelectOp::create(rewriter, loc, isFirst, first.max,
+                                           empty.max);
+        init.sum = arith::SelectOp::create(rewriter, loc, isFirst, first.sum,
+                                           empty.sum);
+      }
+      FlashState s = tiles(rewriter, loc, init, begin, end);
       rewriter.setInsertionPointToStart(forall.getTerminator().getBody());
       auto insert = [&](Value part, Value dest,
                         ArrayRef<OpFoldResult> partSizes) {

@@ -12,6 +12,9 @@ include "tq/Dialect/TQ/IR/TQTypes.td"
 
 def TQ_F32Tensor3D : 3DTensorOf<[F32]>;
 def TQ_F32Tensor2D : 2DTensorOf<[F32]>;
+def TQ_F32Tensor1D : 1DTensorOf<[F32]>;
+// An additive logit mask: f32, or f16 as engines store it (llama.cpp).
+def TQ_MaskTensor : 2DTensorOf<[F16, F32]>;
 def TQ_I8Tensor3D : 3DTensorOf<[I8]>;
 
 //===----------------------------------------------------------------------===//
@@ -157,29 +160,35 @@ def TQ_QKOp : TQ_Op<"qk", [Pure]> {
   let hasVerifier = 1;
 }
 
-def TQ_SoftmaxOp : TQ_Op<"softmax", [Pure]> {
+def TQ_SoftmaxOp : TQ_Op<"softmax", [Pure, AttrSizedOperandSegments]> {
   let summary = "Masked, scaled, soft-capped softmax over the key dimension";
   let description = [{
     For logits `s[i, h, t]` of query `i` at position `tokens - queries + i`:
     `x = scale * s`, then `softcap * tanh(x / softcap)` if `softcap > 0`,
-    then `+ mask[i, t]` if a mask is given; keys after the query's position
-    are dropped when `causal`, and keys at distance `>= window` when
-    `window > 0`. The result is the softmax over `t`; a query that sees no
-    key gets zeros.
+    then `+ slopes[h] * mask[i, t]` if a mask is given (`slopes` defaults
+    to 1: ALiBi when given); keys after the query's position are dropped
+    when `causal`, and keys at distance `>= window` when `window > 0`. The
+    result is the softmax over `t`, where `sinks[h]`, when given, is one
+    more logit whose value row is zero (it only adds to the denominator);
+    a query that sees no key and no sink gets zeros.
 
     ```mlir
     %p = tq.softmax %s {scale = 0.125 : f32, causal} : tensor<4x8x?xf32> -> tensor<4x8x?xf32>
     ```
   }];
   let arguments = (ins TQ_F32Tensor3D:$logits,
-                       Optional<TQ_F32Tensor2D>:$mask,
+                       Optional<TQ_MaskTensor>:$mask,
+                       Optional<TQ_F32Tensor1D>:$slopes,
+                       Optional<TQ_F32Tensor1D>:$sinks,
                        F32Attr:$scale,
                        UnitAttr:$causal,
                        DefaultValuedAttr<I64Attr, "0">:$window,
                        DefaultValuedAttr<F32Attr, "0.0f">:$softcap);
   let results = (outs TQ_F32Tensor3D:$result);
   let assemblyFormat = [{
-    $logits (`mask` `(` $mask^ `:` type($mask) `)`)? attr-dict `:`
+    $logits (`mask` `(` $mask^ `:` type($mask) `)`)?
+    (`slopes` `(` $slopes^ `:` type($slopes) `)`)?
+    (`sinks` `(` $sinks^ `:` type($sinks) `)`)? attr-dict `:`
     type($logits) `->` type($result)
   }];
   let hasVerifier = 1;
@@ -260,7 +269,7 @@ def TQ_AccumulateOp : TQ_Op<"accumulate", [Pure]> {
 // The whole computation
 //===----------------------------------------------------------------------===//
 
-def TQ_AttentionOp : TQ_Op<"attention", [Pure]> {
+def TQ_AttentionOp : TQ_Op<"attention", [Pure, AttrSizedOperandSegments]> {
   let summary = "Attention of dense queries over compressed K and V caches";
   let description = [{
     `queries x q_heads x head_dim` queries attend over `tokens` keys and
@@ -269,9 +278,12 @@ def TQ_AttentionOp : TQ_Op<"attention", [Pure]> {
     is fixed by the types). Query `i` sits at position
     `tokens - queries + i`. Logits are `scale * <q, k>` (`scale` defaults
     to `1/sqrt(head_dim)`), soft-capped when `softcap > 0`, plus the
-    optional additive `mask` (`queries x tokens`), restricted to keys at or
-    before the query's position when `causal` and to the last `window`
-    positions when `window > 0`.
+    optional additive `mask` (`queries x tokens`, f32 or f16; KV tiles it
+    hides entirely are skipped) times `slopes[h]` (ALiBi; 1 when absent),
+    restricted to keys at or before the query's position when `causal` and
+    to the last `window` positions when `window > 0`. `sinks[h]`, when
+    given, is one more logit per head with a zero value row (gpt-oss-style
+    attention sinks). A query that sees no key gets zeros.
 
     ```mlir
     %o = tq.attention %q, %k, %v {causal} : tensor<1x32x128xf32>,
@@ -282,7 +294,9 @@ def TQ_AttentionOp : TQ_Op<"attention", [Pure]> {
   let arguments = (ins TQ_F32Tensor3D:$query,
                        TQ_CacheType:$keys,
                        TQ_CacheType:$values,
-                       Optional<TQ_F32Tensor2D>:$mask,
+                       Optional<TQ_MaskTensor>:$mask,
+                       Optional<TQ_F32Tensor1D>:$slopes,
+                       Optional<TQ_F32Tensor1D>:$sinks,
                        OptionalAttr<F32Attr>:$scale,
                        UnitAttr:$causal,
                        DefaultValuedAttr<I64Attr, "0">:$window,
@@ -290,6 +304,8 @@ def TQ_AttentionOp : TQ_Op<"attention", [Pure]> {
   let results = (outs TQ_F32Tensor3D:$result);
   let assemblyFormat = [{
     $query `,` $keys `,` $values (`mask` `(` $mask^ `:` type($mask) `)`)?
+    (`slopes` `(` $slopes^ `:` type($slopes) `)`)?
+    (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     attr-dict `:` type($query) `,` qualified(type($keys)) `,` qualified(type($values)) `->`
     type($result)
   }];
@@ -337,14 +353,15 @@ def TQ_SliceTokensOp : TQ_Op<"slice_tokens", [Pure]> {
 }
 
 def TQ_OnlineSoftmaxOp : TQ_Op<"online_softmax",
-    [Pure, AllTypesMatch<["logits", "probs"]>,
+    [Pure, AttrSizedOperandSegments, AllTypesMatch<["logits", "probs"]>,
      AllTypesMatch<["max", "sum", "new_max", "new_sum", "correction"]>]> {
   let summary = "One KV tile of a streaming (flash) softmax";
   let description = [{
     For the logits of keys `offset .. offset + T` of a `tokens`-long
     context, masked and scaled exactly like `tq.softmax` (query `i` at
-    position `tokens - queries + i`), and the running row maximum `max` and
-    sum `sum` of the tiles before it:
+    position `tokens - queries + i`; `mask` is this tile's columns), and
+    the running row maximum `max` and sum `sum` of the tiles before it
+    (attention sinks enter as the initial `max` and `sum`):
 
     - `new_max = max(max, rowmax(x))`,
     - `probs = exp(x - new_max)` (0 where hidden),
@@ -362,7 +379,8 @@ def TQ_OnlineSoftmaxOp : TQ_Op<"online_softmax",
                        TQ_F32Tensor2D:$sum,
                        Index:$offset,
                        Index:$tokens,
-                       Optional<TQ_F32Tensor2D>:$mask,
+                       Optional<TQ_MaskTensor>:$mask,
+                       Optional<TQ_F32Tensor1D>:$slopes,
                        F32Attr:$scale,
                        UnitAttr:$causal,
                        DefaultValuedAttr<I64Attr, "0">:$window,
@@ -371,7 +389,8 @@ def TQ_OnlineSoftmaxOp : TQ_Op<"online_softmax",
                       TQ_F32Tensor2D:$new_sum, TQ_F32Tensor2D:$correction);
   let assemblyFormat = [{
     $logits `,` $max `,` $sum `,` $offset `,` $tokens
-    (`mask` `(` $mask^ `:` type($mask) `)`)? attr-dict `:` type($logits) `,`
+    (`mask` `(` $mask^ `:` type($mask) `)`)?
+    (`slopes` `(` $slopes^ `:` type($slopes) `)`)? attr-dict `:` type($logits) `,`
     type($max) `->` type($probs)
   }];
   let hasVerifier = 1;

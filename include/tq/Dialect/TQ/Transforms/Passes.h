@@ -24,6 +24,11 @@ namespace tq {
 /// tq.attention -> gather, inverse rotate, slice, qk, softmax, pv.
 void populateDecomposeAttentionPatterns(RewritePatternSet &patterns);
 
+/// The original-domain rows of a cache (`tokens x kv_heads x head_dim`
+/// f32): tq.gather, the inverse rotation when the format rotates, and the
+/// slice back to the head dim when it pads.
+Value buildDequantizedRows(OpBuilder &builder, Location loc, Value cache);
+
 /// Key-side rotations onto queries, value-side rotations onto outputs.
 void populateHoistRotationPatterns(RewritePatternSet &patterns);
 

@@ -1,0 +1,467 @@
+//===- GgmlBridgeTest.cpp - tq_ggml_* over a tq-aot --abi=ggml pack -------===//
+//
+// The packs are written by tq-aot in ctest fixtures (CMakeLists.txt) into
+// TQ_TEST_GGML_PACK / TQ_TEST_GGML_PACK_SOFTCAP. Tensors are laid out as
+// llama.cpp lays them out: Q [D, queries, heads, streams] viewed from a
+// token-major buffer, K/V [D, n_kv, kv heads, streams] with one token's
+// heads next to each other, an f16 mask [n_kv, padded queries, 1,
+// streams], dst [D, heads, queries, streams]. Results are checked against
+// a double-precision attention with ggml's semantics over the rows the
+// reference decoder (lib/Quant) reconstructs.
+//
+//===----------------------------------------------------------------------===//
+
+#include "tq/Quant/Format.h"
+#include "tq/Quant/Half.h"
+#include "tq/Quant/Random.h"
+#include "tq/tq_ggml.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace tq::quant;
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+std::string packPath(const char *variable, const char *builtIn) {
+  const char *dir = std::getenv(variable);
+  return std::string(dir ? dir : builtIn) + "/libtq_ggml_kernels.so";
+}
+
+struct Pack {
+  tq_ggml_pack *pack = nullptr;
+  char error[512] = "";
+  explicit Pack(const std::string &path) {
+    EXPECT_EQ(tq_ggml_pack_open(path.c_str(), &pack, error, sizeof error),
+              TQ_STATUS_OK)
+        << error;
+  }
+  ~Pack() { tq_ggml_pack_close(pack); }
+};
+
+/// How the mask hides keys.
+enum class MaskKind { None, Causal, Window, Padding, AllHidden, Alibi };
+
+struct Case {
+  std::string kFormat, vFormat;
+  unsigned dim, kvHeads, group, queries, tokens, streams = 1;
+  MaskKind mask = MaskKind::Causal;
+  bool sinks = false;
+  float softcap = 0.0f;
+  float maxBias = 0.0f;
+  unsigned threads = 2;
+};
+
+/// ggml's ALiBi slope of head h.
+double slope(float maxBias, unsigned heads, unsigned h) {
+  if (maxBias <= 0.0f)
+    return 1.0;
+  const unsigned log2 = 1u << unsigned(std::floor(std::log2(double(heads))));
+  const float m0 = std::pow(2.0f, -maxBias / float(log2));
+  const float m1 = std::pow(2.0f, -(maxBias / 2.0f) / float(log2));
+  return h < log2 ? std::pow(m0, float(h + 1))
+                  : std::pow(m1, float(2 * (h - log2) + 1));
+}
+
+/// The mask entry of query i (at position tokens - queries + i) and key t.
+float maskValue(const Case &c, unsigned stream, unsigned i, unsigned t) {
+  const unsigned position = c.tokens - c.queries + i;
+  switch (c.mask) {
+  case MaskKind::None:
+    return 0.0f;
+  case MaskKind::Causal:
+    // Stream 1 sees only its own second half (two sequences sharing a
+    // buffer, as llama-perplexity batches them).
+    if (stream == 1 && t < c.tokens / 2)
+      return kNegInf;
+    return t <= position ? 0.0f : kNegInf;
+  case MaskKind::Window:
+    return t <= position && position - t < 40 ? 0.0f : kNegInf;
+  case MaskKind::Padding:
+    // The last 70 slots are padding nobody sees; query 0 sees nothing.
+    return i == 0 || t + 70 >= c.tokens ? kNegInf : 0.0f;
+  case MaskKind::AllHidden:
+    return kNegInf;
+  case MaskKind::Alibi:
+    return t <= position ? -float(position - t) : kNegInf;
+  }
+  return 0.0f;
+}
+
+struct Tensors {
+  std::vector<float> q, out, sinks;
+  std::vector<uint8_t> k, v;
+  std::vector<uint16_t> mask;
+  std::vector<float> kRows, vRows; // decoded, [stream][t][kh][D]
+  unsigned paddedQueries = 0;
+  size_t kRowBytes = 0, vRowBytes = 0;
+};
+
+/// Encodes random K/V with the reference encoder, keeps what the reference
+/// decoder reconstructs, and fills Q, the mask and the sinks.
+Tensors makeTensors(const Case &c, uint64_t seed) {
+  Format kf = *Format::get(c.kFormat, c.dim), vf = *Format::get(c.vFormat, c.dim);
+  Tensors t;
+  t.kRowBytes = kf.rowBytes();
+  t.vRowBytes = vf.rowBytes();
+  SplitMix64 rng(seed);
+  const unsigned heads = c.kvHeads * c.group;
+  const size_t rows = size_t(c.streams) * c.tokens * c.kvHeads;
+  t.k.resize(rows * t.kRowBytes);
+  t.v.resize(rows * t.vRowBytes);
+  t.kRows.resize(rows * c.dim);
+  t.vRows.resize(rows * c.dim);
+  std::vector<float> x(c.dim);
+  for (size_t r = 0; r < rows; ++r) {
+    for (int side = 0; side < 2; ++side) {
+      const Format &f = side ? vf : kf;
+      for (float &e : x)
+        e = float(rng.gaussian()) * (side ? 1.0f : 2.0f);
+      auto bytes = std::span<uint8_t>(side ? t.v : t.k)
+                       .subspan(r * f.rowBytes(), f.rowBytes());
+      EXPECT_TRUE(f.encodeRow(x, bytes).ok());
+      EXPECT_TRUE(
+          f.decodeRow(bytes, std::span<float>(side ? t.vRows : t.kRows)
+                                 .subspan(r * c.dim, c.dim))
+              .ok());
+    }
+  }
+  t.q.resize(size_t(c.streams) * c.queries * heads * c.dim);
+  for (float &e : t.q)
+    e = float(rng.gaussian());
+  t.paddedQueries = (c.queries + 63) / 64 * 64;
+  if (c.mask != MaskKind::None) {
+    t.mask.resize(size_t(c.streams) * t.paddedQueries * c.tokens,
+                  floatToHalf(kNegInf));
+    for (unsigned s = 0; s < c.streams; ++s)
+      for (unsigned i = 0; i < c.queries; ++i)
+        for (unsigned k = 0; k < c.tokens; ++k)
+          t.mask[(size_t(s) * t.paddedQueries + i) * c.tokens + k] =
+              floatToHalf(maskValue(c, s, i, k));
+  }
+  if (c.sinks)
+    for (unsigned h = 0; h < heads; ++h)
+      t.sinks.push_back(float(rng.gaussian()) + 1.0f);
+  t.out.assign(size_t(c.streams) * c.queries * heads * c.dim, NAN);
+  return t;
+}
+
+/// ggml's FLASH_ATTN_EXT in double precision over the decoded rows.
+std::vector<double> reference(const Case &c, const Tensors &t, float scale) {
+  const unsigned heads = c.kvHeads * c.group, D = c.dim;
+  std::vector<double> out(t.out.size(), 0.0);
+  std::vector<double> logits(c.tokens);
+  for (unsigned s = 0; s < c.streams; ++s)
+    for (unsigned i = 0; i < c.queries; ++i)
+      for (unsigned h = 0; h < heads; ++h) {
+        const unsigned kh = h / c.group;
+        const float *q = &t.q[((size_t(s) * c.queries + i) * heads + h) * D];
+        double max = c.sinks ? t.sinks[h] : -INFINITY;
+        for (unsigned k = 0; k < c.tokens; ++k) {
+          size_t row = (size_t(s) * c.tokens + k) * c.kvHeads + kh;
+          double dot = 0;
+          for (unsigned d = 0; d < D; ++d)
+            dot += double(q[d]) * t.kRows[row * D + d];
+          double l = double(scale) * dot;
+          if (c.softcap > 0)
+            l = c.softcap * std::tanh(l / c.softcap);
+          if (!t.mask.empty())
+            l += slope(c.maxBias, heads, h) *
+                 halfToFloat(t.mask[(size_t(s) * t.paddedQueries + i) *
+                                        c.tokens +
+                                    k]);
+          logits[k] = l;
+          max = std::max(max, l);
+        }
+        double *o = &out[((size_t(s) * c.queries + i) * heads + h) * D];
+        if (max == -INFINITY)
+          continue; // nothing visible: zeros
+        double sum = c.sinks ? std::exp(t.sinks[h] - max) : 0.0;
+        for (unsigned k = 0; k < c.tokens; ++k) {
+          if (logits[k] == -INFINITY)
+            continue;
+          double p = std::exp(logits[k] - max);
+          sum += p;
+          size_t row = (size_t(s) * c.tokens + k) * c.kvHeads + kh;
+          for (unsigned d = 0; d < D; ++d)
+            o[d] += p * t.vRows[row * D + d];
+        }
+        for (unsigned d = 0; d < D; ++d)
+          o[d] /= sum;
+      }
+  return out;
+}
+
+/// The call as llama.cpp's CPU backend makes it.
+tq_ggml_attention_v0 describe(const Case &c, Tensors &t, float scale) {
+  const unsigned heads = c.kvHeads * c.group, D = c.dim;
+  tq_ggml_attention_v0 call{};
+  call.version = TQ_GGML_ATTENTION_VERSION_0;
+  call.size = sizeof call;
+  call.k_format = c.kFormat.c_str();
+  call.v_format = c.vFormat.c_str();
+  const uint64_t qRow = uint64_t(heads) * D * 4;
+  call.q = {t.q.data(),
+            {D, c.queries, heads, c.streams},
+            {4, qRow, uint64_t(D) * 4, qRow * c.queries}};
+  auto cache = [&](std::vector<uint8_t> &bytes, size_t rowBytes) {
+    const uint64_t token = rowBytes * c.kvHeads;
+    return tq_ggml_tensor_v0{bytes.data(),
+                             {D, c.tokens, c.kvHeads, c.streams},
+                             {rowBytes, token, rowBytes, token * c.tokens}};
+  };
+  call.k = cache(t.k, t.kRowBytes);
+  call.v = cache(t.v, t.vRowBytes);
+  if (!t.mask.empty()) {
+    const uint64_t row = uint64_t(c.tokens) * 2;
+    call.mask = {t.mask.data(),
+                 {c.tokens, t.paddedQueries, 1, c.streams},
+                 {2, row, row * t.paddedQueries, row * t.paddedQueries}};
+  }
+  if (!t.sinks.empty())
+    call.sinks = {t.sinks.data(), {heads, 1, 1, 1}, {4, 4 * heads, 4 * heads,
+                                                     4 * heads}};
+  const uint64_t oRow = uint64_t(D) * 4;
+  call.dst = {t.out.data(),
+              {D, heads, c.queries, c.streams},
+              {4, oRow, oRow * heads, oRow * heads * c.queries}};
+  call.scale = scale;
+  call.max_bias = c.maxBias;
+  call.softcap = c.softcap;
+  return call;
+}
+
+/// Runs the call on c.threads threads and compares with the reference.
+void check(const tq_ggml_pack *pack, const Case &c, uint64_t seed) {
+  SCOPED_TRACE(c.kFormat + "/" + c.vFormat + " d" + std::to_string(c.dim) +
+               " g" + std::to_string(c.group) + " q" +
+               std::to_string(c.queries) + " n" + std::to_string(c.tokens) +
+               " mask " + std::to_string(int(c.mask)) + " threads " +
+               std::to_string(c.threads));
+  Tensors t = makeTensors(c, seed);
+  const float scale = 1.0f / std::sqrt(float(c.dim));
+  tq_ggml_attention_v0 call = describe(c, t, scale);
+  std::vector<tq_status> statuses(c.threads);
+  std::vector<std::string> errors(c.threads, std::string(512, '\0'));
+  std::vector<std::thread> threads;
+  for (unsigned ith = 0; ith < c.threads; ++ith)
+    threads.emplace_back([&, ith] {
+      statuses[ith] = tq_ggml_flash_attn_ext(pack, &call, ith, c.threads,
+                                             errors[ith].data(), 512);
+    });
+  for (std::thread &th : threads)
+    th.join();
+  for (unsigned ith = 0; ith < c.threads; ++ith)
+    ASSERT_EQ(statuses[ith], TQ_STATUS_OK) << errors[ith].c_str();
+  std::vector<double> ref = reference(c, t, scale);
+  double worst = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(t.out[i])) << "element " << i;
+    worst = std::max(worst, std::fabs(t.out[i] - ref[i]));
+  }
+  EXPECT_LT(worst, 1e-4);
+}
+
+class GgmlBridge : public ::testing::Test {
+protected:
+  void SetUp() override {
+    path = packPath("TQ_TEST_GGML_PACK", TQ_TEST_GGML_PACK);
+    if (FILE *f = std::fopen(path.c_str(), "rb"))
+      std::fclose(f);
+    else
+      GTEST_SKIP() << "no ggml pack at " << path
+                   << " (the runtime-ggml-pack fixture did not run)";
+  }
+  std::string path;
+};
+
+TEST_F(GgmlBridge, AttentionMatchesDoublePrecisionReference) {
+  Pack p(path);
+  ASSERT_NE(p.pack, nullptr);
+  uint64_t seed = 1;
+  for (const char *k : {"turbo3_0", "q8_0"})
+    for (const char *v : {"turbo4_0", "turbo3_0"})
+      for (unsigned group : {1u, 4u})
+        for (unsigned queries : {1u, 7u, 64u})
+          check(p.pack,
+                Case{k, v, 64, 2, group, queries, 300, 2, MaskKind::Causal},
+                seed++);
+}
+
+TEST_F(GgmlBridge, MaskPatternsSinksAlibiAndThreads) {
+  Pack p(path);
+  ASSERT_NE(p.pack, nullptr);
+  uint64_t seed = 100;
+  for (MaskKind mask : {MaskKind::None, MaskKind::Window, MaskKind::Padding,
+                        MaskKind::AllHidden})
+    for (unsigned queries : {1u, 7u})
+      check(p.pack,
+            Case{"turbo3_0", "turbo3_0", 64, 1, 4, queries, 333, 1, mask},
+            seed++);
+  for (unsigned threads : {1u, 3u, 4u}) {
+    Case c{"turbo3_0", "turbo4_0", 64, 2, 1, 64, 257, 2, MaskKind::Causal};
+    c.threads = threads;
+    c.sinks = true;
+    check(p.pack, c, seed++);
+  }
+  // A row that sees nothing but its sink: zeros, as in ggml.
+  Case hidden{"q8_0", "turbo3_0", 64, 1, 4, 7, 100, 1, MaskKind::AllHidden};
+  hidden.sinks = true;
+  check(p.pack, hidden, seed++);
+  Case alibi{"turbo3_0", "turbo3_0", 64, 2, 4, 7, 200, 1, MaskKind::Alibi};
+  alibi.maxBias = 8.0f;
+  check(p.pack, alibi, seed++);
+}
+
+TEST(GgmlBridgeSoftcap, SoftcapKernels) {
+  std::string path =
+      packPath("TQ_TEST_GGML_PACK_SOFTCAP", TQ_TEST_GGML_PACK_SOFTCAP);
+  if (FILE *f = std::fopen(path.c_str(), "rb"))
+    std::fclose(f);
+  else
+    GTEST_SKIP() << "no ggml pack at " << path;
+  Pack p(path);
+  ASSERT_NE(p.pack, nullptr);
+  for (unsigned queries : {1u, 7u}) {
+    Case c{"tq3_0", "f16", 128, 1, 2, queries, 150, 1, MaskKind::Causal};
+    c.softcap = 30.0f;
+    check(p.pack, c, 7 + queries);
+  }
+}
+
+TEST_F(GgmlBridge, RowsAreTheReferenceEncodersBytes) {
+  Pack p(path);
+  ASSERT_NE(p.pack, nullptr);
+  SplitMix64 rng(9);
+  for (const char *name : {"turbo3_0", "turbo4_0"}) {
+    Format f = *Format::get(name, 64);
+    uint32_t bytes = 0;
+    ASSERT_EQ(tq_ggml_row_bytes(p.pack, name, 64, &bytes), TQ_STATUS_OK);
+    EXPECT_EQ(bytes, f.rowBytes());
+    const int rows = 5;
+    std::vector<float> x(rows * 64);
+    for (float &e : x)
+      e = float(rng.gaussian()) * 3.0f;
+    std::vector<uint8_t> got(rows * bytes), want(rows * bytes);
+    ASSERT_EQ(tq_ggml_quantize(p.pack, name, 64, x.data(), got.data(),
+                               int64_t(x.size())),
+              TQ_STATUS_OK);
+    std::vector<float> decoded(x.size()), ref(x.size());
+    for (int r = 0; r < rows; ++r) {
+      ASSERT_TRUE(f.encodeRow(std::span<const float>(x).subspan(r * 64, 64),
+                              std::span<uint8_t>(want).subspan(r * bytes,
+                                                               bytes))
+                      .ok());
+      ASSERT_TRUE(f.decodeRow(std::span<const uint8_t>(want).subspan(
+                                  r * bytes, bytes),
+                              std::span<float>(ref).subspan(r * 64, 64))
+                      .ok());
+    }
+    EXPECT_EQ(got, want) << name;
+    ASSERT_EQ(tq_ggml_dequantize(p.pack, name, 64, got.data(), decoded.data(),
+                                 int64_t(x.size())),
+              TQ_STATUS_OK);
+    for (size_t i = 0; i < x.size(); ++i)
+      EXPECT_NEAR(decoded[i], ref[i], 1e-5f) << name << " value " << i;
+  }
+}
+
+TEST_F(GgmlBridge, ErrorsNameTheCause) {
+  Pack p(path);
+  ASSERT_NE(p.pack, nullptr);
+  char error[512];
+  // Row kernels: unknown format or head dim, a count that is not whole rows.
+  uint32_t bytes;
+  EXPECT_EQ(tq_ggml_row_bytes(p.pack, "polar3", 64, &bytes),
+            TQ_STATUS_NOT_FOUND);
+  EXPECT_EQ(tq_ggml_row_bytes(p.pack, "turbo3_0", 96, &bytes),
+            TQ_STATUS_NOT_FOUND);
+  EXPECT_EQ(tq_ggml_row_bytes(p.pack, "bad name", 64, &bytes),
+            TQ_STATUS_INVALID_ARGUMENT);
+  std::vector<float> x(100);
+  std::vector<uint8_t> y(1000);
+  EXPECT_EQ(tq_ggml_quantize(p.pack, "turbo3_0", 64, x.data(), y.data(), 100),
+            TQ_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(tq_ggml_quantize(p.pack, "turbo3_0", 64, x.data(), y.data(), 0),
+            TQ_STATUS_OK);
+  EXPECT_EQ(tq_ggml_quantize(nullptr, "turbo3_0", 64, x.data(), y.data(), 64),
+            TQ_STATUS_INVALID_ARGUMENT);
+
+  Case c{"turbo3_0", "turbo3_0", 64, 1, 4, 1, 100, 1, MaskKind::Causal};
+  Tensors t = makeTensors(c, 5);
+  tq_ggml_attention_v0 call = describe(c, t, 0.125f);
+  // A pair the pack lacks: the message names the kernel and the command.
+  call.v_format = "polar4";
+  EXPECT_EQ(tq_ggml_flash_attn_ext(p.pack, &call, 0, 1, error, sizeof error),
+            TQ_STATUS_NOT_FOUND);
+  EXPECT_NE(std::strstr(error, "tq_ggml_decode_turbo3_0_polar4_d64_g4"),
+            nullptr)
+      << error;
+  EXPECT_NE(std::strstr(error, "tq-aot --abi=ggml --k-format=turbo3_0 "
+                               "--v-format=polar4 --head-dim=64 --gqa=4"),
+            nullptr)
+      << error;
+  call.v_format = "turbo3_0";
+  // A soft-cap the pack was not built for.
+  call.softcap = 50.0f;
+  EXPECT_EQ(tq_ggml_flash_attn_ext(p.pack, &call, 0, 1, error, sizeof error),
+            TQ_STATUS_NOT_FOUND);
+  EXPECT_NE(std::strstr(error, "--softcap=50"), nullptr) << error;
+  call.softcap = 0.0f;
+  // Bad calls.
+  tq_ggml_attention_v0 bad = call;
+  bad.size = 8;
+  EXPECT_EQ(tq_ggml_flash_attn_ext(p.pack, &bad, 0, 1, error, sizeof error),
+            TQ_STATUS_VERSION_MISMATCH);
+  bad = call;
+  bad.v.ne[0] = 32;
+  bad.dst.ne[0] = 32;
+  EXPECT_EQ(tq_ggml_flash_attn_ext(p.pack, &bad, 0, 1, error, sizeof error),
+            TQ_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::strstr(error, "differ"), nullptr) << error;
+  bad = call;
+  bad.scale = NAN;
+  EXPECT_EQ(tq_ggml_flash_attn_ext(p.pack, &bad, 0, 1, error, sizeof error),
+            TQ_STATUS_INVALID_ARGUMENT);
+  bad = call;
+  bad.mask.ne[0] = 10;
+  EXPECT_EQ(tq_ggml_flash_attn_ext(p.pack, &bad, 0, 1, error, sizeof error),
+            TQ_STATUS_INVALID_ARGUMENT);
+  bad = call;
+  bad.q.ne[2] = 6; // 6 query heads over 1 KV head: no g6 kernel
+  bad.dst.ne[1] = 6;
+  EXPECT_EQ(tq_ggml_flash_attn_ext(p.pack, &bad, 0, 1, error, sizeof error),
+            TQ_STATUS_NOT_FOUND);
+  EXPECT_EQ(tq_ggml_flash_attn_ext(p.pack, &call, 0, 0, error, sizeof error),
+            TQ_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(tq_ggml_flash_attn_ext(p.pack, &call, 2, 2, error, sizeof error),
+            TQ_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(tq_ggml_flash_attn_ext(p.pack, nullptr, 0, 1, error, sizeof error),
+            TQ_STATUS_INVALID_ARGUMENT);
+}
+
+TEST(GgmlBridgeOpen, MissingPackSaysHowToBuildOne) {
+  tq_ggml_pack *pack = reinterpret_cast<tq_ggml_pack *>(1);
+  char error[512];
+  EXPECT_EQ(tq_ggml_pack_open("/nonexistent/libtq_ggml_kernels.so", &pack,
+                              error, sizeof error),
+            TQ_STATUS_UNAVAILABLE);
+  EXPECT_EQ(pack, nullptr);
+  EXPECT_NE(std::strstr(error, "/nonexistent/libtq_ggml_kernels.so"), nullptr);
+  EXPECT_NE(std::strstr(error, "tq-aot --abi=ggml"), nullptr);
+  EXPECT_EQ(tq_ggml_pack_open(nullptr, &pack, error, sizeof error),
+            TQ_STATUS_INVALID_ARGUMENT);
+  tq_ggml_pack_close(nullptr);
+}
+
+} // namespace

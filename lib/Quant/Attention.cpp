@@ -33,6 +33,7 @@ struct AttentionSizes {
   size_t kv = 0;     ///< numKeys * numKvHeads * headDim (each of K and V)
   size_t kvRows = 0; ///< numKeys * numKvHeads
   size_t mask = 0;   ///< numQueries * numKeys
+  size_t qHeads = 0; ///< numQHeads (slopes, sinks)
 };
 
 /// a * b, or false on size_t overflow.
@@ -85,6 +86,7 @@ Result<AttentionSizes> checkShape(const AttentionShape &shape,
       !checkedMul(sizes.kvRows, shape.headDim, sizes.kv) ||
       !checkedMul(shape.numQueries, shape.numKeys, sizes.mask))
     return Status::error("attention: operand sizes overflow size_t");
+  sizes.qHeads = shape.numQHeads;
   return sizes;
 }
 
@@ -110,6 +112,19 @@ Status checkCommonSpans(const AttentionSizes &sizes,
                            "numQueries * numQHeads * headDim");
       !s.ok())
     return s;
+  for (auto [span, name] : {std::pair{options.slopes, "slopes"},
+                             std::pair{options.sinks, "sinks"}})
+    if (!span.empty())
+      if (Status s = checkSize(name, span.size(), sizes.qHeads, "elements",
+                               "numQHeads");
+          !s.ok())
+        return s;
+  if (!options.slopes.empty() && options.mask.empty())
+    return Status::error("attention: slopes scale the mask, but there is no "
+                         "mask");
+  for (float sink : options.sinks)
+    if (std::isnan(sink) || sink == std::numeric_limits<float>::infinity())
+      return Status::error("attention: a sink is NaN or +inf");
   if (options.mask.empty())
     return Status::success();
   if (Status s = checkSize("mask", options.mask.size(), sizes.mask, "elements",
@@ -171,7 +186,8 @@ void attendRows(const AttentionShape &shape, const AttentionOptions &options,
         if (options.softcap > 0.0)
           s = options.softcap * std::tanh(s / options.softcap);
         if (!options.mask.empty())
-          s += double(options.mask[size_t(i) * shape.numKeys + j]);
+          s += (options.slopes.empty() ? 1.0 : double(options.slopes[h])) *
+               double(options.mask[size_t(i) * shape.numKeys + j]);
         sawNaN |= std::isnan(s);
         if (s > maxLogit)
           maxLogit = s;
@@ -185,15 +201,20 @@ void attendRows(const AttentionShape &shape, const AttentionOptions &options,
         continue;
       }
 
-      // No visible key (or all masked to -inf): the output is zero.
+      // No visible key (or all masked to -inf): the output is zero (with
+      // or without a sink, whose value row is zero).
       if (maxLogit == negInf) {
         for (double &o : outRow)
           o = 0.0;
         continue;
       }
+      const double sink =
+          options.sinks.empty() ? negInf : double(options.sinks[h]);
+      if (sink > maxLogit)
+        maxLogit = sink;
 
       // Stable softmax: subtract the max so every exponent is <= 0.
-      double denom = 0.0;
+      double denom = sink == negInf ? 0.0 : std::exp(sink - maxLogit);
       for (double &a : acc)
         a = 0.0;
       for (unsigned j = 0; j < shape.numKeys; ++j) {
@@ -206,7 +227,7 @@ void attendRows(const AttentionShape &shape, const AttentionOptions &options,
         for (size_t c = 0; c < d; ++c)
           acc[c] += w * double(vRow[c]);
       }
-      // denom >= 1: the max term contributes exp(0).
+      // denom >= 1: the max term (a key's or the sink's) contributes exp(0).
       for (size_t c = 0; c < d; ++c)
         outRow[c] = acc[c] / denom;
     }

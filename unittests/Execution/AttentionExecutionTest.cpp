@@ -11,6 +11,7 @@
 
 #include "tq/Quant/Attention.h"
 #include "tq/Quant/Format.h"
+#include "tq/Quant/Half.h"
 #include "tq/Quant/Random.h"
 
 #include "mlir/IR/BuiltinTypes.h"
@@ -424,3 +425,85 @@ TEST_F(Execution, RotationsPerDecodeStepAt4K) {
 }
 
 } // namespace
+
+/// Engine options (an f16 mask hiding whole tiles, ALiBi slopes, sinks)
+/// through every pipeline: the naive one (the dense softmax's sinks), the
+/// fused untiled one, flash tiles (skipped tiles, sinks as the initial
+/// state) and split-KV (sinks in the first split only).
+TEST_F(Execution, EngineMaskSlopesAndSinks) {
+  struct Variant {
+    const char *name;
+    bool hoist, fuse;
+    int64_t tile, splits;
+  };
+  const Variant variants[] = {{"naive", false, false, 0, 1},
+                              {"fused", true, true, 0, 1},
+                              {"tiled", true, true, 16, 1},
+                              {"split", true, true, 16, 3}};
+  for (const Variant &variant : variants)
+    for (auto [kName, vName] : {std::pair{"turbo3_0", "q8_0"},
+                                std::pair{"polar4", "turbo4_0"}})
+      for (int64_t queries : {1, 5}) {
+        SCOPED_TRACE(std::string(variant.name) + " " + kName + "/" + vName +
+                     " queries " + std::to_string(queries));
+        mlir::tq::AttentionKernelSpec spec;
+        spec.keyFormat = kName;
+        spec.valueFormat = vName;
+        spec.headDim = 64;
+        spec.queryHeads = 4;
+        spec.kvHeads = 2;
+        spec.numQueries = queries;
+        spec.numKeys = 100;
+        spec.scale = 0.2f;
+        spec.mask = spec.maskF16 = spec.slopes = spec.sinks = true;
+        mlir::tq::TQPipelineOptions options;
+        options.hoistRotations = variant.hoist;
+        options.fuseCodebook = variant.fuse;
+        options.tileSize = variant.tile;
+        options.splits = variant.splits;
+        std::string error;
+        auto kernel = runner().compile(spec, options, error);
+        ASSERT_TRUE(kernel) << error;
+
+        Format kf = *Format::get(kName, 64), vf = *Format::get(vName, 64);
+        SplitMix64 rng(uint64_t(queries) * 977 + kf.rowBytes());
+        auto fill = [&](size_t n) {
+          std::vector<float> x(n);
+          for (float &e : x)
+            e = float(rng.gaussian());
+          return x;
+        };
+        std::vector<float> q = fill(queries * 4 * 64);
+        std::vector<uint8_t> kb = encode(kf, fill(100 * 2 * 64));
+        std::vector<uint8_t> vb = encode(vf, fill(100 * 2 * 64));
+        // Keys [20, 70) visible with offsets in eighths (exact in half),
+        // the rest hidden: tiles 0 and 5-6 of 16 tokens are skipped. The
+        // last query sees nothing but its sinks.
+        std::vector<float> mask(queries * 100, -INFINITY);
+        for (int64_t i = 0; i + 1 < std::max<int64_t>(queries, 2); ++i)
+          for (int t = 20; t < 70; ++t)
+            mask[i * 100 + t] = float(int(rng.next() % 17) - 16) / 8.0f;
+        std::vector<uint16_t> half;
+        for (float m : mask)
+          half.push_back(floatToHalf(m));
+        std::vector<float> slopes = {0.5f, 1.0f, 2.0f, 0.25f};
+        std::vector<float> sinks = {0.5f, -INFINITY, 3.0f, -1.0f};
+        std::vector<float> out(q.size(), NAN);
+        kernel->runEngine(q, kb, vb, half, slopes, sinks, out);
+
+        AttentionOptions o;
+        o.scale = 0.2;
+        o.mask = mask;
+        o.slopes = slopes;
+        o.sinks = sinks;
+        std::vector<double> ref(q.size());
+        Status s = referenceAttentionQuantized(
+            AttentionShape{unsigned(queries), 4, 2, 64, 100}, o, q, kf, kb,
+            vf, vb, ref);
+        ASSERT_TRUE(s.ok()) << s.message();
+        double worst = 0;
+        for (size_t i = 0; i < out.size(); ++i)
+          worst = std::max(worst, double(std::fabs(out[i] - ref[i])));
+        EXPECT_LT(worst, 1e-4);
+      }
+}

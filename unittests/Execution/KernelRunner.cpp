@@ -6,6 +6,8 @@
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
+
+#include <tuple>
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/InitAllDialects.h"
@@ -61,6 +63,63 @@ void CompiledKernel::run(std::vector<float> &q, std::vector<uint8_t> &k,
   } else {
     reinterpret_cast<void (*)(F3 *, I8 *, I8 *, F3 *)>(entry_)(&qm, &km, &vm,
                                                              &om);
+  }
+}
+
+void CompiledKernel::runEngine(std::vector<float> &q, std::vector<uint8_t> &k,
+                               std::vector<uint8_t> &v,
+                               std::vector<uint16_t> &mask,
+                               std::vector<float> &slopes,
+                               std::vector<float> &sinks,
+                               std::vector<float> &out) const {
+  const int64_t nq = spec_.numQueries, h = spec_.queryHeads,
+                d = spec_.headDim, n = spec_.numKeys, kvh = spec_.kvHeads;
+  auto qm = view3(q, nq, h, d);
+  auto om = view3(out, nq, h, d);
+  auto km = view3(k, n, kvh, keyRowBytes_);
+  auto vm = view3(v, n, kvh, valueRowBytes_);
+  // Arguments in the order AttentionKernel.h gives: memref descriptors by
+  // pointer through the C interface.
+  std::vector<void *> args = {&qm, &km, &vm};
+  StridedMemRefType<uint16_t, 2> mm;
+  if (spec_.mask) {
+    mm.basePtr = mm.data = mask.data();
+    mm.offset = 0;
+    mm.sizes[0] = nq;
+    mm.sizes[1] = n;
+    mm.strides[0] = n;
+    mm.strides[1] = 1;
+    args.push_back(&mm);
+  }
+  StridedMemRefType<float, 1> sl, sk;
+  for (auto [on, vec, m] : {std::tuple{spec_.slopes, &slopes, &sl},
+                            std::tuple{spec_.sinks, &sinks, &sk}})
+    if (on) {
+      m->basePtr = m->data = vec->data();
+      m->offset = 0;
+      m->sizes[0] = h;
+      m->strides[0] = 1;
+      args.push_back(m);
+    }
+  args.push_back(&om);
+  switch (args.size()) {
+  case 5:
+    reinterpret_cast<void (*)(void *, void *, void *, void *, void *)>(entry_)(
+        args[0], args[1], args[2], args[3], args[4]);
+    break;
+  case 6:
+    reinterpret_cast<void (*)(void *, void *, void *, void *, void *, void *)>(
+        entry_)(args[0], args[1], args[2], args[3], args[4], args[5]);
+    break;
+  case 7:
+    reinterpret_cast<void (*)(void *, void *, void *, void *, void *, void *,
+                              void *)>(entry_)(args[0], args[1], args[2],
+                                               args[3], args[4], args[5],
+                                               args[6]);
+    break;
+  default:
+    reinterpret_cast<void (*)(void *, void *, void *, void *)>(entry_)(
+        args[0], args[1], args[2], args[3]);
   }
 }
 

@@ -40,6 +40,12 @@ public:
   void run(std::vector<float> &q, std::vector<uint8_t> &k,
            std::vector<uint8_t> &v, std::vector<float> &mask,
            std::vector<float> &out) const;
+  /// Kernels with engine options (spec.maskF16, slopes, sinks): mask
+  /// [Q][N] half bits, slopes and sinks [H] (empty when the spec has none).
+  void runEngine(std::vector<float> &q, std::vector<uint8_t> &k,
+                 std::vector<uint8_t> &v, std::vector<uint16_t> &mask,
+                 std::vector<float> &slopes, std::vector<float> &sinks,
+                 std::vector<float> &out) const;
   /// Paged kernels: kPool / vPool hold numPages pages of the spec's page
   /// size; table lists this sequence's pages.
   void runPaged(std::vector<float> &q, std::vector<uint8_t> &kPool,

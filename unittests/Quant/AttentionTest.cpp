@@ -75,6 +75,54 @@ TEST(AttentionTest, TwoKeysByHand) {
   EXPECT_NEAR(out[1], 2.0 * e / (1.0 + e), 1e-15);
 }
 
+TEST(AttentionTest, SinkJoinsTheDenominatorOnly) {
+  // The two keys of TwoKeysByHand plus a sink logit of 1 per head: weights
+  // 1 / (1 + 2e) and e / (1 + 2e), the sink's share e / (1 + 2e) goes to a
+  // zero value row. A sink of -inf changes nothing.
+  AttentionShape shape{1, 1, 1, 2, 2};
+  AttentionOptions options;
+  options.scale = 1.0;
+  std::vector<float> q = {1, 1}, k = {0, 0, 1, 0}, v = {1, 0, 0, 2};
+  std::vector<float> sinks = {1.0f};
+  options.sinks = sinks;
+  std::vector<double> out(2, -1.0);
+  ASSERT_TRUE(referenceAttention(shape, options, q, k, v, out).ok());
+  const double e = std::exp(1.0);
+  EXPECT_NEAR(out[0], 1.0 / (1.0 + 2.0 * e), 1e-15);
+  EXPECT_NEAR(out[1], 2.0 * e / (1.0 + 2.0 * e), 1e-15);
+  sinks[0] = kNegInf;
+  ASSERT_TRUE(referenceAttention(shape, options, q, k, v, out).ok());
+  EXPECT_NEAR(out[0], 1.0 / (1.0 + e), 1e-15);
+  // A large sink dominates without overflow; a hidden row stays zero.
+  sinks[0] = 1000.0f;
+  ASSERT_TRUE(referenceAttention(shape, options, q, k, v, out).ok());
+  EXPECT_NEAR(out[1], 2.0 * std::exp(-999.0), 1e-300);
+  std::vector<float> mask = {kNegInf, kNegInf};
+  options.mask = mask;
+  ASSERT_TRUE(referenceAttention(shape, options, q, k, v, out).ok());
+  EXPECT_EQ(out[0], 0.0);
+  EXPECT_EQ(out[1], 0.0);
+}
+
+TEST(AttentionTest, SlopesScaleTheMaskPerHead) {
+  // Two heads over one KV head: logits 0 and 1 plus slope * mask with mask
+  // (0, -2); head 0 (slope 0.5) sees logits 0, 0, head 1 (slope 1) 0, -1.
+  AttentionShape shape{1, 2, 1, 2, 2};
+  AttentionOptions options;
+  options.scale = 1.0;
+  std::vector<float> q = {1, 1, 1, 1}, k = {0, 0, 1, 0}, v = {1, 0, 0, 2};
+  std::vector<float> mask = {0.0f, -2.0f}, slopes = {0.5f, 1.0f};
+  options.mask = mask;
+  options.slopes = slopes;
+  std::vector<double> out(4, -1.0);
+  ASSERT_TRUE(referenceAttention(shape, options, q, k, v, out).ok());
+  EXPECT_NEAR(out[0], 0.5, 1e-15);
+  EXPECT_NEAR(out[1], 1.0, 1e-15);
+  const double e = std::exp(1.0);
+  EXPECT_NEAR(out[2], e / (1.0 + e), 1e-15);
+  EXPECT_NEAR(out[3], 2.0 / (1.0 + e), 1e-15);
+}
+
 TEST(AttentionTest, DefaultScaleIsInverseSqrtHeadDim) {
   // headDim 4 -> scale 1/2. <q, k1> = 2 -> logit 1; <q, k0> = 0 -> logit 0.
   AttentionShape shape{1, 1, 1, 4, 2};
@@ -507,6 +555,25 @@ TEST(AttentionValidateTest, MaskValues) {
   expectError(validateShape(shape, options), "mask element 2");
   mask[2] = std::numeric_limits<float>::infinity();
   expectError(validateShape(shape, options), "mask element 2");
+}
+
+TEST(AttentionValidateTest, SlopesAndSinks) {
+  AttentionShape shape{1, 4, 2, 4, 3};
+  AttentionOptions options;
+  std::vector<float> heads(4, 0.5f), few(2, 0.5f), mask(3, 0.0f);
+  options.sinks = few;
+  expectError(validateShape(shape, options), "sinks has 2 elements");
+  options.sinks = heads;
+  EXPECT_TRUE(validateShape(shape, options).ok());
+  options.slopes = heads;
+  expectError(validateShape(shape, options), "slopes scale the mask");
+  options.mask = mask;
+  EXPECT_TRUE(validateShape(shape, options).ok());
+  options.slopes = few;
+  expectError(validateShape(shape, options), "slopes has 2 elements");
+  options.slopes = heads;
+  heads[1] = std::numeric_limits<float>::quiet_NaN();
+  expectError(validateShape(shape, options), "sink is NaN");
 }
 
 TEST(AttentionValidateTest, ReferenceAttentionValidatesFirst) {

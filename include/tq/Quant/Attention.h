@@ -12,8 +12,10 @@
 // causal masking lets it see keys j <= that position, and a sliding window W
 // further restricts to position - j < W. Logits are
 //   s = scale * <q, k>;  s = softcap * tanh(s / softcap) if softcap > 0;
-//   s += mask
-// and a query that can see no key gets an all-zero output.
+//   s += slope[h] * mask   (slope 1 without ALiBi slopes)
+// With attention sinks, sinks[h] is one more logit of head h whose value
+// row is zero: it enters only the softmax's denominator. A query that can
+// see no key gets an all-zero output.
 //
 //===----------------------------------------------------------------------===//
 
@@ -47,6 +49,10 @@ struct AttentionOptions {
   double softcap = 0.0;
   /// Optional additive mask [numQueries][numKeys]; -inf hides a key.
   std::span<const float> mask = {};
+  /// Optional ALiBi slopes [numQHeads], multiplying the mask (needs one).
+  std::span<const float> slopes = {};
+  /// Optional attention-sink logits [numQHeads]; -inf is no sink.
+  std::span<const float> sinks = {};
 };
 
 /// Checks the shape (non-zero sizes, numQHeads a multiple of numKvHeads,

@@ -45,3 +45,13 @@ func.func @no_attention(%q: tensor<1x2x8xf32>, %k: tensor<4x2x8xf32>) -> tensor<
   %s = tq.qk %q, %k : tensor<1x2x8xf32>, tensor<4x2x8xf32> -> tensor<1x2x4xf32>
   return %s : tensor<1x2x4xf32>
 }
+
+// -----
+
+// The engine options reach the softmax unchanged.
+// CHECK-LABEL: func @engine_options
+// CHECK: tq.softmax %{{.*}} mask(%arg3 : tensor<1x?xf16>) slopes(%arg4 : tensor<4xf32>) sinks(%arg5 : tensor<4xf32>) {scale = 1.250000e-01 : f32}
+func.func @engine_options(%q: tensor<1x4x64xf32>, %k: !tq.cache<?x1x64, #tq.format<"turbo3_0">>, %v: !tq.cache<?x1x64, #tq.format<"turbo3_0">>, %m: tensor<1x?xf16>, %slopes: tensor<4xf32>, %sinks: tensor<4xf32>) -> tensor<1x4x64xf32> {
+  %o = tq.attention %q, %k, %v mask(%m : tensor<1x?xf16>) slopes(%slopes : tensor<4xf32>) sinks(%sinks : tensor<4xf32>) : tensor<1x4x64xf32>, !tq.cache<?x1x64, #tq.format<"turbo3_0">>, !tq.cache<?x1x64, #tq.format<"turbo3_0">> -> tensor<1x4x64xf32>
+  return %o : tensor<1x4x64xf32>
+}

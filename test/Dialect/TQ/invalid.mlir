@@ -446,3 +446,54 @@ func.func @lane_lookup_lanes_differ(%idx: vector<4xi32>) -> vector<8xf32> {
   %c = tq.lane_lookup %idx [0.0, 1.0] : vector<4xi32> -> vector<8xf32>
   return %c : vector<8xf32>
 }
+
+// -----
+
+func.func @f(%q: tensor<1x8x128xf32>, %k: !tq.cache<?x2x128, #tq.format<"turbo3_0">>, %v: !tq.cache<?x2x128, #tq.format<"turbo3_0">>, %slopes: tensor<8xf32>) {
+  // ALiBi slopes multiply the mask; without one they would mean nothing.
+  // expected-error @+1 {{'tq.attention' op slopes scale the mask, but there is no mask}}
+  %o = tq.attention %q, %k, %v slopes(%slopes : tensor<8xf32>) : tensor<1x8x128xf32>, !tq.cache<?x2x128, #tq.format<"turbo3_0">>, !tq.cache<?x2x128, #tq.format<"turbo3_0">> -> tensor<1x8x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x8x128xf32>, %k: !tq.cache<?x2x128, #tq.format<"turbo3_0">>, %v: !tq.cache<?x2x128, #tq.format<"turbo3_0">>, %m: tensor<1x?xf16>, %slopes: tensor<2xf32>) {
+  // Slopes are per query head (8), not per KV head (2).
+  // expected-error @+1 {{'tq.attention' op slopes (one per query head) is 2, expected 8}}
+  %o = tq.attention %q, %k, %v mask(%m : tensor<1x?xf16>) slopes(%slopes : tensor<2xf32>) : tensor<1x8x128xf32>, !tq.cache<?x2x128, #tq.format<"turbo3_0">>, !tq.cache<?x2x128, #tq.format<"turbo3_0">> -> tensor<1x8x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x8x128xf32>, %k: !tq.cache<?x2x128, #tq.format<"turbo3_0">>, %v: !tq.cache<?x2x128, #tq.format<"turbo3_0">>, %sinks: tensor<4xf32>) {
+  // expected-error @+1 {{'tq.attention' op sinks (one per query head) is 4, expected 8}}
+  %o = tq.attention %q, %k, %v sinks(%sinks : tensor<4xf32>) : tensor<1x8x128xf32>, !tq.cache<?x2x128, #tq.format<"turbo3_0">>, !tq.cache<?x2x128, #tq.format<"turbo3_0">> -> tensor<1x8x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<2x8x10xf32>, %sinks: tensor<3xf32>) {
+  // expected-error @+1 {{'tq.softmax' op sinks (one per query head) is 3, expected 8}}
+  %p = tq.softmax %s sinks(%sinks : tensor<3xf32>) {scale = 1.0 : f32} : tensor<2x8x10xf32> -> tensor<2x8x10xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<2x8x10xf32>, %m: tensor<2x10xbf16>) {
+  // Masks are f32 or f16 (llama.cpp's); other element types are not read.
+  // expected-error @+1 {{'tq.softmax' op operand #1 must be 2D tensor of 16-bit float or 32-bit float values}}
+  %p = tq.softmax %s mask(%m : tensor<2x10xbf16>) {scale = 1.0 : f32} : tensor<2x8x10xf32> -> tensor<2x8x10xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<1x4x?xf32>, %max: tensor<1x4xf32>, %t0: index, %n: index, %slopes: tensor<4xf32>) {
+  // expected-error @+1 {{'tq.online_softmax' op slopes scale the mask, but there is no mask}}
+  %p, %m1, %l1, %c = tq.online_softmax %s, %max, %max, %t0, %n slopes(%slopes : tensor<4xf32>) {scale = 1.0 : f32} : tensor<1x4x?xf32>, tensor<1x4xf32> -> tensor<1x4x?xf32>
+  return
+}

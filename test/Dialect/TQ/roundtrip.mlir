@@ -98,3 +98,20 @@ func.func @paged(%pool: tensor<?x16x8x50xi8>, %table: tensor<?xi32>, %n: index) 
   %k = tq.from_pages %pool[%table], %n : tensor<?x16x8x50xi8>, tensor<?xi32> -> !tq.cache<?x8x128, #tq.format<"turbo3_0">>
   return %k : !tq.cache<?x8x128, #tq.format<"turbo3_0">>
 }
+
+// Engine-grade options: an f16 mask as llama.cpp stores it, ALiBi slopes
+// and attention sinks, one per query head.
+// CHECK-LABEL: func @engine_options
+// CHECK: tq.attention %{{.*}}, %{{.*}}, %{{.*}} mask(%{{.*}} : tensor<7x?xf16>) slopes(%{{.*}} : tensor<8xf32>) sinks(%{{.*}} : tensor<8xf32>) {scale = 1.000000e+00 : f32} : tensor<7x8x64xf32>
+// CHECK: tq.attention %{{.*}}, %{{.*}}, %{{.*}} sinks(%{{.*}} : tensor<8xf32>) : tensor<7x8x64xf32>
+// CHECK: tq.softmax %{{.*}} mask(%{{.*}} : tensor<7x?xf16>) slopes(%{{.*}} : tensor<8xf32>) sinks(%{{.*}} : tensor<8xf32>) {scale = 1.000000e+00 : f32} : tensor<7x8x?xf32>
+// CHECK: tq.online_softmax %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} mask(%{{.*}} : tensor<7x?xf16>) slopes(%{{.*}} : tensor<8xf32>) {scale = 1.000000e+00 : f32}
+func.func @engine_options(%q: tensor<7x8x64xf32>, %k: !tq.cache<?x2x64, #tq.format<"turbo3_0">>, %v: !tq.cache<?x2x64, #tq.format<"q8_0">>,
+                          %m: tensor<7x?xf16>, %slopes: tensor<8xf32>, %sinks: tensor<8xf32>, %s: tensor<7x8x?xf32>,
+                          %max: tensor<7x8xf32>, %t0: index, %n: index) {
+  %o = tq.attention %q, %k, %v mask(%m : tensor<7x?xf16>) slopes(%slopes : tensor<8xf32>) sinks(%sinks : tensor<8xf32>) {scale = 1.0 : f32} : tensor<7x8x64xf32>, !tq.cache<?x2x64, #tq.format<"turbo3_0">>, !tq.cache<?x2x64, #tq.format<"q8_0">> -> tensor<7x8x64xf32>
+  %o2 = tq.attention %q, %k, %v sinks(%sinks : tensor<8xf32>) : tensor<7x8x64xf32>, !tq.cache<?x2x64, #tq.format<"turbo3_0">>, !tq.cache<?x2x64, #tq.format<"q8_0">> -> tensor<7x8x64xf32>
+  %p = tq.softmax %s mask(%m : tensor<7x?xf16>) slopes(%slopes : tensor<8xf32>) sinks(%sinks : tensor<8xf32>) {scale = 1.0 : f32} : tensor<7x8x?xf32> -> tensor<7x8x?xf32>
+  %p2, %m1, %l1, %c = tq.online_softmax %s, %max, %max, %t0, %n mask(%m : tensor<7x?xf16>) slopes(%slopes : tensor<8xf32>) {scale = 1.0 : f32} : tensor<7x8x?xf32>, tensor<7x8xf32> -> tensor<7x8x?xf32>
+  return
+}

@@ -68,3 +68,41 @@ func.func @probs_escape(%qr: tensor<1x1x64xf32>, %k: !tq.cache<8x1x64, #tq.forma
   %a = tq.accumulate %p, %k : tensor<1x1x8xf32>, !tq.cache<8x1x64, #tq.format<"f16">> -> tensor<1x1x64xf32>
   return %a, %p : tensor<1x1x64xf32>, tensor<1x1x8xf32>
 }
+
+// -----
+
+// An engine's mask (f16, llama.cpp's) with ALiBi slopes and sinks: a tile
+// runs only when some entry of its mask columns is above -inf (padding and
+// sliding-window layers hide most tiles); the sinks are the state before
+// the first key (max = sink, sum = 1, or 0 for a sink of -inf).
+// CHECK-LABEL: func @engine_mask
+// CHECK: %[[SINKMAX:.*]]:2 = linalg.generic {{.*}} ins(%arg5 : tensor<4xf32>)
+// CHECK: arith.cmpf oeq
+// CHECK: scf.for %[[T0:arg[0-9]+]] = {{.*}} iter_args(%[[M:.*]] = %[[SINKMAX]]#0, %[[L:.*]] = %[[SINKMAX]]#1, %[[ACC:.*]] = %{{.*}})
+// CHECK:   %[[MT:.*]] = tensor.extract_slice %arg3[0, %[[T0]]] [1, %{{.*}}] [1, 1] : tensor<1x?xf16> to tensor<1x?xf16>
+// CHECK:   %[[MAX:.*]] = linalg.generic {{.*}} iterator_types = ["reduction", "reduction"]} ins(%[[MT]] : tensor<1x?xf16>)
+// CHECK:     arith.extf
+// CHECK:     arith.maximumf
+// CHECK:   %[[VISIBLE:.*]] = arith.cmpf ogt, %{{.*}}, %{{.*}} : f32
+// CHECK:   %[[STEP:.*]]:3 = scf.if %[[VISIBLE]]
+// CHECK:     tq.score
+// CHECK:     tq.online_softmax {{.*}} mask(%[[MT]] : tensor<1x?xf16>) slopes(%arg4 : tensor<4xf32>)
+// CHECK:     tq.merge_tile
+// CHECK:     scf.yield
+// CHECK:   } else {
+// CHECK:     scf.yield %[[M]], %[[L]], %[[ACC]]
+// CHECK:   scf.yield %[[STEP]]#0, %[[STEP]]#1, %[[STEP]]#2
+// Split-KV: only the first split starts from the sinks.
+// SPLIT-LABEL: func @engine_mask
+// SPLIT: scf.forall (%[[S:.*]]) in (4)
+// SPLIT:   %[[FIRST:.*]] = arith.cmpi eq, %[[S]], %c0
+// SPLIT:   arith.select %[[FIRST]], %{{.*}}#0, %{{.*}} : tensor<1x4xf32>
+// SPLIT:   arith.select %[[FIRST]], %{{.*}}#1, %{{.*}} : tensor<1x4xf32>
+// SPLIT:   scf.for
+// SPLIT:     scf.if
+func.func @engine_mask(%qr: tensor<1x4x128xf32>, %k: !tq.cache<?x1x64, #tq.format<"turbo3_0">>, %v: !tq.cache<?x1x64, #tq.format<"turbo3_0">>, %m: tensor<1x?xf16>, %slopes: tensor<4xf32>, %sinks: tensor<4xf32>) -> tensor<1x4x128xf32> {
+  %s = tq.score %qr, %k : tensor<1x4x128xf32>, !tq.cache<?x1x64, #tq.format<"turbo3_0">> -> tensor<1x4x?xf32>
+  %p = tq.softmax %s mask(%m : tensor<1x?xf16>) slopes(%slopes : tensor<4xf32>) sinks(%sinks : tensor<4xf32>) {scale = 1.0 : f32} : tensor<1x4x?xf32> -> tensor<1x4x?xf32>
+  %a = tq.accumulate %p, %v : tensor<1x4x?xf32>, !tq.cache<?x1x64, #tq.format<"turbo3_0">> -> tensor<1x4x128xf32>
+  return %a : tensor<1x4x128xf32>
+}

@@ -44,8 +44,10 @@ std::string RuntimeKernelSpec::name() const {
   std::string n = std::string("tq_") + kindName(kind) + "_" + keyFormat;
   if (!isAttentionKind(kind))
     return n + "_d" + std::to_string(headDim);
-  n += "_" + valueFormat + "_d" + std::to_string(headDim) + "_g" +
-       std::to_string(group);
+  n += "_" + valueFormat + "_d" + std::to_string(headDim);
+  if (vDim() != headDim)
+    n += "_dv" + std::to_string(vDim());
+  n += "_g" + std::to_string(group);
   if (causal)
     n += "_causal";
   if (window > 0)
@@ -110,7 +112,7 @@ func::FuncOp buildAttention(OpBuilder &b, Location loc,
   Type f32 = b.getF32Type(), i8 = b.getIntegerType(8);
   const int64_t dyn = ShapedType::kDynamic, g = spec.group, d = spec.headDim;
   CacheType keys = cacheType(ctx, spec.keyFormat, spec.headDim);
-  CacheType values = cacheType(ctx, spec.valueFormat, spec.headDim);
+  CacheType values = cacheType(ctx, spec.valueFormat, spec.vDim());
   // Decode kernels take exactly one query row (the runtime picks them for
   // one-row sequences), which lets the lowering keep the output in
   // registers.
@@ -120,6 +122,7 @@ func::FuncOp buildAttention(OpBuilder &b, Location loc,
                       spec.kind == RuntimeKernelKind::GgmlDecode;
   const int64_t rows = decode ? 1 : dyn;
   auto qType = stridedMemRef({rows, g, d}, f32);
+  auto outType = stridedMemRef({rows, g, int64_t(spec.vDim())}, f32);
   auto kType = stridedMemRef({dyn, dyn, 1, keys.getRowBytes()}, i8);
   auto vType = stridedMemRef({dyn, dyn, 1, values.getRowBytes()}, i8);
   auto tableType = stridedMemRef({dyn}, b.getI32Type());
@@ -130,7 +133,7 @@ func::FuncOp buildAttention(OpBuilder &b, Location loc,
     args.push_back(stridedMemRef({g}, f32));
     args.push_back(stridedMemRef({g}, f32));
   }
-  args.push_back(qType);
+  args.push_back(outType);
   auto func = func::FuncOp::create(b, loc, spec.name(),
                                    b.getFunctionType(args, {}));
   func->setAttr("llvm.emit_c_interface", b.getUnitAttr());
@@ -180,8 +183,11 @@ func::FuncOp buildAttention(OpBuilder &b, Location loc,
     slopes = toTensor(b, loc, entry->getArgument(7), false);
     sinks = toTensor(b, loc, entry->getArgument(8), false);
   }
+  auto qTensorType = cast<RankedTensorType>(q.getType());
+  auto outTensorType = RankedTensorType::get(
+      {qTensorType.getDimSize(0), g, int64_t(spec.vDim())}, f32);
   Value out = AttentionOp::create(
-      b, loc, q.getType(), q, k, v, mask, slopes, sinks, FloatAttr(),
+      b, loc, outTensorType, q, k, v, mask, slopes, sinks, FloatAttr(),
       spec.causal ? b.getUnitAttr() : UnitAttr(),
       b.getI64IntegerAttr(spec.window), b.getF32FloatAttr(spec.softcap));
   bufferization::MaterializeInDestinationOp::create(
@@ -300,7 +306,7 @@ mlir::tq::buildRuntimeKernel(OpBuilder &b, Location loc,
   } else if (spec.kind == RuntimeKernelKind::Dequantize) {
     func = buildDequantize(b, loc, spec);
   } else {
-    if (failed(checkFormat(ctx, spec.valueFormat, spec.headDim, emitError)))
+    if (failed(checkFormat(ctx, spec.valueFormat, spec.vDim(), emitError)))
       return failure();
     if ((spec.kind == RuntimeKernelKind::GgmlDecode ||
          spec.kind == RuntimeKernelKind::GgmlPrefill) &&

@@ -30,7 +30,9 @@ namespace {
 /// Element counts of the four operands, each known not to overflow size_t.
 struct AttentionSizes {
   size_t q = 0;      ///< numQueries * numQHeads * headDim
-  size_t kv = 0;     ///< numKeys * numKvHeads * headDim (each of K and V)
+  size_t out = 0;    ///< numQueries * numQHeads * vDim
+  size_t kv = 0;     ///< numKeys * numKvHeads * headDim (K)
+  size_t v = 0;      ///< numKeys * numKvHeads * vDim
   size_t kvRows = 0; ///< numKeys * numKvHeads
   size_t mask = 0;   ///< numQueries * numKeys
   size_t qHeads = 0; ///< numQHeads (slopes, sinks)
@@ -84,6 +86,8 @@ Result<AttentionSizes> checkShape(const AttentionShape &shape,
       !checkedMul(qRows, shape.headDim, sizes.q) ||
       !checkedMul(shape.numKeys, shape.numKvHeads, sizes.kvRows) ||
       !checkedMul(sizes.kvRows, shape.headDim, sizes.kv) ||
+      !checkedMul(sizes.kvRows, shape.vDim(), sizes.v) ||
+      !checkedMul(qRows, shape.vDim(), sizes.out) ||
       !checkedMul(shape.numQueries, shape.numKeys, sizes.mask))
     return Status::error("attention: operand sizes overflow size_t");
   sizes.qHeads = shape.numQHeads;
@@ -108,8 +112,8 @@ Status checkCommonSpans(const AttentionSizes &sizes,
                            "numQueries * numQHeads * headDim");
       !s.ok())
     return s;
-  if (Status s = checkSize("out", outSize, sizes.q, "elements",
-                           "numQueries * numQHeads * headDim");
+  if (Status s = checkSize("out", outSize, sizes.out, "elements",
+                           "numQueries * numQHeads * vDim");
       !s.ok())
     return s;
   for (auto [span, name] : {std::pair{options.slopes, "slopes"},
@@ -147,14 +151,14 @@ Status checkCommonSpans(const AttentionSizes &sizes,
 void attendRows(const AttentionShape &shape, const AttentionOptions &options,
                 std::span<const float> q, std::span<const float> k,
                 std::span<const float> v, std::span<double> out) {
-  const size_t d = shape.headDim;
+  const size_t d = shape.headDim, dv = shape.vDim();
   const unsigned group = shape.numQHeads / shape.numKvHeads;
   const double scale =
       options.scale > 0.0 ? options.scale : 1.0 / std::sqrt(double(d));
   const double negInf = -std::numeric_limits<double>::infinity();
 
   std::vector<double> logits(shape.numKeys);
-  std::vector<double> acc(d);
+  std::vector<double> acc(dv);
   for (unsigned i = 0; i < shape.numQueries; ++i) {
     // Queries are the last numQueries positions of the key sequence.
     const int64_t position =
@@ -164,7 +168,7 @@ void attendRows(const AttentionShape &shape, const AttentionOptions &options,
       std::span<const float> qRow =
           q.subspan((size_t(i) * shape.numQHeads + h) * d, d);
       std::span<double> outRow =
-          out.subspan((size_t(i) * shape.numQHeads + h) * d, d);
+          out.subspan((size_t(i) * shape.numQHeads + h) * dv, dv);
 
       // Logits; an invisible key gets -inf and so zero weight.
       double maxLogit = negInf;
@@ -223,12 +227,12 @@ void attendRows(const AttentionShape &shape, const AttentionOptions &options,
         double w = std::exp(logits[j] - maxLogit);
         denom += w;
         std::span<const float> vRow =
-            v.subspan((size_t(j) * shape.numKvHeads + kvHead) * d, d);
-        for (size_t c = 0; c < d; ++c)
+            v.subspan((size_t(j) * shape.numKvHeads + kvHead) * dv, dv);
+        for (size_t c = 0; c < dv; ++c)
           acc[c] += w * double(vRow[c]);
       }
       // denom >= 1: the max term (a key's or the sink's) contributes exp(0).
-      for (size_t c = 0; c < d; ++c)
+      for (size_t c = 0; c < dv; ++c)
         outRow[c] = acc[c] / denom;
     }
   }
@@ -264,8 +268,8 @@ Status validateAttention(const AttentionShape &shape,
                            "numKeys * numKvHeads * headDim");
       !s.ok())
     return s;
-  if (Status s = checkSize("v", vSize, sizes->kv, "elements",
-                           "numKeys * numKvHeads * headDim");
+  if (Status s = checkSize("v", vSize, sizes->v, "elements",
+                           "numKeys * numKvHeads * vDim");
       !s.ok())
     return s;
   return checkCommonSpans(*sizes, options, qSize, outSize);
@@ -299,14 +303,16 @@ Status referenceAttentionQuantized(
     const char *name;
     const Format &format;
     std::span<const uint8_t> bytes;
+    unsigned dim;
   };
-  for (const CacheOperand &c : {CacheOperand{"kCache", kFormat, kCache},
-                                CacheOperand{"vCache", vFormat, vCache}}) {
-    if (c.format.headDim() != shape.headDim)
+  for (const CacheOperand &c :
+       {CacheOperand{"kCache", kFormat, kCache, shape.headDim},
+        CacheOperand{"vCache", vFormat, vCache, shape.vDim()}}) {
+    if (c.format.headDim() != c.dim)
       return Status::error(std::string("attention: ") + c.name + " format '" +
                            c.format.name() + "' has headDim " +
                            str(c.format.headDim()) + ", expected " +
-                           str(shape.headDim));
+                           str(c.dim));
     size_t expected = 0;
     if (!checkedMul(sizes->kvRows, c.format.rowBytes(), expected))
       return Status::error(std::string("attention: ") + c.name +

@@ -186,14 +186,15 @@ llvm::json::Object describe(const RuntimeKernelSpec &spec) {
   o["kind"] = kindName(spec.kind);
   o["k_format"] = spec.keyFormat;
   o["head_dim"] = int64_t(spec.headDim);
-  auto rowBytes = [&](const std::string &f) -> int64_t {
-    auto format = ::tq::quant::Format::get(f, spec.headDim);
+  auto rowBytes = [&](const std::string &f, unsigned dim) -> int64_t {
+    auto format = ::tq::quant::Format::get(f, dim);
     return format ? int64_t(format->rowBytes()) : -1;
   };
-  o["k_row_bytes"] = rowBytes(spec.keyFormat);
+  o["k_row_bytes"] = rowBytes(spec.keyFormat, spec.headDim);
   if (isAttentionKind(spec.kind)) {
     o["v_format"] = spec.valueFormat;
-    o["v_row_bytes"] = rowBytes(spec.valueFormat);
+    o["v_head_dim"] = int64_t(spec.vDim());
+    o["v_row_bytes"] = rowBytes(spec.valueFormat, spec.vDim());
     o["group"] = int64_t(spec.group);
     o["causal"] = spec.causal;
     o["window"] = spec.window;
@@ -259,16 +260,18 @@ void writeHeader(llvm::raw_ostream &os,
 } // namespace
 
 SmallVector<int64_t> mlir::tq::kernelInfo(const RuntimeKernelSpec &spec) {
-  auto rowBytes = [&](const std::string &f) -> int64_t {
-    auto format = ::tq::quant::Format::get(f, spec.headDim);
+  auto rowBytes = [&](const std::string &f, unsigned dim) -> int64_t {
+    auto format = ::tq::quant::Format::get(f, dim);
     return format ? int64_t(format->rowBytes()) : 0;
   };
   return {1,
           int64_t(spec.kind),
           int64_t(spec.headDim),
           int64_t(spec.group),
-          rowBytes(spec.keyFormat),
-          isAttentionKind(spec.kind) ? rowBytes(spec.valueFormat) : 0,
+          rowBytes(spec.keyFormat, spec.headDim),
+          isAttentionKind(spec.kind)
+              ? rowBytes(spec.valueFormat, spec.vDim())
+              : 0,
           spec.causal ? 1 : 0,
           spec.window};
 }

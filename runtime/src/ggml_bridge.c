@@ -237,10 +237,13 @@ static bool aligned_to(uint64_t value, uint64_t unit) {
 /* The kernel name tq-aot gives this pair and shape; false if it does not
  * fit. Soft-caps are named in hundredths, as tq-aot names them. */
 static bool attention_name(char *name, size_t size, bool decode,
-                           const char *k, const char *v, int64_t d,
-                           int64_t group, float softcap) {
-  int n = snprintf(name, size, "tq_ggml_%s_%s_%s_d%lld_g%lld",
-                   decode ? "decode" : "prefill", k, v, (long long)d,
+                           const char *k, const char *v, int64_t dk,
+                           int64_t dv, int64_t group, float softcap) {
+  char vdim[32] = "";
+  if (dv != dk)
+    snprintf(vdim, sizeof vdim, "_dv%lld", (long long)dv);
+  int n = snprintf(name, size, "tq_ggml_%s_%s_%s_d%lld%s_g%lld",
+                   decode ? "decode" : "prefill", k, v, (long long)dk, vdim,
                    (long long)group);
   if (n < 0 || (size_t)n >= size)
     return false;
@@ -258,7 +261,7 @@ static tq_status find_attention(const tq_ggml_pack *pack,
                                 bool decode, char *error, size_t size) {
   char name[256];
   if (!attention_name(name, sizeof name, decode, c->k_format, c->v_format,
-                      p->dk, p->group, c->softcap)) {
+                      p->dk, p->dv, p->group, c->softcap)) {
     say(error, size, "format names are too long");
     return TQ_STATUS_INVALID_ARGUMENT;
   }
@@ -267,17 +270,22 @@ static tq_status find_attention(const tq_ggml_pack *pack,
   if (!lookup(pack, name, &entry, &info) ||
       info[INFO_KIND] != (decode ? KIND_GGML_DECODE : KIND_GGML_PREFILL) ||
       info[INFO_HEAD_DIM] != p->dk || info[INFO_GROUP] != p->group) {
-    char softcap[48] = "";
+    char options[96] = "";
+    int used = 0;
+    if (p->dv != p->dk)
+      used = snprintf(options, sizeof options, " --v-head-dim=%lld",
+                      (long long)p->dv);
     if (c->softcap > 0.0f)
-      snprintf(softcap, sizeof softcap, " --softcap=%g", c->softcap);
+      snprintf(options + used, sizeof options - (size_t)used,
+               " --softcap=%g", c->softcap);
     say(error, size,
-        "the tqc kernel pack '%s' has no kernel %s (K %s, V %s, head dim "
-        "%lld, %lld query heads per KV head); build it with: tq-aot "
+        "the tqc kernel pack '%s' has no kernel %s (K %s, V %s, head dims "
+        "%lld/%lld, %lld query heads per KV head); build it with: tq-aot "
         "--abi=ggml --k-format=%s --v-format=%s --head-dim=%lld --gqa=%lld%s "
         "-o DIR",
         pack->path, name, c->k_format, c->v_format, (long long)p->dk,
-        (long long)p->group, c->k_format, c->v_format, (long long)p->dk,
-        (long long)p->group, softcap);
+        (long long)p->dv, (long long)p->group, c->k_format, c->v_format,
+        (long long)p->dk, (long long)p->group, options);
     return TQ_STATUS_NOT_FOUND;
   }
   p->fn = (attention_fn)entry;
@@ -330,9 +338,6 @@ static tq_status plan_call(const tq_ggml_pack *pack,
   if (c->k.ne[0] != p->dk)
     REJECT("K head dim %lld differs from Q's %lld", (long long)c->k.ne[0],
            (long long)p->dk);
-  if (p->dv != p->dk)
-    REJECT("K head dim %lld and V head dim %lld differ: not supported yet",
-           (long long)p->dk, (long long)p->dv);
   if (c->v.ne[1] != p->n_kv || c->v.ne[2] != p->n_kv_heads)
     REJECT("K and V disagree on tokens or KV heads");
   if (p->n_head % p->n_kv_heads != 0)

@@ -56,6 +56,11 @@ cl::opt<std::string>
              cl::desc("V formats (default: each K format with itself)"));
 cl::opt<std::string> headDims("head-dim", cl::cat(toolOptions),
                               cl::desc("head dims (comma list)"));
+cl::opt<unsigned> valueHeadDim(
+    "v-head-dim", cl::cat(toolOptions),
+    cl::desc("V's head dim when it differs from K's (attention kernels; "
+             "e.g. DeepSeek MLA: --head-dim=576 --v-head-dim=512)"),
+    cl::init(0));
 cl::opt<std::string> groups("gqa", cl::cat(toolOptions),
                             cl::desc("query heads per KV head"), cl::init("1"));
 cl::opt<std::string> lookup(
@@ -178,6 +183,10 @@ int main(int argc, char **argv) {
            "ggml's mask; drop --causal and --window");
   }
 
+  if (valueHeadDim && !ggml)
+    fail("--v-head-dim is for --abi=ggml packs (the runtime's cache "
+         "descriptor has one head dim)");
+
   std::vector<RuntimeKernelKind> kindList;
   for (const std::string &k : splitList(kinds, "kind")) {
     if (ggml)
@@ -229,9 +238,15 @@ int main(int argc, char **argv) {
             if (!isGgmlNative(f)) {
               RuntimeKernelSpec spec;
               spec.kind = kind;
-              spec.headDim = d;
+              // V rows are encoded at V's head dim.
+              spec.headDim =
+                  list == &vs && valueHeadDim ? valueHeadDim.getValue() : d;
               spec.keyFormat = f;
               add(spec);
+              if (list == &ks && vs.empty() && valueHeadDim) {
+                spec.headDim = valueHeadDim; // V in K's format
+                add(spec);
+              }
             }
     for (RuntimeKernelKind kind :
          {RuntimeKernelKind::GgmlDecode, RuntimeKernelKind::GgmlPrefill})
@@ -255,6 +270,7 @@ int main(int argc, char **argv) {
         spec.causal = causal;
         spec.window = window;
         spec.softcap = softcap;
+        spec.valueHeadDim = valueHeadDim == d ? 0 : valueHeadDim;
         for (unsigned g : gqas) {
           spec.group = g;
           if (vs.empty()) {

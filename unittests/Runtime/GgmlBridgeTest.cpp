@@ -61,6 +61,8 @@ struct Case {
   float softcap = 0.0f;
   float maxBias = 0.0f;
   unsigned threads = 2;
+  unsigned vDim = 0; // V's head dim when it differs (MLA)
+  unsigned dv() const { return vDim ? vDim : dim; }
 };
 
 /// ggml's ALiBi slope of head h.
@@ -110,7 +112,8 @@ struct Tensors {
 /// Encodes random K/V with the reference encoder and fills Q, the mask and
 /// the sinks.
 Tensors makeTensors(const Case &c, uint64_t seed) {
-  Format kf = *Format::get(c.kFormat, c.dim), vf = *Format::get(c.vFormat, c.dim);
+  Format kf = *Format::get(c.kFormat, c.dim),
+         vf = *Format::get(c.vFormat, c.dv());
   Tensors t;
   t.kRowBytes = kf.rowBytes();
   t.vRowBytes = vf.rowBytes();
@@ -119,10 +122,10 @@ Tensors makeTensors(const Case &c, uint64_t seed) {
   const size_t rows = size_t(c.streams) * c.tokens * c.kvHeads;
   t.k.resize(rows * t.kRowBytes);
   t.v.resize(rows * t.vRowBytes);
-  std::vector<float> x(c.dim);
   for (size_t r = 0; r < rows; ++r) {
     for (int side = 0; side < 2; ++side) {
       const Format &f = side ? vf : kf;
+      std::vector<float> x(f.headDim());
       for (float &e : x)
         e = float(rng.gaussian()) * (side ? 1.0f : 2.0f);
       auto bytes = std::span<uint8_t>(side ? t.v : t.k)
@@ -146,7 +149,7 @@ Tensors makeTensors(const Case &c, uint64_t seed) {
   if (c.sinks)
     for (unsigned h = 0; h < heads; ++h)
       t.sinks.push_back(float(rng.gaussian()) + 1.0f);
-  t.out.assign(size_t(c.streams) * c.queries * heads * c.dim, NAN);
+  t.out.assign(size_t(c.streams) * c.queries * heads * c.dv(), NAN);
   return t;
 }
 
@@ -155,13 +158,14 @@ Tensors makeTensors(const Case &c, uint64_t seed) {
 /// widened, ggml's ALiBi slopes and the sinks.
 std::vector<double> reference(const Case &c, const Tensors &t, float scale) {
   const unsigned heads = c.kvHeads * c.group, D = c.dim;
-  Format kf = *Format::get(c.kFormat, D), vf = *Format::get(c.vFormat, D);
+  Format kf = *Format::get(c.kFormat, D), vf = *Format::get(c.vFormat, c.dv());
   std::vector<double> out(t.out.size(), 0.0);
   std::vector<float> slopes;
   if (c.maxBias > 0.0f)
     for (unsigned h = 0; h < heads; ++h)
       slopes.push_back(float(slope(c.maxBias, heads, h)));
   const size_t qCount = size_t(c.queries) * heads * D;
+  const size_t outCount = size_t(c.queries) * heads * c.dv();
   for (unsigned s = 0; s < c.streams; ++s) {
     std::vector<float> mask;
     for (unsigned i = 0; i < c.queries && !t.mask.empty(); ++i)
@@ -176,14 +180,14 @@ std::vector<double> reference(const Case &c, const Tensors &t, float scale) {
     o.sinks = t.sinks;
     const size_t kRows = size_t(c.tokens) * c.kvHeads;
     Status status = referenceAttentionQuantized(
-        AttentionShape{c.queries, heads, c.kvHeads, D, c.tokens}, o,
+        AttentionShape{c.queries, heads, c.kvHeads, D, c.tokens, c.dv()}, o,
         std::span<const float>(t.q).subspan(s * qCount, qCount), kf,
         std::span<const uint8_t>(t.k).subspan(s * kRows * t.kRowBytes,
                                               kRows * t.kRowBytes),
         vf,
         std::span<const uint8_t>(t.v).subspan(s * kRows * t.vRowBytes,
                                               kRows * t.vRowBytes),
-        std::span<double>(out).subspan(s * qCount, qCount));
+        std::span<double>(out).subspan(s * outCount, outCount));
     EXPECT_TRUE(status.ok()) << status.message();
   }
   return out;
@@ -201,14 +205,15 @@ tq_ggml_attention_v0 describe(const Case &c, Tensors &t, float scale) {
   call.q = {t.q.data(),
             {D, c.queries, heads, c.streams},
             {4, qRow, uint64_t(D) * 4, qRow * c.queries}};
-  auto cache = [&](std::vector<uint8_t> &bytes, size_t rowBytes) {
+  auto cache = [&](std::vector<uint8_t> &bytes, size_t rowBytes,
+                   unsigned dim) {
     const uint64_t token = rowBytes * c.kvHeads;
     return tq_ggml_tensor_v0{bytes.data(),
-                             {D, c.tokens, c.kvHeads, c.streams},
+                             {dim, c.tokens, c.kvHeads, c.streams},
                              {rowBytes, token, rowBytes, token * c.tokens}};
   };
-  call.k = cache(t.k, t.kRowBytes);
-  call.v = cache(t.v, t.vRowBytes);
+  call.k = cache(t.k, t.kRowBytes, D);
+  call.v = cache(t.v, t.vRowBytes, c.dv());
   if (!t.mask.empty()) {
     const uint64_t row = uint64_t(c.tokens) * 2;
     call.mask = {t.mask.data(),
@@ -218,9 +223,9 @@ tq_ggml_attention_v0 describe(const Case &c, Tensors &t, float scale) {
   if (!t.sinks.empty())
     call.sinks = {t.sinks.data(), {heads, 1, 1, 1}, {4, 4 * heads, 4 * heads,
                                                      4 * heads}};
-  const uint64_t oRow = uint64_t(D) * 4;
+  const uint64_t oRow = uint64_t(c.dv()) * 4;
   call.dst = {t.out.data(),
-              {D, heads, c.queries, c.streams},
+              {c.dv(), heads, c.queries, c.streams},
               {4, oRow, oRow * heads, oRow * heads * c.queries}};
   call.scale = scale;
   call.max_bias = c.maxBias;
@@ -326,6 +331,34 @@ TEST(GgmlBridgeSoftcap, SoftcapKernels) {
   }
 }
 
+TEST(GgmlBridgeMla, KeyAndValueHeadDimsDiffer) {
+  std::string path = packPath("TQ_TEST_GGML_PACK_MLA", TQ_TEST_GGML_PACK_MLA);
+  if (FILE *f = std::fopen(path.c_str(), "rb"))
+    std::fclose(f);
+  else
+    GTEST_SKIP() << "no ggml pack at " << path;
+  Pack p(path);
+  ASSERT_NE(p.pack, nullptr);
+  // DeepSeek's MLA shape: K rows of 576, V rows of 512.
+  for (unsigned queries : {1u, 7u}) {
+    Case c{"q8_0", "turbo3_0", 576, 1, 2, queries, 140, 1, MaskKind::Causal};
+    c.vDim = 512;
+    check(p.pack, c, 31 + queries);
+  }
+  // A pair at other dims names --v-head-dim in its command.
+  Case c{"q8_0", "turbo3_0", 576, 1, 2, 1, 10, 1, MaskKind::Causal};
+  c.vDim = 448;
+  Tensors t = makeTensors(c, 3);
+  tq_ggml_attention_v0 call = describe(c, t, 0.1f);
+  char error[512];
+  EXPECT_EQ(tq_ggml_flash_attn_ext(p.pack, &call, 0, 1, error, sizeof error),
+            TQ_STATUS_NOT_FOUND);
+  EXPECT_NE(std::strstr(error, "tq_ggml_decode_q8_0_turbo3_0_d576_dv448_g2"),
+            nullptr)
+      << error;
+  EXPECT_NE(std::strstr(error, "--v-head-dim=448"), nullptr) << error;
+}
+
 TEST_F(GgmlBridge, RowsAreTheReferenceEncodersBytes) {
   Pack p(path);
   ASSERT_NE(p.pack, nullptr);
@@ -411,11 +444,10 @@ TEST_F(GgmlBridge, ErrorsNameTheCause) {
   EXPECT_EQ(tq_ggml_flash_attn_ext(p.pack, &bad, 0, 1, error, sizeof error),
             TQ_STATUS_VERSION_MISMATCH);
   bad = call;
-  bad.v.ne[0] = 32;
-  bad.dst.ne[0] = 32;
+  bad.v.ne[0] = 32; // dst still has 64 values per row
   EXPECT_EQ(tq_ggml_flash_attn_ext(p.pack, &bad, 0, 1, error, sizeof error),
             TQ_STATUS_INVALID_ARGUMENT);
-  EXPECT_NE(std::strstr(error, "differ"), nullptr) << error;
+  EXPECT_NE(std::strstr(error, "dst must be"), nullptr) << error;
   bad = call;
   bad.scale = NAN;
   EXPECT_EQ(tq_ggml_flash_attn_ext(p.pack, &bad, 0, 1, error, sizeof error),

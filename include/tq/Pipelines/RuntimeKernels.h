@@ -67,6 +67,10 @@ struct RuntimeKernelSpec {
   std::string keyFormat;   // append, dequantize: the rows' format
   std::string valueFormat; // unused by append and dequantize
   unsigned headDim = 0;
+  /// V's head dim when it differs from K's (0: the same), e.g. DeepSeek's
+  /// MLA with K 576 and V 512.
+  unsigned valueHeadDim = 0;
+  unsigned vDim() const { return valueHeadDim ? valueHeadDim : headDim; }
   unsigned group = 1; // query heads per kv head
   bool causal = false;
   int64_t window = 0;

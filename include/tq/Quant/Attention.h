@@ -3,8 +3,9 @@
 // The oracle every kernel test compares against. Layouts (row-major,
 // float32):
 //   Q   [numQueries][numQHeads][headDim]
-//   K,V [numKeys][numKvHeads][headDim]
-//   out [numQueries][numQHeads][headDim]   (double)
+//   K   [numKeys][numKvHeads][headDim]
+//   V   [numKeys][numKvHeads][vDim]     (vDim = headDim unless set)
+//   out [numQueries][numQHeads][vDim]   (double)
 //   mask (optional) [numQueries][numKeys], added to the logits
 //
 // Query head h reads KV head h / (numQHeads / numKvHeads) (GQA). Query i sits
@@ -37,6 +38,9 @@ struct AttentionShape {
   unsigned numKvHeads = 1;
   unsigned headDim = 0;
   unsigned numKeys = 0;
+  /// V's head dim when it differs from K's (0: headDim); out rows have it.
+  unsigned valueHeadDim = 0;
+  unsigned vDim() const { return valueHeadDim ? valueHeadDim : headDim; }
 };
 
 struct AttentionOptions {

@@ -273,7 +273,8 @@ def TQ_AttentionOp : TQ_Op<"attention", [Pure, AttrSizedOperandSegments]> {
   let summary = "Attention of dense queries over compressed K and V caches";
   let description = [{
     `queries x q_heads x head_dim` queries attend over `tokens` keys and
-    values in their own formats (K and V may differ). Query head `h` reads
+    values in their own formats and head dims (K and V may differ; the
+    result rows have V's head dim). Query head `h` reads
     KV head `h / (q_heads / kv_heads)` (grouped-query attention; the group
     is fixed by the types). Query `i` sits at position
     `tokens - queries + i`. Logits are `scale * <q, k>` (`scale` defaults

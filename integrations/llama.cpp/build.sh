@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# Builds llama.cpp (from the pinned llama-cpp-python 0.3.36 sdist) patched to
+# keep its KV cache in tqc formats, and the kernel pack it loads:
+#   ${TQC_BUILD_DIR:-build}/llama.cpp/bin/{llama-completion,llama-perplexity,
+#                                          llama-bench,llama-server}
+#   ${TQC_BUILD_DIR:-build}/llama.cpp/pack/libtq_ggml_kernels.so
+# Needs tqc built first (scripts/build.sh): bin/tq-aot and lib/libtq_runtime.so.
+# Idempotent; a changed patch is reverse-applied and the new one applied.
+#
+# Environment:
+#   TQ_GGML_PAIRS      K:V format pairs the pack must hold (space separated);
+#                      tq-aot builds the cross product of their K and V lists
+#   TQ_GGML_HEAD_DIMS  head dims (comma separated)
+#   TQ_GGML_GQA        query heads per KV head (comma separated)
+#   TQ_SKIP_PACK=1     build llama.cpp only (no tq-aot run)
+#   JOBS               parallel compile jobs (default: nproc)
+set -euo pipefail
+
+# Gemma 3 270M's shape: head dim 256, 4 query heads over 1 KV head.
+pairs="${TQ_GGML_PAIRS:-turbo3_0:turbo3_0 turbo4_0:turbo4_0 tq3_0:tq3_0 polar4:polar4 q8_0:turbo3_0 f16:turbo3_0}"
+head_dims="${TQ_GGML_HEAD_DIMS:-256}"
+gqa="${TQ_GGML_GQA:-4}"
+
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+build="${TQC_BUILD_DIR:-$root/build}"
+base="$build/llama.cpp"
+src="$base/src"
+obj="$base/build"
+pack="$base/pack"
+jobs="${JOBS:-$(nproc)}"
+
+tq_runtime="$build/lib/libtq_runtime.so"
+tq_aot="$build/bin/tq-aot"
+if [[ ! -f "$tq_runtime" ]]; then
+  echo "build.sh: error: $tq_runtime is missing; build tqc first (scripts/build.sh)" >&2
+  exit 1
+fi
+tq_runtime="$(realpath "$tq_runtime")"
+
+# 1. Source.
+"$here/fetch.sh"
+
+# 2. Glue: the patch, then ggml-tq.{h,c} copied in (only when they differ, so
+#    an unchanged tree rebuilds nothing).
+applied="$src/.tqc-applied.patch"
+if [[ -f "$applied" ]] && ! cmp -s "$applied" "$here/glue/llama.cpp.patch"; then
+  echo "build.sh: the glue patch changed; reverting the applied one"
+  if (cd "$src" && patch -p1 -R --batch --quiet < "$applied"); then
+    rm -f "$applied"
+  else
+    echo "build.sh: could not revert it; extracting the source again" >&2
+    rm -f "$src/.tqc-fetch-stamp"
+    "$here/fetch.sh"
+  fi
+fi
+if [[ ! -f "$applied" ]]; then
+  (cd "$src" && patch -p1 --forward --batch --quiet < "$here/glue/llama.cpp.patch")
+  cp "$here/glue/llama.cpp.patch" "$applied"
+  echo "build.sh: glue patch applied"
+fi
+cmp -s "$here/glue/ggml-tq.h" "$src/ggml/include/ggml-tq.h" ||
+  cp "$here/glue/ggml-tq.h" "$src/ggml/include/ggml-tq.h"
+cmp -s "$here/glue/ggml-tq.c" "$src/ggml/src/ggml-tq.c" ||
+  cp "$here/glue/ggml-tq.c" "$src/ggml/src/ggml-tq.c"
+
+# 3. The kernel pack (rebuilt when the pair list or tq-aot changes).
+k_list="$(for p in $pairs; do echo "${p%%:*}"; done | awk '!s[$0]++' | paste -sd,)"
+v_list="$(for p in $pairs; do echo "${p##*:}"; done | awk '!s[$0]++' | paste -sd,)"
+aot_cmd=("$tq_aot" --abi=ggml "--k-format=$k_list" "--v-format=$v_list"
+         "--head-dim=$head_dims" "--gqa=$gqa" -o "$pack")
+if [[ "${TQ_SKIP_PACK:-0}" != 1 ]]; then
+  if [[ ! -x "$tq_aot" ]]; then
+    echo "build.sh: error: $tq_aot is missing; build tqc first (scripts/build.sh)" >&2
+    exit 1
+  fi
+  stamp="$(printf '%s\n' "${aot_cmd[*]}"; sha256sum "$tq_aot" | cut -d' ' -f1)"
+  if [[ ! -f "$pack/libtq_ggml_kernels.so" || "$(cat "$pack/.tqc-stamp" 2>/dev/null)" != "$stamp" ]]; then
+    echo "build.sh: ${aot_cmd[*]}"
+    mkdir -p "$pack"
+    rm -f "$pack/.tqc-stamp"
+    "${aot_cmd[@]}"
+    echo "$stamp" > "$pack/.tqc-stamp"
+  else
+    echo "build.sh: kernel pack up to date at $pack"
+  fi
+fi
+
+# 4. llama.cpp: CPU backend only, static libraries (the binaries need only
+#    libtq_runtime.so, found through their rpath), four tools.
+cmake -G Ninja -S "$src" -B "$obj" -Wno-dev \
+  -DCMAKE_BUILD_TYPE=Release \
+  -DBUILD_SHARED_LIBS=OFF \
+  -DGGML_NATIVE=ON \
+  -DGGML_OPENMP=OFF \
+  -DGGML_CCACHE=OFF \
+  -DLLAMA_OPENSSL=OFF \
+  -DLLAMA_BUILD_TESTS=OFF \
+  -DLLAMA_BUILD_EXAMPLES=OFF \
+  -DLLAMA_BUILD_SERVER=ON \
+  -DLLAMA_BUILD_UI=OFF \
+  -DLLAMA_USE_PREBUILT_UI=OFF \
+  "-DTQ_RUNTIME_LIBRARY=$tq_runtime" \
+  "-DTQ_RUNTIME_INCLUDE_DIR=$root/runtime/include" \
+  "-DTQ_GGML_PACK_DEFAULT=$pack/libtq_ggml_kernels.so" > "$obj.configure.log" ||
+  { cat "$obj.configure.log" >&2; exit 1; }
+targets=(llama-completion llama-perplexity llama-bench llama-server)
+ninja -C "$obj" -j "$jobs" "${targets[@]}"
+
+mkdir -p "$base/bin"
+for t in "${targets[@]}"; do
+  cp -p "$obj/bin/$t" "$base/bin/$t.tmp"
+  mv -f "$base/bin/$t.tmp" "$base/bin/$t"
+done
+echo "build.sh: binaries in $base/bin"

@@ -43,7 +43,7 @@ bool mlir::tq::isAttentionKind(RuntimeKernelKind kind) {
 std::string RuntimeKernelSpec::name() const {
   std::string n = std::string("tq_") + kindName(kind) + "_" + keyFormat;
   if (!isAttentionKind(kind))
-    return n + "_d" + std::to_string(headDim);
+    return n + "_d" + std::to_string(headDim) + (centred ? "_centred" : "");
   n += "_" + valueFormat + "_d" + std::to_string(headDim);
   if (vDim() != headDim)
     n += "_dv" + std::to_string(vDim());
@@ -197,6 +197,35 @@ func::FuncOp buildAttention(OpBuilder &b, Location loc,
   return func;
 }
 
+/// rows[t, 0, d] + sign * centre[d] over [tokens x 1 x D] rows.
+Value shiftRows(OpBuilder &b, Location loc, Value rows, Value centre,
+                bool subtract) {
+  MLIRContext *ctx = b.getContext();
+  auto type = cast<RankedTensorType>(rows.getType());
+  SmallVector<OpFoldResult> sizes;
+  for (unsigned i = 0; i < 3; ++i)
+    sizes.push_back(tensor::getMixedSize(b, loc, rows, i));
+  Value init = tensor::EmptyOp::create(b, loc, sizes, b.getF32Type());
+  AffineExpr t, h, d;
+  bindDims(ctx, t, h, d);
+  auto id = AffineMap::getMultiDimIdentityMap(3, ctx);
+  return linalg::GenericOp::create(
+             b, loc, TypeRange{type}, ValueRange{rows, centre},
+             ValueRange{init},
+             ArrayRef<AffineMap>{id, AffineMap::get(3, 0, {d}, ctx), id},
+             SmallVector<utils::IteratorType>(3,
+                                              utils::IteratorType::parallel),
+             [&](OpBuilder &nb, Location nloc, ValueRange args) {
+               Value r;
+               if (subtract)
+                 r = arith::SubFOp::create(nb, nloc, args[0], args[1]);
+               else
+                 r = arith::AddFOp::create(nb, nloc, args[0], args[1]);
+               linalg::YieldOp::create(nb, nloc, r);
+             })
+      .getResult(0);
+}
+
 func::FuncOp buildAppend(OpBuilder &b, Location loc,
                          const RuntimeKernelSpec &spec) {
   MLIRContext *ctx = b.getContext();
@@ -207,10 +236,11 @@ func::FuncOp buildAppend(OpBuilder &b, Location loc,
   auto rowsType = stridedMemRef({dyn, 1, d}, f32);
   auto poolType = stridedMemRef({dyn, dyn, 1, rowBytes}, i8);
   auto tableType = stridedMemRef({dyn}, b.getI32Type());
-  auto func = func::FuncOp::create(
-      b, loc, spec.name(),
-      b.getFunctionType({rowsType, poolType, tableType, b.getIndexType()},
-                        {}));
+  SmallVector<Type> args = {rowsType, poolType, tableType, b.getIndexType()};
+  if (spec.centred)
+    args.push_back(stridedMemRef({d}, f32));
+  auto func = func::FuncOp::create(b, loc, spec.name(),
+                                   b.getFunctionType(args, {}));
   func->setAttr("llvm.emit_c_interface", b.getUnitAttr());
   Block *entry = func.addEntryBlock();
   OpBuilder::InsertionGuard guard(b);
@@ -219,6 +249,10 @@ func::FuncOp buildAppend(OpBuilder &b, Location loc,
   Value pool = toTensor(b, loc, entry->getArgument(1), true);
   Value table = toTensor(b, loc, entry->getArgument(2), false);
   Value start = entry->getArgument(3);
+  if (spec.centred)
+    rows = shiftRows(b, loc, rows, toTensor(b, loc, entry->getArgument(4),
+                                            false),
+                     /*subtract=*/true);
   Value encoded = QuantizeOp::create(b, loc, cache, rows);
   Value bytes = ToBytesOp::create(b, loc, cache.getBytesType(), encoded);
   // Scatter row t to page table[(start + t) / page_size], slot
@@ -273,8 +307,11 @@ func::FuncOp buildDequantize(OpBuilder &b, Location loc,
   CacheType cache = cacheType(ctx, spec.keyFormat, spec.headDim);
   auto bytesType = stridedMemRef({dyn, 1, cache.getRowBytes()}, i8);
   auto outType = stridedMemRef({dyn, 1, d}, f32);
-  auto func = func::FuncOp::create(
-      b, loc, spec.name(), b.getFunctionType({bytesType, outType}, {}));
+  SmallVector<Type> args = {bytesType, outType};
+  if (spec.centred)
+    args.push_back(stridedMemRef({d}, f32));
+  auto func = func::FuncOp::create(b, loc, spec.name(),
+                                   b.getFunctionType(args, {}));
   func->setAttr("llvm.emit_c_interface", b.getUnitAttr());
   Block *entry = func.addEntryBlock();
   OpBuilder::InsertionGuard guard(b);
@@ -282,6 +319,10 @@ func::FuncOp buildDequantize(OpBuilder &b, Location loc,
   Value bytes = toTensor(b, loc, entry->getArgument(0), false);
   Value rows = buildDequantizedRows(
       b, loc, FromBytesOp::create(b, loc, cache, bytes));
+  if (spec.centred)
+    rows = shiftRows(b, loc, rows, toTensor(b, loc, entry->getArgument(2),
+                                            false),
+                     /*subtract=*/false);
   bufferization::MaterializeInDestinationOp::create(
       b, loc, TypeRange{}, rows, entry->getArgument(1), /*restrict=*/true,
       /*writable=*/true);
@@ -316,6 +357,11 @@ mlir::tq::buildRuntimeKernel(OpBuilder &b, Location loc,
              failure();
     if (spec.window < 0 || !(spec.softcap >= 0.0f))
       return emitError() << "window and softcap must be non-negative",
+             failure();
+    if (spec.centred)
+      return emitError() << "attention kernels read centred keys as they are "
+                            "(softmax is shift-invariant); only append and "
+                            "dequantize kernels are centred",
              failure();
     func = buildAttention(b, loc, spec);
   }

@@ -191,6 +191,8 @@ llvm::json::Object describe(const RuntimeKernelSpec &spec) {
     return format ? int64_t(format->rowBytes()) : -1;
   };
   o["k_row_bytes"] = rowBytes(spec.keyFormat, spec.headDim);
+  if (!isAttentionKind(spec.kind))
+    o["centred"] = spec.centred;
   if (isAttentionKind(spec.kind)) {
     o["v_format"] = spec.valueFormat;
     o["v_head_dim"] = int64_t(spec.vDim());
@@ -236,10 +238,12 @@ void writeHeader(llvm::raw_ostream &os,
     switch (spec.kind) {
     case RuntimeKernelKind::Append:
       os << "(tq_memref3 *rows, tq_memref4 *pool, tq_memref1 *table, "
-            "int64_t start);\n";
+            "int64_t start"
+         << (spec.centred ? ", tq_memref1 *centre" : "") << ");\n";
       break;
     case RuntimeKernelKind::Dequantize:
-      os << "(tq_memref3 *rows, tq_memref3 *out);\n";
+      os << "(tq_memref3 *rows, tq_memref3 *out"
+         << (spec.centred ? ", tq_memref1 *centre" : "") << ");\n";
       break;
     case RuntimeKernelKind::Decode:
     case RuntimeKernelKind::Prefill:

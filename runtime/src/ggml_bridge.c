@@ -45,6 +45,11 @@ typedef struct {
 typedef void (*append_fn)(memref3 *rows, memref4 *pool, memref1 *table,
                           int64_t start);
 typedef void (*dequantize_fn)(memref3 *rows, memref3 *out);
+typedef void (*append_centred_fn)(memref3 *rows, memref4 *pool,
+                                  memref1 *table, int64_t start,
+                                  memref1 *centre);
+typedef void (*dequantize_centred_fn)(memref3 *rows, memref3 *out,
+                                      memref1 *centre);
 typedef void (*attention_fn)(memref3 *q, memref4 *k, memref4 *v,
                              memref1 *table, int64_t tokens, float scale,
                              memref2 *mask, memref1 *slopes, memref1 *sinks,
@@ -207,6 +212,77 @@ tq_status tq_ggml_dequantize(const tq_ggml_pack *pack, const char *format,
   memref3 out = {y, y, 0, {rows, 1, head_dim}, {head_dim, head_dim, 1}};
   ((dequantize_fn)entry)(&in, &out);
   return TQ_STATUS_OK;
+}
+
+/* Row kernel `kind` of format at head_dim, centred: rows r, r + C, ...
+ * of the call share centre row r (C = centre_rows), so each centre is one
+ * kernel call over a strided view of its rows. */
+static tq_status centred_rows(const tq_ggml_pack *pack, bool encode,
+                              const char *format, uint32_t head_dim,
+                              const float *centre, uint32_t centre_rows,
+                              const void *x, void *y, int64_t num_values) {
+  if (!format || !tq_is_identifier(format) || head_dim == 0)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  char kind_format[160];
+  if (snprintf(kind_format, sizeof kind_format, "%s_d%u_centred", format,
+               head_dim) >= (int)sizeof kind_format)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  char name[192];
+  snprintf(name, sizeof name, "tq_%s_%s", encode ? "append" : "dequantize",
+           kind_format);
+  void *entry;
+  const int64_t *info;
+  if (!pack)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  if (!lookup(pack, name, &entry, &info) ||
+      info[INFO_HEAD_DIM] != (int64_t)head_dim || info[INFO_K_ROW_BYTES] <= 0)
+    return TQ_STATUS_NOT_FOUND;
+  const int64_t bytes = info[INFO_K_ROW_BYTES];
+  int64_t rows;
+  tq_status status = row_count(head_dim, num_values, &rows);
+  if (status != TQ_STATUS_OK || rows == 0)
+    return status;
+  if (!x || !y || !centre || centre_rows == 0 || rows % centre_rows != 0)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  const int64_t C = centre_rows, per = rows / C, D = head_dim;
+  for (int64_t j = 0; j < C; ++j) {
+    memref1 c = {mut(centre + j * D), mut(centre + j * D), 0, {D}, {1}};
+    if (encode) {
+      const float *in = (const float *)x + j * D;
+      uint8_t *out = (uint8_t *)y + j * bytes;
+      memref3 rm = {mut(in), mut(in), 0, {per, 1, D}, {C * D, D, 1}};
+      memref4 pool = {out, out, 0, {1, per, 1, bytes},
+                      {per * C * bytes, C * bytes, bytes, 1}};
+      memref1 table = {mut(zero_table), mut(zero_table), 0, {1}, {1}};
+      ((append_centred_fn)entry)(&rm, &pool, &table, 0, &c);
+    } else {
+      const uint8_t *in = (const uint8_t *)x + j * bytes;
+      float *out = (float *)y + j * D;
+      memref3 rm = {mut(in), mut(in), 0, {per, 1, bytes},
+                    {C * bytes, bytes, 1}};
+      memref3 om = {out, out, 0, {per, 1, D}, {C * D, D, 1}};
+      ((dequantize_centred_fn)entry)(&rm, &om, &c);
+    }
+  }
+  return TQ_STATUS_OK;
+}
+
+tq_status tq_ggml_quantize_centred(const tq_ggml_pack *pack,
+                                   const char *format, uint32_t head_dim,
+                                   const float *centre, uint32_t centre_rows,
+                                   const float *x, void *y,
+                                   int64_t num_values) {
+  return centred_rows(pack, true, format, head_dim, centre, centre_rows, x, y,
+                      num_values);
+}
+
+tq_status tq_ggml_dequantize_centred(const tq_ggml_pack *pack,
+                                     const char *format, uint32_t head_dim,
+                                     const float *centre,
+                                     uint32_t centre_rows, const void *x,
+                                     float *y, int64_t num_values) {
+  return centred_rows(pack, false, format, head_dim, centre, centre_rows, x,
+                      y, num_values);
 }
 
 /*--- FLASH_ATTN_EXT ---------------------------------------------------*/

@@ -61,6 +61,12 @@ cl::opt<unsigned> valueHeadDim(
     cl::desc("V's head dim when it differs from K's (attention kernels; "
              "e.g. DeepSeek MLA: --head-dim=576 --v-head-dim=512)"),
     cl::init(0));
+cl::opt<bool> centredKeys(
+    "centred-k", cl::cat(toolOptions),
+    cl::desc("--abi=ggml: also build centred row kernels for the K formats "
+             "(<name>_centred: encode x - c, decode + c, for a centre c per "
+             "layer and head supplied at run time; attention is unchanged, "
+             "softmax being shift-invariant)"));
 cl::opt<std::string> groups("gqa", cl::cat(toolOptions),
                             cl::desc("query heads per KV head"), cl::init("1"));
 cl::opt<std::string> lookup(
@@ -183,6 +189,8 @@ int main(int argc, char **argv) {
            "ggml's mask; drop --causal and --window");
   }
 
+  if (centredKeys && !ggml)
+    fail("--centred-k is for --abi=ggml packs");
   if (valueHeadDim && !ggml)
     fail("--v-head-dim is for --abi=ggml packs (the runtime's cache "
          "descriptor has one head dim)");
@@ -243,6 +251,11 @@ int main(int argc, char **argv) {
                   list == &vs && valueHeadDim ? valueHeadDim.getValue() : d;
               spec.keyFormat = f;
               add(spec);
+              if (list == &ks && centredKeys) {
+                RuntimeKernelSpec centred = spec;
+                centred.centred = true;
+                add(centred);
+              }
               if (list == &ks && vs.empty() && valueHeadDim) {
                 spec.headDim = valueHeadDim; // V in K's format
                 add(spec);

@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -394,6 +395,93 @@ TEST_F(GgmlBridge, RowsAreTheReferenceEncodersBytes) {
     for (size_t i = 0; i < x.size(); ++i)
       EXPECT_NEAR(decoded[i], ref[i], 1e-5f) << name << " value " << i;
   }
+}
+
+TEST_F(GgmlBridge, CentredKeysAttendAsTheOriginals) {
+  Pack p(path);
+  ASSERT_NE(p.pack, nullptr);
+  // Keys with a large shared direction per head (as QK-normed models have),
+  // two KV heads per token row, each centred by its own vector.
+  const unsigned D = 64, heads = 2, tokens = 90, group = 4;
+  Format f = *Format::get("turbo3_0", D);
+  SplitMix64 rng(77);
+  std::vector<float> centre(heads * D), x(tokens * heads * D);
+  for (float &c : centre)
+    c = float(rng.gaussian()) * 6.0f;
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = centre[i % (heads * D)] + float(rng.gaussian());
+  std::vector<uint8_t> bytes(tokens * heads * f.rowBytes());
+  ASSERT_EQ(tq_ggml_quantize_centred(p.pack, "turbo3_0", D, centre.data(),
+                                     heads, x.data(), bytes.data(),
+                                     int64_t(x.size())),
+            TQ_STATUS_OK);
+  // Each row is the reference encoder's bytes of x - c.
+  for (size_t r = 0; r < tokens * heads; ++r) {
+    std::vector<float> shifted(D);
+    for (unsigned d = 0; d < D; ++d)
+      shifted[d] = x[r * D + d] - centre[(r % heads) * D + d];
+    std::vector<uint8_t> want(f.rowBytes());
+    ASSERT_TRUE(f.encodeRow(shifted, want).ok());
+    ASSERT_TRUE(std::equal(want.begin(), want.end(),
+                           bytes.begin() + r * f.rowBytes()))
+        << "row " << r;
+  }
+  // Decoding adds the centre back.
+  std::vector<float> decoded(x.size()), plain(x.size());
+  ASSERT_EQ(tq_ggml_dequantize_centred(p.pack, "turbo3_0", D, centre.data(),
+                                       heads, bytes.data(), decoded.data(),
+                                       int64_t(x.size())),
+            TQ_STATUS_OK);
+  ASSERT_EQ(tq_ggml_dequantize(p.pack, "turbo3_0", D, bytes.data(),
+                               plain.data(), int64_t(x.size())),
+            TQ_STATUS_OK);
+  for (size_t i = 0; i < x.size(); ++i)
+    ASSERT_NEAR(decoded[i], plain[i] + centre[i % (heads * D)], 1e-5f);
+  // Attention over the centred rows read as plain turbo3_0 equals the
+  // reference over the decoded (un-centred) keys: the shift q.c is the
+  // same for every key of a query.
+  Case c{"turbo3_0", "turbo3_0", D, heads, group, 5, tokens, 1,
+         MaskKind::Causal};
+  Tensors t = makeTensors(c, 78);
+  t.k = bytes;
+  tq_ggml_attention_v0 call = describe(c, t, 0.125f);
+  char error[512];
+  ASSERT_EQ(tq_ggml_flash_attn_ext(p.pack, &call, 0, 1, error, sizeof error),
+            TQ_STATUS_OK)
+      << error;
+  std::vector<float> mask;
+  for (unsigned i = 0; i < c.queries; ++i)
+    for (unsigned k = 0; k < tokens; ++k)
+      mask.push_back(halfToFloat(t.mask[i * tokens + k]));
+  AttentionOptions o;
+  o.scale = 0.125;
+  o.mask = mask;
+  std::vector<double> ref(t.out.size());
+  Format vf = *Format::get("turbo3_0", D);
+  std::vector<float> v(tokens * heads * D);
+  for (size_t r = 0; r < tokens * heads; ++r)
+    ASSERT_TRUE(vf.decodeRow(std::span<const uint8_t>(t.v).subspan(
+                                 r * vf.rowBytes(), vf.rowBytes()),
+                             std::span<float>(v).subspan(r * D, D))
+                    .ok());
+  ASSERT_TRUE(referenceAttention(AttentionShape{c.queries, heads * group,
+                                                heads, D, tokens},
+                                 o, t.q, decoded, v, ref)
+                  .ok());
+  double worst = 0;
+  for (size_t i = 0; i < ref.size(); ++i)
+    worst = std::max(worst, std::fabs(t.out[i] - ref[i]));
+  EXPECT_LT(worst, 1e-4);
+  // Errors: no centred kernel, centres that do not divide the rows.
+  EXPECT_EQ(tq_ggml_quantize_centred(p.pack, "turbo4_0", D, centre.data(), 1,
+                                     x.data(), bytes.data(), D),
+            TQ_STATUS_NOT_FOUND);
+  EXPECT_EQ(tq_ggml_quantize_centred(p.pack, "turbo3_0", D, centre.data(), 4,
+                                     x.data(), bytes.data(), 2 * D),
+            TQ_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(tq_ggml_quantize_centred(p.pack, "turbo3_0", D, nullptr, 1,
+                                     x.data(), bytes.data(), D),
+            TQ_STATUS_INVALID_ARGUMENT);
 }
 
 TEST_F(GgmlBridge, ErrorsNameTheCause) {

@@ -48,6 +48,10 @@ namespace mlir::tq {
 //       %rows: memref<? x 1 x R x i8, strided>  encoded rows
 //       %out:  memref<? x 1 x D x f32, strided>) the original-domain values
 //
+//   centred row kernels (<name>_centred) take one more argument, last:
+//       %centre: memref<D x f32, strided>        subtracted before encoding,
+//                                                added after decoding
+//
 // The info kinds (the enum's values) are part of the runtime's ABI.
 enum class RuntimeKernelKind {
   Append = 0,
@@ -71,6 +75,12 @@ struct RuntimeKernelSpec {
   /// MLA with K 576 and V 512.
   unsigned valueHeadDim = 0;
   unsigned vDim() const { return valueHeadDim ? valueHeadDim : headDim; }
+  /// Row kernels (append, dequantize) of centred rows: the encoder takes a
+  /// centre vector c (memref<D x f32>) and encodes x - c; the decoder adds
+  /// c back. Keys centred by one vector per head give the same attention
+  /// (softmax is invariant to adding q.c to every logit of a query), so
+  /// attention kernels read centred K rows as they are.
+  bool centred = false;
   unsigned group = 1; // query heads per kv head
   bool causal = false;
   int64_t window = 0;

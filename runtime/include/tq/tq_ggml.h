@@ -59,6 +59,25 @@ tq_status tq_ggml_dequantize(const tq_ggml_pack *pack, const char *format,
                              uint32_t head_dim, const void *x, float *y,
                              int64_t num_values);
 
+/* Centred rows (tq-aot --centred-k): row r of the call is encoded as
+ * x_r - centre[r mod centre_rows] (centre: centre_rows x head_dim floats,
+ * e.g. one per KV head when a call holds one token's heads), and decoded
+ * with the centre added back. Keys centred by one vector per head and
+ * layer attend exactly as the originals (softmax is invariant to adding
+ * q.c to every logit of a query), so attention reads them as plain rows
+ * of the format; this does not hold with attention sinks or a soft-cap.
+ * NOT_FOUND when the pack lacks <kernel>_centred. */
+tq_status tq_ggml_quantize_centred(const tq_ggml_pack *pack,
+                                   const char *format, uint32_t head_dim,
+                                   const float *centre, uint32_t centre_rows,
+                                   const float *x, void *y,
+                                   int64_t num_values);
+tq_status tq_ggml_dequantize_centred(const tq_ggml_pack *pack,
+                                     const char *format, uint32_t head_dim,
+                                     const float *centre,
+                                     uint32_t centre_rows, const void *x,
+                                     float *y, int64_t num_values);
+
 /* A ggml tensor as the bridge sees it: data, ne[] (elements) and nb[]
  * (bytes) exactly as in struct ggml_tensor. */
 typedef struct tq_ggml_tensor_v0 {

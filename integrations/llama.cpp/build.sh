@@ -14,6 +14,8 @@
 #   TQ_GGML_GQA        query heads per KV head (comma separated)
 #   TQ_SKIP_PACK=1     build llama.cpp only (no tq-aot run)
 #   JOBS               parallel compile jobs (default: nproc)
+#   TQC_LLAMA_DIR      where the source, build, pack and bin go (default:
+#                      ${TQC_BUILD_DIR:-build}/llama.cpp)
 set -euo pipefail
 
 # Gemma 3 270M's shape: head dim 256, 4 query heads over 1 KV head.
@@ -24,7 +26,7 @@ gqa="${TQ_GGML_GQA:-4}"
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 build="${TQC_BUILD_DIR:-$root/build}"
-base="$build/llama.cpp"
+base="${TQC_LLAMA_DIR:-$build/llama.cpp}"
 src="$base/src"
 obj="$base/build"
 pack="$base/pack"
@@ -49,8 +51,9 @@ if [[ -f "$applied" ]] && ! cmp -s "$applied" "$here/glue/llama.cpp.patch"; then
   if (cd "$src" && patch -p1 -R --batch --quiet < "$applied"); then
     rm -f "$applied"
   else
-    echo "build.sh: could not revert it; extracting the source again" >&2
-    rm -f "$src/.tqc-fetch-stamp"
+    keep="$src.local.$(date +%Y%m%d-%H%M%S)"
+    echo "build.sh: could not revert it (edited tree?); moved the tree to $keep and extracting the source again" >&2
+    mv "$src" "$keep"
     "$here/fetch.sh"
   fi
 fi
@@ -59,10 +62,24 @@ if [[ ! -f "$applied" ]]; then
   cp "$here/glue/llama.cpp.patch" "$applied"
   echo "build.sh: glue patch applied"
 fi
-cmp -s "$here/glue/ggml-tq.h" "$src/ggml/include/ggml-tq.h" ||
-  cp "$here/glue/ggml-tq.h" "$src/ggml/include/ggml-tq.h"
-cmp -s "$here/glue/ggml-tq.c" "$src/ggml/src/ggml-tq.c" ||
-  cp "$here/glue/ggml-tq.c" "$src/ggml/src/ggml-tq.c"
+# A copy edited in the tree since build.sh installed it is kept aside, not lost.
+install_glue() { # FILE DEST
+  local installed="$src/.tqc-installed/$(basename "$1")"
+  mkdir -p "$src/.tqc-installed"
+  if cmp -s "$1" "$2"; then
+    cp "$1" "$installed"
+    return 0
+  fi
+  if [[ -f "$2" ]] && ! cmp -s "$2" "$installed"; then
+    local keep="$2.local.$(date +%Y%m%d-%H%M%S)"
+    mv "$2" "$keep"
+    echo "build.sh: $2 was edited in the tree; kept as $keep" >&2
+  fi
+  cp "$1" "$2"
+  cp "$1" "$installed"
+}
+install_glue "$here/glue/ggml-tq.h" "$src/ggml/include/ggml-tq.h"
+install_glue "$here/glue/ggml-tq.c" "$src/ggml/src/ggml-tq.c"
 
 # 3. The kernel pack (rebuilt when the pair list or tq-aot changes).
 k_list="$(for p in $pairs; do echo "${p%%:*}"; done | awk '!s[$0]++' | paste -sd,)"

@@ -7,7 +7,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${TQC_BUILD_DIR:-$root/build}"
-base="$build/llama.cpp"
+base="${TQC_LLAMA_DIR:-$build/llama.cpp}"
 
 version=0.3.36
 sha256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e

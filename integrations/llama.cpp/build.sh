@@ -4,6 +4,8 @@
 #   ${TQC_BUILD_DIR:-build}/llama.cpp/bin/{llama-completion,llama-perplexity,
 #                                          llama-bench,llama-server}
 #   ${TQC_BUILD_DIR:-build}/llama.cpp/pack/libtq_ggml_kernels.so
+# and checks the ggml ops a tqc cache uses (ops-check.c) on every tqc format
+# in the pack.
 # Needs tqc built first (scripts/build.sh): bin/tq-aot and lib/libtq_runtime.so.
 # Idempotent; a changed patch is reverse-applied and the new one applied.
 #
@@ -130,3 +132,19 @@ for t in "${targets[@]}"; do
   mv -f "$base/bin/$t.tmp" "$base/bin/$t"
 done
 echo "build.sh: binaries in $base/bin"
+
+# 5. ops-check: SET_ROWS / GET_ROWS / CPY of every tqc format in the pack
+#    through ggml's CPU backend against the bridge called directly.
+cc -O1 -std=c11 -I"$src/ggml/include" "$here/ops-check.c" -o "$base/bin/ops-check" \
+  "$obj/ggml/src/libggml.a" "$obj/ggml/src/libggml-cpu.a" "$obj/ggml/src/libggml-base.a" \
+  "$tq_runtime" "-Wl,-rpath,$(dirname "$tq_runtime")" -lstdc++ -lm -lpthread
+if [[ "${TQ_SKIP_PACK:-0}" != 1 ]]; then
+  for f in $(echo "$k_list,$v_list" | tr , '\n' | awk '!s[$0]++'); do
+    [[ "$f" == f16 || "$f" == q8_0 ]] && continue
+    for d in ${head_dims//,/ }; do
+      TQ_GGML_PACK="$pack/libtq_ggml_kernels.so" "$base/bin/ops-check" "$f" "$d" | tail -1 |
+        sed "s/^/build.sh: ops-check $f d$d: /"
+      [[ "${PIPESTATUS[0]}" == 0 ]] || { echo "build.sh: error: ops-check $f $d failed" >&2; exit 1; }
+    done
+  done
+fi

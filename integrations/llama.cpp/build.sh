@@ -10,8 +10,8 @@
 # Idempotent; a changed patch is reverse-applied and the new one applied.
 #
 # Environment:
-#   TQ_GGML_PAIRS      K:V format pairs the pack must hold (space separated);
-#                      tq-aot builds the cross product of their K and V lists
+#   TQ_GGML_PAIRS      K:V format pairs the pack holds (space separated;
+#                      tq-aot --pairs)
 #   TQ_GGML_HEAD_DIMS  head dims (comma separated)
 #   TQ_GGML_GQA        query heads per KV head (comma separated)
 #   TQ_SKIP_PACK=1     build llama.cpp only (no tq-aot run)
@@ -21,7 +21,9 @@
 set -euo pipefail
 
 # Gemma 3 270M's shape: head dim 256, 4 query heads over 1 KV head.
-pairs="${TQ_GGML_PAIRS:-turbo3_0:turbo3_0 turbo4_0:turbo4_0 tq3_0:tq3_0 polar4:polar4 q8_0:turbo3_0 f16:turbo3_0}"
+# The pairs the quality and speed runs of docs/perf/llama.cpp.md use; K rows
+# also get centred encoders (tq-aot --centred-k) for TQ_K_CENTRES.
+pairs="${TQ_GGML_PAIRS:-turbo2_0:turbo2_0 turbo3_0:turbo3_0 turbo4_0:turbo4_0 tq3_0:tq3_0 polar3:polar3 polar4:polar4 q8_0:turbo3_0 q8_0:turbo4_0 turbo3_0:q8_0 turbo4_0:q8_0 f16:turbo3_0 turbo4_0:turbo3_0 turbo4_0:turbo2_0 polar4:turbo3_0}"
 head_dims="${TQ_GGML_HEAD_DIMS:-256}"
 gqa="${TQ_GGML_GQA:-4}"
 
@@ -84,9 +86,10 @@ install_glue "$here/glue/ggml-tq.h" "$src/ggml/include/ggml-tq.h"
 install_glue "$here/glue/ggml-tq.c" "$src/ggml/src/ggml-tq.c"
 
 # 3. The kernel pack (rebuilt when the pair list or tq-aot changes).
+pair_list="$(echo $pairs | tr ' ' ',')"
 k_list="$(for p in $pairs; do echo "${p%%:*}"; done | awk '!s[$0]++' | paste -sd,)"
 v_list="$(for p in $pairs; do echo "${p##*:}"; done | awk '!s[$0]++' | paste -sd,)"
-aot_cmd=("$tq_aot" --abi=ggml "--k-format=$k_list" "--v-format=$v_list"
+aot_cmd=("$tq_aot" --abi=ggml --centred-k "--pairs=$pair_list"
          "--head-dim=$head_dims" "--gqa=$gqa" -o "$pack")
 if [[ "${TQ_SKIP_PACK:-0}" != 1 ]]; then
   if [[ ! -x "$tq_aot" ]]; then

@@ -67,6 +67,10 @@ cl::opt<bool> centredKeys(
              "(<name>_centred: encode x - c, decode + c, for a centre c per "
              "layer and head supplied at run time; attention is unchanged, "
              "softmax being shift-invariant)"));
+cl::opt<std::string> pairList(
+    "pairs", cl::cat(toolOptions),
+    cl::desc("K:V format pairs (comma list) instead of the cross product of "
+             "--k-format and --v-format, e.g. turbo3_0:turbo3_0,q8_0:turbo4_0"));
 cl::opt<std::string> groups("gqa", cl::cat(toolOptions),
                             cl::desc("query heads per KV head"), cl::init("1"));
 cl::opt<std::string> lookup(
@@ -215,6 +219,24 @@ int main(int argc, char **argv) {
     else
       fail("unknown kind '" + k + "' (append, dequantize, decode, prefill)");
   }
+  // --pairs: K and V lists from the pairs; only the listed pairs become
+  // attention kernels.
+  std::set<std::pair<std::string, std::string>> pairs;
+  if (!pairList.empty()) {
+    if (!kFormats.empty() || !vFormats.empty())
+      fail("--pairs replaces --k-format and --v-format; give one or the other");
+    std::string ks, vs;
+    for (const std::string &p : splitList(pairList, "pairs")) {
+      size_t colon = p.find(':');
+      if (colon == std::string::npos || colon == 0 || colon + 1 == p.size())
+        fail("--pairs takes K:V pairs, got '" + p + "'");
+      pairs.insert({p.substr(0, colon), p.substr(colon + 1)});
+      ks += (ks.empty() ? "" : ",") + p.substr(0, colon);
+      vs += (vs.empty() ? "" : ",") + p.substr(colon + 1);
+    }
+    kFormats = ks;
+    vFormats = vs;
+  }
   if (kFormats.empty() && inputFiles.empty())
     fail("nothing to compile: give --k-format/--head-dim specs or --input");
   if (!kFormats.empty() && headDims.empty())
@@ -291,6 +313,8 @@ int main(int argc, char **argv) {
             add(spec);
           }
           for (const std::string &v : vs) {
+            if (!pairs.empty() && !pairs.count({k, v}))
+              continue;
             spec.valueFormat = v;
             add(spec);
           }

@@ -157,6 +157,112 @@ static void tq_from_float(enum ggml_type type, const float * x, void * y, int64_
     }
 GGML_TQ_TYPES(TQ_DEFINE_)
 
+// ---- Centred K ------------------------------------------------------------
+
+static pthread_once_t tq_centres_once = PTHREAD_ONCE_INIT;
+static float *        tq_centres;          // [layers][heads][dim]
+static int64_t        tq_centres_shape[3]; // layers, heads, dim
+static char           tq_centres_error[512];
+
+// Reads a little-endian float32, C-order, 3-D .npy file.
+static void tq_centres_load(void) {
+    const char * path = getenv("TQ_K_CENTRES");
+    if (!path || !*path) {
+        return;
+    }
+    FILE * f = fopen(path, "rb");
+    char header[1024] = "";
+    unsigned char pre[10];
+    if (!f || fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0) {
+        snprintf(tq_centres_error, sizeof tq_centres_error, "cannot read '%s' as a .npy file", path);
+        if (f) fclose(f);
+        return;
+    }
+    const size_t len = (size_t) pre[8] | ((size_t) pre[9] << 8);
+    long long l = 0, h = 0, d = 0;
+    const char * shape = NULL;
+    if (pre[6] != 1 || len >= sizeof header || fread(header, 1, len, f) != len ||
+        !strstr(header, "'descr': '<f4'") || !strstr(header, "'fortran_order': False") ||
+        !(shape = strstr(header, "'shape': (")) ||
+        sscanf(shape, "'shape': (%lld, %lld, %lld)", &l, &h, &d) != 3 || l <= 0 || h <= 0 || d <= 0) {
+        snprintf(tq_centres_error, sizeof tq_centres_error,
+                 "'%s' is not a float32 [layers, kv_heads, head_dim] .npy file", path);
+        fclose(f);
+        return;
+    }
+    const size_t n = (size_t) (l * h * d);
+    float * data = malloc(n * sizeof(float));
+    if (!data || fread(data, sizeof(float), n, f) != n) {
+        snprintf(tq_centres_error, sizeof tq_centres_error, "'%s' is shorter than its shape says", path);
+        free(data);
+        fclose(f);
+        return;
+    }
+    fclose(f);
+    for (size_t i = 0; i < n; ++i) {
+        if (!isfinite(data[i])) {
+            snprintf(tq_centres_error, sizeof tq_centres_error, "'%s' holds a non-finite value", path);
+            free(data);
+            return;
+        }
+    }
+    tq_centres = data;
+    tq_centres_shape[0] = l;
+    tq_centres_shape[1] = h;
+    tq_centres_shape[2] = d;
+}
+
+// The layer of a K cache tensor ("cache_k_l<il>", possibly viewed), or -1.
+static int tq_k_cache_layer(const struct ggml_tensor * t) {
+    while (t->view_src) {
+        t = t->view_src;
+    }
+    int il = -1;
+    char rest = 0;
+    if (sscanf(t->name, "cache_k_l%d%c", &il, &rest) != 1 || il < 0) {
+        return -1;
+    }
+    return il;
+}
+
+bool ggml_tq_is_centred_k(const struct ggml_tensor * t) {
+    const char * env = getenv("TQ_K_CENTRES");
+    return env && *env && ggml_is_tq_type(t->type) && tq_k_cache_layer(t) >= 0;
+}
+
+const float * ggml_tq_k_centre(const struct ggml_tensor * dst) {
+    if (!ggml_tq_is_centred_k(dst)) {
+        return NULL;
+    }
+    pthread_once(&tq_centres_once, tq_centres_load);
+    if (!tq_centres) {
+        GGML_ABORT("tqc: TQ_K_CENTRES: %s (make one with tq-capture-kv --centres)", tq_centres_error);
+    }
+    const int il = tq_k_cache_layer(dst);
+    const int64_t heads = tq_centres_shape[1], dim = tq_centres_shape[2];
+    if (il >= tq_centres_shape[0] || dim != ggml_tq_head_dim(dst->type) || dst->ne[0] % dim != 0 ||
+        dst->ne[0] / dim != heads) {
+        GGML_ABORT("tqc: TQ_K_CENTRES holds [%" PRId64 ", %" PRId64 ", %" PRId64 "] centres, which do not "
+                   "fit layer %d's K cache of %" PRId64 " values per token at head dim %" PRId64
+                   " (make them for this model with tq-capture-kv --centres)",
+                   tq_centres_shape[0], heads, dim, il, dst->ne[0], ggml_tq_head_dim(dst->type));
+    }
+    return tq_centres + (size_t) il * (size_t) (heads * dim);
+}
+
+void ggml_tq_from_float_centred(enum ggml_type type, const float * centre, const float * x, void * y,
+                                int64_t k) {
+    const tq_ggml_pack * pack = tq_pack_or_abort();
+    const uint32_t d = tq_head_dim_or_abort(type);
+    const tq_status st = tq_ggml_quantize_centred(pack, ggml_type_name(type), d, centre,
+                                                  (uint32_t) (k / d), x, y, k);
+    if (st != TQ_STATUS_OK) {
+        GGML_ABORT("tqc: quantizing %" PRId64 " centred values to %s (head dim %u) failed: %s; a pack "
+                   "for centred K is built with `tq-aot --abi=ggml --centred-k ...` (build.sh does)",
+                   k, ggml_type_name(type), d, tq_status_string(st));
+    }
+}
+
 // ---- CPU backend ---------------------------------------------------------
 
 static bool tq_fa_operand_type(enum ggml_type type) {
@@ -183,7 +289,8 @@ int ggml_tq_cpu_supports_op(const struct ggml_tensor * op) {
             return ggml_is_tq_type(op->type) &&
                    (src0->type == GGML_TYPE_F32 || src0->type == GGML_TYPE_F16);
         case GGML_OP_GET_ROWS:
-            return ggml_is_tq_type(src0->type) && op->type == GGML_TYPE_F32;
+            return ggml_is_tq_type(src0->type) && op->type == GGML_TYPE_F32 &&
+                   !ggml_tq_is_centred_k(src0);
         case GGML_OP_CPY:
         case GGML_OP_DUP:
         case GGML_OP_CONT:
@@ -194,7 +301,7 @@ int ggml_tq_cpu_supports_op(const struct ggml_tensor * op) {
                 return (src0->type == GGML_TYPE_F32 || src0->type == GGML_TYPE_F16 ||
                         src0->type == GGML_TYPE_BF16) && ggml_is_contiguous(op);
             }
-            return op->type == GGML_TYPE_F32;  // tq -> f32
+            return op->type == GGML_TYPE_F32 && !ggml_tq_is_centred_k(src0);  // tq -> f32
         case GGML_OP_FLASH_ATTN_EXT:
             return op->src[0]->type == GGML_TYPE_F32 && tq_fa_operand_type(op->src[1]->type) &&
                    tq_fa_operand_type(op->src[2]->type) &&
@@ -368,6 +475,15 @@ static void tq_fa_check(const struct ggml_tensor * dst, int ith) {
 }
 
 void ggml_tq_flash_attn_ext(const struct ggml_tensor * dst, int ith, int nth) {
+    if (ggml_tq_is_centred_k(dst->src[1])) {
+        float softcap;
+        memcpy(&softcap, (const float *) dst->op_params + 2, sizeof(float));
+        if (dst->src[4] || softcap != 0.0f) {
+            GGML_ABORT("tqc: a centred K cache (TQ_K_CENTRES) gives the same attention only without "
+                       "attention sinks and soft-capping, and this model uses %s; unset TQ_K_CENTRES",
+                       dst->src[4] ? "sinks" : "a soft-cap");
+        }
+    }
     static _Atomic int reference = -1;
     if (atomic_load(&reference) < 0) {
         const char * env = getenv("TQ_GGML_FA_REFERENCE");

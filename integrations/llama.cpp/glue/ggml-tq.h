@@ -66,6 +66,23 @@ GGML_API void ggml_tq_flash_attn_ext(const struct ggml_tensor * dst, int ith, in
     GGML_API void ggml_tq_from_float_##n(const float * GGML_RESTRICT x, void * GGML_RESTRICT y, int64_t k);
 GGML_TQ_TYPES(GGML_TQ_DECLARE_)
 
+// Centred K (env TQ_K_CENTRES=FILE.npy, float32 [layers, kv_heads, head
+// dim], e.g. from tq-capture-kv --centres): a K cache tensor of a tqc type
+// ("cache_k_l<il>") stores each head's row minus that layer's and head's
+// centre. Attention is unchanged (softmax is shift-invariant); reading the
+// rows back as floats (GET_ROWS, CPY) is refused, and so are attention
+// sinks and soft-capping, under which the shift is not free.
+//
+// The centres of dst's layer when dst is such a K cache (or a view of
+// one) and centring is on; NULL otherwise. Aborts on a malformed file.
+GGML_API const float * ggml_tq_k_centre(const struct ggml_tensor * dst);
+// True when t is (a view of) a centred K cache.
+GGML_API bool ggml_tq_is_centred_k(const struct ggml_tensor * t);
+// from_float of one SET_ROWS row (k values: kv_heads whole head rows)
+// minus the centres.
+GGML_API void ggml_tq_from_float_centred(enum ggml_type type, const float * centre,
+                                         const float * x, void * y, int64_t k);
+
 // Internal (ggml.c): sets a tq type's blck_size and type_size in ggml's
 // type traits table.
 void ggml_tq_set_type_traits_internal(enum ggml_type type, int64_t blck_size, size_t type_size);

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Quality of KV cache types on a real model: perplexity, its change against
+# f16, mean KL divergence against f16 and top-1 agreement, per K/V pair,
+# from one f16 run whose logits are the reference (llama-perplexity
+# --kl-divergence). A benchmark, not a test: prints a markdown table.
+#
+#   quality.sh [PAIR ...]        PAIR = K:V, e.g. turbo4_0c:turbo4_0
+#
+# Environment:
+#   CHUNKS      512-token chunks of the corpus scored (default 40)
+#   THREADS     default 2
+#   MODEL       default ${TQC_BUILD_DIR:-build}/models/gemma3-270m-q4_k_m.gguf
+#   CORPUS      default ${TQC_BUILD_DIR:-build}/corpus/english.txt
+#   TQ_K_CENTRES  centres of the centred K types (tq-capture-kv --centres)
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+build="${TQC_BUILD_DIR:-$root/build}"
+bin="$build/llama.cpp/bin"
+model="${MODEL:-$build/models/gemma3-270m-q4_k_m.gguf}"
+corpus="${CORPUS:-$build/corpus/english.txt}"
+chunks="${CHUNKS:-40}"
+threads="${THREADS:-2}"
+work="$build/quality"
+mkdir -p "$work"
+
+pairs=("$@")
+if [[ ${#pairs[@]} -eq 0 ]]; then
+  pairs=(f16:f16 q8_0:q8_0 q4_0:q4_0 iq4_nl:iq4_nl
+         turbo2_0:turbo2_0 turbo3_0:turbo3_0 turbo4_0:turbo4_0 tq3_0:tq3_0
+         polar4:polar4 q8_0:turbo3_0 turbo3_0:q8_0)
+fi
+for f in "$model" "$corpus" "$bin/llama-perplexity"; do
+  [[ -e "$f" ]] || { echo "quality.sh: error: $f is missing (run integrations/llama.cpp/build.sh and the fetch scripts)" >&2; exit 1; }
+done
+
+# Bits per value of a type at head dim 256 (Gemma 3 270M).
+bits() {
+  case "${1%c}" in
+    f16) echo 16 ;; q8_0) echo 8.5 ;; q4_0|iq4_nl) echo 4.5 ;;
+    turbo2_0) echo 2.125 ;; turbo3_0) echo 3.125 ;; turbo4_0) echo 4.25 ;;
+    tq3_0) echo 3.5 ;; polar1) echo 1.0625 ;; polar2) echo 2.0625 ;;
+    polar3) echo 3.0625 ;; polar4) echo 4.0625 ;; *) echo "?" ;;
+  esac
+}
+
+base="$work/f16-c$chunks.kld"
+common=(-m "$model" -c 512 --chunks "$chunks" -t "$threads")
+if [[ ! -f "$base" ]]; then
+  echo "quality.sh: f16 reference logits -> $base" >&2
+  "$bin/llama-perplexity" "${common[@]}" -f "$corpus" -ctk f16 -ctv f16 \
+    --kl-divergence-base "$base" > "$work/f16-base.log" 2>&1
+fi
+
+f16_ppl=""
+echo "| K | V | bits/value (K+V)/2 | PPL | ΔPPL vs f16 | mean KLD | top-1 agreement |"
+echo "| --- | --- | --- | --- | --- | --- | --- |"
+for pair in "${pairs[@]}"; do
+  k="${pair%%:*}" v="${pair##*:}"
+  log="$work/$k-$v-c$chunks.log"
+  "$bin/llama-perplexity" "${common[@]}" -ctk "$k" -ctv "$v" \
+    --kl-divergence-base "$base" --kl-divergence > "$log" 2>&1 || {
+      echo "| $k | $v | | failed: $(grep -m1 -iE 'error|abort' "$log" | cut -c1-120) | | | |"
+      continue; }
+  ppl="$(grep -oE 'Mean PPL\(Q\)[^0-9]*[0-9.]+' "$log" | grep -oE '[0-9.]+$' || true)"
+  [[ -n "$ppl" ]] || ppl="$(grep -oE 'Final estimate: PPL = [0-9.]+' "$log" | grep -oE '[0-9.]+$')"
+  kld="$(grep -E '^Mean +KLD:' "$log" | awk '{print $3, $4, $5}')"
+  top="$(grep -E '^Same top p:' "$log" | awk '{print $4, $5, $6, $7}')"
+  [[ "$k:$v" == "f16:f16" ]] && f16_ppl="$ppl"
+  delta=""
+  [[ -n "$f16_ppl" ]] && delta="$(awk -v a="$ppl" -v b="$f16_ppl" 'BEGIN{printf "%+.1f%%", (a/b-1)*100}')"
+  avg="$(awk -v a="$(bits "$k")" -v b="$(bits "$v")" 'BEGIN{printf "%.3g", (a+b)/2}')"
+  echo "| $k | $v | $avg | $ppl | $delta | $kld | $top |"
+done

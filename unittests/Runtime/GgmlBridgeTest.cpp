@@ -311,6 +311,22 @@ TEST_F(GgmlBridge, MaskPatternsSinksAlibiAndThreads) {
   Case hidden{"q8_0", "turbo3_0", 64, 1, 4, 7, 100, 1, MaskKind::AllHidden};
   hidden.sinks = true;
   check(p.pack, hidden, seed++);
+  // Hidden cells whose K bytes decode to NaN (a stale or garbage row the
+  // mask hides) change nothing.
+  {
+    Case c{"turbo3_0", "turbo3_0", 64, 1, 4, 7, 333, 1, MaskKind::Padding};
+    Tensors t = makeTensors(c, seed++);
+    std::vector<double> ref = reference(c, t, 0.125f);
+    for (unsigned k = c.tokens - 70; k < c.tokens; ++k)
+      std::fill_n(t.k.begin() + k * t.kRowBytes, t.kRowBytes, 0xFF);
+    tq_ggml_attention_v0 call = describe(c, t, 0.125f);
+    char error[512];
+    ASSERT_EQ(tq_ggml_flash_attn_ext(p.pack, &call, 0, 1, error, sizeof error),
+              TQ_STATUS_OK)
+        << error;
+    for (size_t i = 0; i < ref.size(); ++i)
+      ASSERT_NEAR(t.out[i], ref[i], 1e-4) << "element " << i;
+  }
   Case alibi{"turbo3_0", "turbo3_0", 64, 2, 4, 7, 200, 1, MaskKind::Alibi};
   alibi.maxBias = 8.0f;
   check(p.pack, alibi, seed++);

@@ -166,9 +166,15 @@ Value mlir::tq::createMaskedLogits(OpBuilder &rewriter, Location loc,
           Value m = in[1];
           if (!m.getType().isF32())
             m = arith::ExtFOp::create(b, loc, b.getF32Type(), m);
+          // A key the mask hides is -inf whatever its logit: an engine's
+          // masked cells may hold stale or never-written rows.
+          Value hidden = arith::CmpFOp::create(b, loc,
+                                               arith::CmpFPredicate::OEQ, m,
+                                               f32Const(b, loc, negInf));
           if (slopes)
             m = arith::MulFOp::create(b, loc, m, in[2]);
-          x = arith::AddFOp::create(b, loc, x, m);
+          x = arith::SelectOp::create(b, loc, hidden, f32Const(b, loc, negInf),
+                                      arith::AddFOp::create(b, loc, x, m));
         }
         Value position = arith::AddIOp::create(b, loc, firstPosition, idx[0]);
         Value key = arith::AddIOp::create(b, loc, offset, idx[2]);

@@ -4,14 +4,16 @@
 # from one f16 run whose logits are the reference (llama-perplexity
 # --kl-divergence). A benchmark, not a test: prints a markdown table.
 #
-#   quality.sh [PAIR ...]        PAIR = K:V, e.g. turbo4_0c:turbo4_0
+#   quality.sh [PAIR ...]        PAIR = K:V, e.g. turbo4_0:turbo3_0; a K
+#                                written K+c runs with TQ_K_CENTRES=$CENTRES
+#                                (centred K, docs/llama.cpp.md)
 #
 # Environment:
 #   CHUNKS      512-token chunks of the corpus scored (default 40)
 #   THREADS     default 2
 #   MODEL       default ${TQC_BUILD_DIR:-build}/models/gemma3-270m-q4_k_m.gguf
 #   CORPUS      default ${TQC_BUILD_DIR:-build}/corpus/english.txt
-#   TQ_K_CENTRES  centres of the centred K types (tq-capture-kv --centres)
+#   CENTRES     centres for K+c pairs (tq-capture-kv --centres)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -36,7 +38,7 @@ done
 
 # Bits per value of a type at head dim 256 (Gemma 3 270M).
 bits() {
-  case "${1%c}" in
+  case "${1%+c}" in
     f16) echo 16 ;; q8_0) echo 8.5 ;; q4_0|iq4_nl) echo 4.5 ;;
     turbo2_0) echo 2.125 ;; turbo3_0) echo 3.125 ;; turbo4_0) echo 4.25 ;;
     tq3_0) echo 3.5 ;; polar1) echo 1.0625 ;; polar2) echo 2.0625 ;;
@@ -58,17 +60,24 @@ echo "| --- | --- | --- | --- | --- | --- | --- |"
 for pair in "${pairs[@]}"; do
   k="${pair%%:*}" v="${pair##*:}"
   log="$work/$k-$v-c$chunks.log"
-  "$bin/llama-perplexity" "${common[@]}" -ctk "$k" -ctv "$v" \
+  centres=""
+  if [[ "$k" == *+c ]]; then
+    [[ -n "${CENTRES:-}" ]] || { echo "quality.sh: error: $pair needs CENTRES" >&2; exit 1; }
+    centres="$CENTRES"
+  fi
+  # A finished log of the same run is reused (REUSE=0 runs again).
+  grep -qE '^Mean +KLD:' "$log" 2>/dev/null && [[ "${REUSE:-1}" == 1 ]] ||
+  TQ_K_CENTRES="$centres" "$bin/llama-perplexity" "${common[@]}" -ctk "${k%+c}" -ctv "$v" \
     --kl-divergence-base "$base" --kl-divergence > "$log" 2>&1 || {
       echo "| $k | $v | | failed: $(grep -m1 -iE 'error|abort' "$log" | cut -c1-120) | | | |"
       continue; }
-  ppl="$(grep -oE 'Mean PPL\(Q\)[^0-9]*[0-9.]+' "$log" | grep -oE '[0-9.]+$' || true)"
+  ppl="$(grep -E '^Mean PPL\(Q\) +:' "$log" | awk '{print $4, $5, $6}' || true)"
   [[ -n "$ppl" ]] || ppl="$(grep -oE 'Final estimate: PPL = [0-9.]+' "$log" | grep -oE '[0-9.]+$')"
   kld="$(grep -E '^Mean +KLD:' "$log" | awk '{print $3, $4, $5}')"
   top="$(grep -E '^Same top p:' "$log" | awk '{print $4, $5, $6, $7}')"
   [[ "$k:$v" == "f16:f16" ]] && f16_ppl="$ppl"
   delta=""
-  [[ -n "$f16_ppl" ]] && delta="$(awk -v a="$ppl" -v b="$f16_ppl" 'BEGIN{printf "%+.1f%%", (a/b-1)*100}')"
+  [[ -n "$f16_ppl" ]] && delta="$(awk -v a="${ppl%% *}" -v b="${f16_ppl%% *}" 'BEGIN{printf "%+.1f%%", (a/b-1)*100}')"
   avg="$(awk -v a="$(bits "$k")" -v b="$(bits "$v")" 'BEGIN{printf "%.3g", (a+b)/2}')"
   echo "| $k | $v | $avg | $ppl | $delta | $kld | $top |"
 done

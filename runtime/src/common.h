@@ -13,11 +13,30 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* <name>_info, written by tq-aot: int64 entries. GPU kernels append the
  * floats of one query head's split partial (attention: V's padded dim + 2,
  * plus the padded dim again for a QJL V; append: the format's padded dim)
  * and the block size. */
+/* MLIR's strided memref descriptors, the CPU kernels' calling convention. */
+typedef struct {
+  void *allocated, *aligned;
+  int64_t offset, sizes[1], strides[1];
+} memref1;
+typedef struct {
+  void *allocated, *aligned;
+  int64_t offset, sizes[2], strides[2];
+} memref2;
+typedef struct {
+  void *allocated, *aligned;
+  int64_t offset, sizes[3], strides[3];
+} memref3;
+typedef struct {
+  void *allocated, *aligned;
+  int64_t offset, sizes[4], strides[4];
+} memref4;
+
 enum {
   INFO_VERSION,
   INFO_KIND,

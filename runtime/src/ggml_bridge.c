@@ -25,23 +25,6 @@ _Static_assert(sizeof(tq_ggml_tensor_v0) == 72, "tq_ggml_tensor_v0 is pinned");
 _Static_assert(sizeof(tq_ggml_attention_v0) == 472,
                "tq_ggml_attention_v0 is pinned");
 
-typedef struct {
-  void *allocated, *aligned;
-  int64_t offset, sizes[1], strides[1];
-} memref1;
-typedef struct {
-  void *allocated, *aligned;
-  int64_t offset, sizes[2], strides[2];
-} memref2;
-typedef struct {
-  void *allocated, *aligned;
-  int64_t offset, sizes[3], strides[3];
-} memref3;
-typedef struct {
-  void *allocated, *aligned;
-  int64_t offset, sizes[4], strides[4];
-} memref4;
-
 typedef void (*append_fn)(memref3 *rows, memref4 *pool, memref1 *table,
                           int64_t start);
 typedef void (*dequantize_fn)(memref3 *rows, memref3 *out);

@@ -26,19 +26,6 @@ _Static_assert(sizeof(tq_kv_cache_v0) == 112, "tq_kv_cache_v0 is pinned");
 _Static_assert(sizeof(tq_attention_params_v0) == 40,
                "tq_attention_params_v0 is pinned");
 
-/* MLIR's strided memref descriptors, the kernels' calling convention. */
-typedef struct {
-  void *allocated, *aligned;
-  int64_t offset, sizes[1], strides[1];
-} memref1;
-typedef struct {
-  void *allocated, *aligned;
-  int64_t offset, sizes[3], strides[3];
-} memref3;
-typedef struct {
-  void *allocated, *aligned;
-  int64_t offset, sizes[4], strides[4];
-} memref4;
 
 typedef void (*attention_fn)(memref3 *q, memref4 *k, memref4 *v,
                              memref1 *table, int64_t tokens, float scale,

@@ -5,7 +5,8 @@
 #                                          llama-bench,llama-server}
 #   ${TQC_BUILD_DIR:-build}/llama.cpp/pack/libtq_ggml_kernels.so
 # and checks the ggml ops a tqc cache uses (ops-check.c) on every tqc format
-# in the pack.
+# in the pack. Also builds tq-capture-kv and the test programs ctest runs
+# (fa-check, rows-check, state-check; see test.sh) into the same bin/.
 # Needs tqc built first (scripts/build.sh): bin/tq-aot and lib/libtq_runtime.so.
 # Idempotent; a changed patch is reverse-applied and the new one applied.
 #
@@ -151,3 +152,20 @@ if [[ "${TQ_SKIP_PACK:-0}" != 1 ]]; then
     done
   done
 fi
+
+# 6. The test programs ctest runs (integrations/llama.cpp/test.sh, label
+#    llama): fa-check and rows-check against the patched ggml like
+#    ops-check, state-check against libllama like the tools; and
+#    tq-capture-kv.
+for t in fa-check rows-check; do
+  cc -O1 -std=c11 -I"$src/ggml/include" "$here/$t.c" -o "$base/bin/$t" \
+    "$obj/ggml/src/libggml.a" "$obj/ggml/src/libggml-cpu.a" "$obj/ggml/src/libggml-base.a" \
+    "$tq_runtime" "-Wl,-rpath,$(dirname "$tq_runtime")" -lstdc++ -lm -lpthread
+done
+for t in "$here/state-check.cpp" "$here/tools/tq-capture-kv.cpp"; do
+  c++ -O2 -std=c++17 -I"$src/include" -I"$src/ggml/include" "$t" \
+    -o "$base/bin/$(basename "$t" .cpp)" "$obj/src/libllama.a" \
+    "$obj/ggml/src/libggml.a" "$obj/ggml/src/libggml-cpu.a" "$obj/ggml/src/libggml-base.a" \
+    "$tq_runtime" "-Wl,-rpath,$(dirname "$tq_runtime")" -lpthread -ldl -lm
+done
+echo "build.sh: fa-check, rows-check, state-check and tq-capture-kv in $base/bin"

@@ -1,0 +1,212 @@
+#!/usr/bin/env bash
+# The llama.cpp integration's tests, one subcommand per ctest entry (label
+# `llama`, registered by integrations/llama.cpp/CMakeLists.txt; see
+# docs/llama.cpp.md, "Tests"):
+#
+#   test.sh pack NAME              build test kernel pack NAME (a fixture)
+#   test.sh fa PACK FA-CHECK-ARGS  fa-check over pack PACK
+#   test.sh rows D                 SET_ROWS bytes == tq-quant encode, every
+#                                  tqc format, head dim D
+#   test.sh ppl-f16                perplexity with an f16 cache (a fixture:
+#                                  writes the value the others compare to)
+#   test.sh ppl K V MAX_RATIO      perplexity with a K/V cache: finite, and
+#                                  within [0.95, MAX_RATIO] x the f16 value
+#   test.sh fa-off K V             -fa off with a tqc cache fails, naming why
+#   test.sh state                  state save/restore round trip (state-check)
+#
+# Exit status 77 (ctest: skipped) with a "SKIP:" line naming what is missing
+# when the integration is not built (integrations/llama.cpp/build.sh) or the
+# model/corpus are not fetched (fetch-model.sh, fetch-corpus.sh).
+#
+# Environment: TQC_BUILD_DIR (tqc's build; ctest sets it), TQC_LLAMA_DIR
+# (default $TQC_BUILD_DIR/llama.cpp, as build.sh), TQC_SKIP_LLAMA=1 (every
+# test skips). Outputs go to the current directory (ctest:
+# build/integrations/llama.cpp).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+build="${TQC_BUILD_DIR:-$root/build}"
+base="${TQC_LLAMA_DIR:-$build/llama.cpp}"
+bin="$base/bin"
+tq_aot="$build/bin/tq-aot"
+tq_quant="$build/bin/tq-quant"
+model="$build/models/gemma3-270m-q4_k_m.gguf"
+corpus="$build/corpus/english.txt"
+packs="$PWD/packs"
+chunks=4
+threads=2
+
+skip() {
+  echo "SKIP: $*"
+  exit 77
+}
+fail() {
+  echo "FAIL: $*"
+  exit 1
+}
+# need FILE WHAT: skip unless FILE exists.
+need() {
+  [[ -e "$1" ]] || skip "$1 is missing ($2)"
+}
+need_bin() {
+  need "$bin/$1" "run integrations/llama.cpp/build.sh, which scripts/test.sh skips when TQC_SKIP_LLAMA=1"
+}
+need_model() {
+  need "$model" "run integrations/llama.cpp/fetch-model.sh"
+  need "$corpus" "run integrations/llama.cpp/fetch-corpus.sh"
+}
+
+# tqc types of the patched ggml that tq-quant also knows (rows-check list
+# prints the former).
+tqc_formats() {
+  local ours theirs
+  ours="$("$bin/rows-check" list)"
+  theirs="$("$tq_quant" formats | awk 'NR > 2 {print $1}')"
+  for f in $ours; do
+    grep -qx "$f" <<< "$theirs" && echo "$f"
+  done
+}
+
+# Test packs: tq-aot arguments per name.
+pack_args() {
+  case "$1" in
+    fa-d*)  # turbo3_0 over every GQA group at one head dim
+      echo "--pairs=turbo3_0:turbo3_0 --head-dim=${1#fa-d} --gqa=1,2,4,7,8" ;;
+    fa-mla) # DeepSeek's K 576 / V 512 (groups above 2 compile slowly at 576)
+      echo "--pairs=turbo3_0:turbo4_0 --head-dim=576 --v-head-dim=512 --gqa=1,2" ;;
+    fa-asym)
+      echo "--pairs=q8_0:turbo3_0,turbo3_0:f16,turbo3_0:q8_0,turbo4_0:polar4 --head-dim=128 --gqa=4" ;;
+    fa-softcap)
+      echo "--pairs=turbo3_0:turbo3_0 --head-dim=128 --gqa=2 --softcap=50" ;;
+    rows)   # row kernels of every format; attention against f16 V, group 1
+      local pairs
+      pairs="$(tqc_formats | sed 's/$/:f16/' | paste -sd,)"
+      echo "--pairs=$pairs --head-dim=128,256 --gqa=1" ;;
+    *) echo "test.sh: unknown pack $1" >&2; exit 2 ;;
+  esac
+}
+
+cmd="${1:-}"
+shift || true
+if [[ "${TQC_SKIP_LLAMA:-0}" == 1 ]]; then
+  skip "TQC_SKIP_LLAMA=1"
+fi
+case "$cmd" in
+  pack)
+    name="$1"
+    need_bin fa-check
+    need_bin rows-check
+    need "$tq_aot" "build tqc first"
+    dir="$packs/$name"
+    # shellcheck disable=SC2207
+    args=($(pack_args "$name"))
+    stamp="$(printf '%s\n' "${args[*]}"; sha256sum "$tq_aot" | cut -d' ' -f1)"
+    if [[ -f "$dir/libtq_ggml_kernels.so" && "$(cat "$dir/.tqc-stamp" 2>/dev/null)" == "$stamp" ]]; then
+      echo "pack $name up to date at $dir"
+      exit 0
+    fi
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    echo "tq-aot --abi=ggml ${args[*]} -o $dir"
+    start=$SECONDS
+    "$tq_aot" --quiet --abi=ggml "${args[@]}" -o "$dir"
+    echo "$stamp" > "$dir/.tqc-stamp"
+    echo "pack $name built in $((SECONDS - start)) s"
+    ;;
+
+  fa)
+    pack="$1"
+    shift
+    need_bin fa-check
+    need "$packs/$pack/libtq_ggml_kernels.so" "the llama-pack-$pack test builds it"
+    TQ_GGML_PACK="$packs/$pack/libtq_ggml_kernels.so" "$bin/fa-check" "$@"
+    ;;
+
+  rows)
+    d="$1"
+    need_bin rows-check
+    need "$tq_quant" "build tqc first"
+    need "$packs/rows/libtq_ggml_kernels.so" "the llama-pack-rows test builds it"
+    export TQ_GGML_PACK="$packs/rows/libtq_ggml_kernels.so"
+    work="$PWD/rows-d$d"
+    rm -rf "$work"
+    mkdir -p "$work"
+    "$bin/rows-check" gen "$d" 64 "$d" "$work/in.f32"
+    failed=0 n=0
+    for f in $(tqc_formats); do
+      n=$((n + 1))
+      "$tq_quant" encode --format "$f" --dim "$d" "$work/in.f32" "$work/$f.bin"
+      "$tq_quant" decode --format "$f" --dim "$d" "$work/$f.bin" "$work/$f.f32"
+      "$bin/rows-check" "$f" "$d" "$work/in.f32" "$work/$f.bin" "$work/$f.f32" || failed=$((failed + 1))
+    done
+    [[ $n -gt 0 ]] || fail "no tqc format is known to both ggml and tq-quant"
+    echo "$((n - failed)) of $n formats passed at head dim $d"
+    [[ $failed -eq 0 ]]
+    ;;
+
+  ppl-f16 | ppl)
+    need_bin llama-perplexity
+    need_model
+    if [[ "$cmd" == ppl-f16 ]]; then
+      k=f16 v=f16
+    else
+      k="$1" v="$2" max_ratio="$3"
+      need "$PWD/ppl-f16.value" "the llama-ppl-f16 test writes it"
+    fi
+    log="$PWD/ppl-$k-$v.log"
+    rm -f "$log"
+    echo "llama-perplexity -c 512 --chunks $chunks -t $threads -ctk $k -ctv $v (log: $log)"
+    status=0
+    "$bin/llama-perplexity" -m "$model" -f "$corpus" -c 512 --chunks "$chunks" -t "$threads" \
+      -ctk "$k" -ctv "$v" > "$log" 2>&1 || status=$?
+    [[ $status -eq 0 ]] || { tail -20 "$log"; fail "llama-perplexity exited with status $status"; }
+    grep -oE '^\[[0-9]+\][0-9.naif,\[\]-]*' "$log" | tail -1 || true
+    ppl="$(grep -oE 'Final estimate: PPL = [^ ]+' "$log" | awk '{print $5}')"
+    [[ -n "$ppl" ]] || { tail -20 "$log"; fail "no final estimate in $log"; }
+    awk -v p="$ppl" 'BEGIN { exit !(p == p + 0 && p > 1 && p < 1e6) }' ||
+      fail "perplexity $ppl is not finite"
+    if [[ "$cmd" == ppl-f16 ]]; then
+      # The f16 value of docs/llama.cpp.md (30.61 with 4 chunks); a value
+      # outside [20, 45] means the model, corpus or tokenizer changed.
+      echo "PPL f16/f16 = $ppl"
+      awk -v p="$ppl" 'BEGIN { exit !(p >= 20 && p <= 45) }' ||
+        fail "f16 perplexity $ppl is outside [20, 45]"
+      echo "$ppl" > "$PWD/ppl-f16.value"
+    else
+      base_ppl="$(cat "$PWD/ppl-f16.value")"
+      ratio="$(awk -v p="$ppl" -v b="$base_ppl" 'BEGIN { printf "%.4f", p / b }')"
+      echo "PPL $k/$v = $ppl, f16 = $base_ppl: ratio $ratio (allowed 0.95 .. $max_ratio)"
+      awk -v r="$ratio" -v m="$max_ratio" 'BEGIN { exit !(r >= 0.95 && r <= m) }' ||
+        fail "$k/$v perplexity $ppl is $ratio x f16's $base_ppl, outside [0.95, $max_ratio]"
+    fi
+    ;;
+
+  fa-off)
+    k="$1" v="$2"
+    need_bin llama-perplexity
+    need_model
+    log="$PWD/fa-off-$k-$v.log"
+    status=0
+    "$bin/llama-perplexity" -m "$model" -f "$corpus" -c 512 --chunks 1 -t "$threads" \
+      -ctk "$k" -ctv "$v" -fa off > "$log" 2>&1 || status=$?
+    tq="$k"
+    [[ "$k" == f16 || "$k" == q8_0 ]] && tq="$v"
+    want="the tqc KV cache type $tq requires flash_attn to be enabled"
+    grep -F "$want" "$log" || { tail -20 "$log"; fail "no '$want' in $log"; }
+    [[ $status -ne 0 ]] || fail "llama-perplexity -fa off -ctk $k -ctv $v exited with status 0"
+    echo "ok: -fa off -ctk $k -ctv $v exits with status $status and says why"
+    ;;
+
+  state)
+    need_bin state-check
+    need_model
+    mkdir -p "$PWD/state"
+    "$bin/state-check" -m "$model" -f "$corpus" -ctk turbo3_0 -ctv turbo3_0 -n 200 \
+      -t "$threads" -o "$PWD/state"
+    ;;
+
+  *)
+    echo "usage: test.sh pack NAME | fa PACK ARGS | rows D | ppl-f16 | ppl K V MAX_RATIO | fa-off K V | state" >&2
+    exit 2
+    ;;
+esac

@@ -115,3 +115,11 @@ func.func @engine_options(%q: tensor<7x8x64xf32>, %k: !tq.cache<?x2x64, #tq.form
   %p2, %m1, %l1, %c = tq.online_softmax %s, %max, %max, %t0, %n mask(%m : tensor<7x?xf16>) slopes(%slopes : tensor<8xf32>) {scale = 1.0 : f32} : tensor<7x8x?xf32>, tensor<7x8xf32> -> tensor<7x8x?xf32>
   return
 }
+
+// K and V head dims differ (DeepSeek's MLA: 576 and 512); the result has V's.
+// CHECK-LABEL: func @mla
+// CHECK: tq.attention %{{.*}}, %{{.*}}, %{{.*}} : tensor<1x16x576xf32>, !tq.cache<?x1x576, #tq.format<"q8_0">>, !tq.cache<?x1x512, #tq.format<"turbo3_0">> -> tensor<1x16x512xf32>
+func.func @mla(%q: tensor<1x16x576xf32>, %k: !tq.cache<?x1x576, #tq.format<"q8_0">>, %v: !tq.cache<?x1x512, #tq.format<"turbo3_0">>) -> tensor<1x16x512xf32> {
+  %o = tq.attention %q, %k, %v : tensor<1x16x576xf32>, !tq.cache<?x1x576, #tq.format<"q8_0">>, !tq.cache<?x1x512, #tq.format<"turbo3_0">> -> tensor<1x16x512xf32>
+  return %o : tensor<1x16x512xf32>
+}

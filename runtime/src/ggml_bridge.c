@@ -120,14 +120,14 @@ static bool lookup(const tq_ggml_pack *pack, const char *name, void **entry,
 /* The row kernel `kind` ("append" or "dequantize") of format at head_dim. */
 static tq_status row_kernel(const tq_ggml_pack *pack, const char *kind,
                             const char *format, uint32_t head_dim,
-                            void **entry, uint32_t *row_bytes) {
+                            bool centred, void **entry, uint32_t *row_bytes) {
   if (!pack || !format || head_dim == 0)
     return TQ_STATUS_INVALID_ARGUMENT;
   if (!tq_is_identifier(format))
     return TQ_STATUS_INVALID_ARGUMENT;
   char name[192];
-  if (snprintf(name, sizeof name, "tq_%s_%s_d%u", kind, format, head_dim) >=
-      (int)sizeof name)
+  if (snprintf(name, sizeof name, "tq_%s_%s_d%u%s", kind, format, head_dim,
+               centred ? "_centred" : "") >= (int)sizeof name)
     return TQ_STATUS_INVALID_ARGUMENT;
   const int64_t *info;
   if (!lookup(pack, name, entry, &info) ||
@@ -142,7 +142,8 @@ tq_status tq_ggml_row_bytes(const tq_ggml_pack *pack, const char *format,
   if (!out_bytes)
     return TQ_STATUS_INVALID_ARGUMENT;
   void *entry;
-  return row_kernel(pack, "append", format, head_dim, &entry, out_bytes);
+  return row_kernel(pack, "append", format, head_dim, false, &entry,
+                    out_bytes);
 }
 
 /* rows = num_values / head_dim, or an error when it does not divide. */
@@ -160,8 +161,8 @@ tq_status tq_ggml_quantize(const tq_ggml_pack *pack, const char *format,
   void *entry;
   uint32_t bytes;
   int64_t rows;
-  tq_status status = row_kernel(pack, "append", format, head_dim, &entry,
-                                &bytes);
+  tq_status status = row_kernel(pack, "append", format, head_dim, false,
+                                &entry, &bytes);
   if (status == TQ_STATUS_OK)
     status = row_count(head_dim, num_values, &rows);
   if (status != TQ_STATUS_OK || rows == 0)
@@ -183,8 +184,8 @@ tq_status tq_ggml_dequantize(const tq_ggml_pack *pack, const char *format,
   void *entry;
   uint32_t bytes;
   int64_t rows;
-  tq_status status = row_kernel(pack, "dequantize", format, head_dim, &entry,
-                                &bytes);
+  tq_status status = row_kernel(pack, "dequantize", format, head_dim, false,
+                                &entry, &bytes);
   if (status == TQ_STATUS_OK)
     status = row_count(head_dim, num_values, &rows);
   if (status != TQ_STATUS_OK || rows == 0)
@@ -204,29 +205,19 @@ static tq_status centred_rows(const tq_ggml_pack *pack, bool encode,
                               const char *format, uint32_t head_dim,
                               const float *centre, uint32_t centre_rows,
                               const void *x, void *y, int64_t num_values) {
-  if (!format || !tq_is_identifier(format) || head_dim == 0)
-    return TQ_STATUS_INVALID_ARGUMENT;
-  char kind_format[160];
-  if (snprintf(kind_format, sizeof kind_format, "%s_d%u_centred", format,
-               head_dim) >= (int)sizeof kind_format)
-    return TQ_STATUS_INVALID_ARGUMENT;
-  char name[192];
-  snprintf(name, sizeof name, "tq_%s_%s", encode ? "append" : "dequantize",
-           kind_format);
   void *entry;
-  const int64_t *info;
-  if (!pack)
-    return TQ_STATUS_INVALID_ARGUMENT;
-  if (!lookup(pack, name, &entry, &info) ||
-      info[INFO_HEAD_DIM] != (int64_t)head_dim || info[INFO_K_ROW_BYTES] <= 0)
-    return TQ_STATUS_NOT_FOUND;
-  const int64_t bytes = info[INFO_K_ROW_BYTES];
+  uint32_t row_bytes;
   int64_t rows;
-  tq_status status = row_count(head_dim, num_values, &rows);
+  tq_status status =
+      row_kernel(pack, encode ? "append" : "dequantize", format, head_dim,
+                 true, &entry, &row_bytes);
+  if (status == TQ_STATUS_OK)
+    status = row_count(head_dim, num_values, &rows);
   if (status != TQ_STATUS_OK || rows == 0)
     return status;
   if (!x || !y || !centre || centre_rows == 0 || rows % centre_rows != 0)
     return TQ_STATUS_INVALID_ARGUMENT;
+  const int64_t bytes = row_bytes;
   const int64_t C = centre_rows, per = rows / C, D = head_dim;
   for (int64_t j = 0; j < C; ++j) {
     memref1 c = {mut(centre + j * D), mut(centre + j * D), 0, {D}, {1}};

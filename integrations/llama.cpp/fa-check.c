@@ -34,7 +34,12 @@
 //
 //   fa-check --pairs=K:V[,K:V...] --dk=D [--dv=DV] [--gqa=1,2,4,7,8]
 //            [--rows=1,7,64] [--threads=1,2,3,4] [--patterns=all|p,q]
-//            [--softcap=C] [--qscale=S] [--tol=T] [--seed=N] [-v]
+//            [--softcap=C] [--qscale=S] [--tol=T] [--seed=N] [--kv=N] [-v]
+//
+// --kv=N (default 256, at most 2048) sets the cells the view covers; the
+// patterns' used cells scale with it. With N >= 512 a one-row query over
+// fewer KV heads than threads makes the bridge split each head's tokens
+// over the threads and merge the parts (tq_ggml_flash_attn_ext_threads).
 //
 // K and V are f16, q8_0 or tqc types (a tqc type has one head dim per
 // process, so a tqc type may not appear at both DK and DV != DK). The
@@ -66,8 +71,12 @@ static struct {
     float  softcap, qscale;
     double tol;
     uint64_t seed;
+    int64_t n_kv;
     int    verbose;
 } opt;
+
+#define MAX_KV 2048
+#define MAX_CELLS (MAX_KV + 64)
 
 // ---- random numbers (splitmix64, Box-Muller) ----------------------------
 
@@ -161,6 +170,10 @@ static pattern_t pattern_get(int p) {
             c.hidden = 2;
             break;
     }
+    // The counts above are of 256 cells; --kv scales them.
+    for (int st = 0; st < 3; ++st) {
+        c.n_used[st] = c.n_used[st] * opt.n_kv / 256;
+    }
     return c;
 }
 
@@ -193,13 +206,14 @@ static void usage(void) {
     fprintf(stderr,
             "usage: fa-check --pairs=K:V[,K:V...] --dk=D [--dv=DV] [--gqa=1,2,4,7,8] [--rows=1,7,64]\n"
             "                [--threads=1,2,3,4] [--patterns=all|causal,window,...] [--softcap=C]\n"
-            "                [--qscale=S] [--tol=T] [--seed=N] [-v]\n");
+            "                [--qscale=S] [--tol=T] [--seed=N] [--kv=N (64..2048)] [-v]\n");
     exit(2);
 }
 
 static void parse_args(int argc, char ** argv) {
     opt.dk = 0;
     opt.dv = 0;
+    opt.n_kv = 256;
     opt.n_gqa = parse_ints("1,2,4,7,8", opt.gqa);
     opt.n_rows = parse_ints("1,7,64", opt.rows);
     opt.n_threads = parse_ints("1,2,3,4", opt.threads);
@@ -246,6 +260,8 @@ static void parse_args(int argc, char ** argv) {
             opt.tol = atof(val);
         } else if (strncmp(a, "--seed=", 7) == 0) {
             opt.seed = strtoull(val, NULL, 10);
+        } else if (strncmp(a, "--kv=", 5) == 0) {
+            opt.n_kv = atoll(val);
         } else if (strncmp(a, "--patterns=", 11) == 0) {
             if (strcmp(val, "all") != 0) {
                 opt.patterns = 0;
@@ -274,7 +290,8 @@ static void parse_args(int argc, char ** argv) {
     if (opt.dv == 0) {
         opt.dv = opt.dk;
     }
-    if (opt.n_pairs == 0 || opt.dk <= 0 || opt.n_gqa <= 0 || opt.n_rows <= 0 || opt.n_threads <= 0) {
+    if (opt.n_pairs == 0 || opt.dk <= 0 || opt.n_gqa <= 0 || opt.n_rows <= 0 || opt.n_threads <= 0 ||
+        opt.n_kv < 64 || opt.n_kv > MAX_KV) {
         usage();
     }
 }
@@ -301,8 +318,8 @@ typedef struct {
 
 // Cell metadata of one cache stream: sequence and position of each cell.
 typedef struct {
-    int     seq[512];
-    int64_t pos[512];
+    int     seq[MAX_CELLS];
+    int64_t pos[MAX_CELLS];
 } cells_t;
 
 static int run_case(pair_t pr, int G, int nq, int p, result_t * res) {
@@ -310,7 +327,7 @@ static int run_case(pair_t pr, int G, int nq, int p, result_t * res) {
     const int64_t DK = opt.dk, DV = opt.dv;
     const int64_t HKV = G == 1 ? 3 : G >= 8 ? 1 : 2;
     const int64_t H = HKV * G;
-    const int64_t kv_size = 320, n_kv = 256;
+    const int64_t n_kv = opt.n_kv, kv_size = n_kv + 64;
     const int ns_total = pc.ns_total, ns = pc.ns, s0 = pc.s0;
     const int64_t nq_mask = nq + pc.mask_pad;
 

@@ -59,6 +59,10 @@ mlir::tq::buildAttentionKernel(OpBuilder &b, Location loc,
   if (spec.sinks)
     args.push_back(headsMemref);
   args.push_back(qMemref);
+  auto lseShape = SmallVector<int64_t>{spec.numQueries,
+                                       int64_t(spec.queryHeads)};
+  if (spec.lse)
+    args.push_back(MemRefType::get(lseShape, f32));
 
   auto func = func::FuncOp::create(b, loc, spec.name,
                                    b.getFunctionType(args, {}));
@@ -98,13 +102,19 @@ mlir::tq::buildAttentionKernel(OpBuilder &b, Location loc,
   Value slopes = optionalArg(spec.slopes);
   Value sinks = optionalArg(spec.sinks);
   FloatAttr scale = spec.scale ? b.getF32FloatAttr(*spec.scale) : FloatAttr();
-  Value out = AttentionOp::create(
-      b, loc, qTensor, q, k, v, mask, slopes, sinks, scale,
+  Type lseType =
+      spec.lse ? RankedTensorType::get(lseShape, f32) : Type();
+  auto attention = AttentionOp::create(
+      b, loc, qTensor, lseType, q, k, v, mask, slopes, sinks, scale,
       spec.causal ? b.getUnitAttr() : UnitAttr(),
       b.getI64IntegerAttr(spec.window), b.getF32FloatAttr(spec.softcap));
   bufferization::MaterializeInDestinationOp::create(
-      b, loc, TypeRange{}, out, entry->getArguments().back(),
+      b, loc, TypeRange{}, attention.getResult(), entry->getArgument(next),
       /*restrict=*/true, /*writable=*/true);
+  if (spec.lse)
+    bufferization::MaterializeInDestinationOp::create(
+        b, loc, TypeRange{}, attention.getLse(), entry->getArguments().back(),
+        /*restrict=*/true, /*writable=*/true);
   func::ReturnOp::create(b, loc);
   if (failed(func.verify()))
     return failure();

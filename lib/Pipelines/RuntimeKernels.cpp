@@ -134,12 +134,19 @@ func::FuncOp buildAttention(OpBuilder &b, Location loc,
     args.push_back(stridedMemRef({g}, f32));
   }
   args.push_back(outType);
+  // ggml decode kernels also write each head's log-sum-exp, so that an
+  // engine can split one head's keys over its threads and merge.
+  const bool withLse = spec.kind == RuntimeKernelKind::GgmlDecode;
+  auto lseType = stridedMemRef({rows, g}, f32);
+  if (withLse)
+    args.push_back(lseType);
   auto func = func::FuncOp::create(b, loc, spec.name(),
                                    b.getFunctionType(args, {}));
   func->setAttr("llvm.emit_c_interface", b.getUnitAttr());
   Block *entry = func.addEntryBlock();
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(entry);
+  const unsigned outArg = withLse ? args.size() - 2 : args.size() - 1;
   Value q = toTensor(b, loc, entry->getArgument(0), false);
   Value table = toTensor(b, loc, entry->getArgument(3), false);
   Value tokens = entry->getArgument(4);
@@ -186,13 +193,20 @@ func::FuncOp buildAttention(OpBuilder &b, Location loc,
   auto qTensorType = cast<RankedTensorType>(q.getType());
   auto outTensorType = RankedTensorType::get(
       {qTensorType.getDimSize(0), g, int64_t(spec.vDim())}, f32);
-  Value out = AttentionOp::create(
-      b, loc, outTensorType, q, k, v, mask, slopes, sinks, FloatAttr(),
-      spec.causal ? b.getUnitAttr() : UnitAttr(),
+  Type lseTensorType;
+  if (withLse)
+    lseTensorType = RankedTensorType::get({qTensorType.getDimSize(0), g}, f32);
+  auto attention = AttentionOp::create(
+      b, loc, outTensorType, lseTensorType, q, k, v, mask, slopes, sinks,
+      FloatAttr(), spec.causal ? b.getUnitAttr() : UnitAttr(),
       b.getI64IntegerAttr(spec.window), b.getF32FloatAttr(spec.softcap));
   bufferization::MaterializeInDestinationOp::create(
-      b, loc, TypeRange{}, out, entry->getArguments().back(),
+      b, loc, TypeRange{}, attention.getResult(), entry->getArgument(outArg),
       /*restrict=*/true, /*writable=*/true);
+  if (withLse)
+    bufferization::MaterializeInDestinationOp::create(
+        b, loc, TypeRange{}, attention.getLse(), entry->getArguments().back(),
+        /*restrict=*/true, /*writable=*/true);
   func::ReturnOp::create(b, loc);
   return func;
 }

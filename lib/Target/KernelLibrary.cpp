@@ -158,8 +158,7 @@ bool compileKernel(MLIRContext &context, const RuntimeKernelSpec &spec,
     return false;
   }
   // The runtime checks a cache against the kernel's own description:
-  // <name>_info = {1, kind, head_dim, group, k_row_bytes, v_row_bytes,
-  //                causal, window} as int64.
+  // <name>_info (see kernelInfo).
   auto addInfo = [&](ModuleOp lowered) {
     SmallVector<int64_t> info = kernelInfo(spec);
     OpBuilder b(lowered.getBodyRegion());
@@ -254,7 +253,10 @@ void writeHeader(llvm::raw_ostream &os,
     case RuntimeKernelKind::GgmlPrefill:
       os << "(tq_memref3 *q, tq_memref4 *k, tq_memref4 *v, tq_memref1 "
             "*table, int64_t tokens, float scale, tq_memref2 *mask, "
-            "tq_memref1 *slopes, tq_memref1 *sinks, tq_memref3 *out);\n";
+            "tq_memref1 *slopes, tq_memref1 *sinks, tq_memref3 *out"
+         << (spec.kind == RuntimeKernelKind::GgmlDecode ? ", tq_memref2 *lse"
+                                                        : "")
+         << ");\n";
       break;
     }
   }
@@ -268,7 +270,9 @@ SmallVector<int64_t> mlir::tq::kernelInfo(const RuntimeKernelSpec &spec) {
     auto format = ::tq::quant::Format::get(f, dim);
     return format ? int64_t(format->rowBytes()) : 0;
   };
-  return {1,
+  // The version is that of the kernel's signature: ggml decode kernels
+  // gained their %lse output in version 2.
+  return {spec.kind == RuntimeKernelKind::GgmlDecode ? 2 : 1,
           int64_t(spec.kind),
           int64_t(spec.headDim),
           int64_t(spec.group),

@@ -3,8 +3,10 @@
  * Maps ggml tensors (data, ne, nb) onto the strided memref descriptors of
  * a tq-aot --abi=ggml pack and splits FLASH_ATTN_EXT over the caller's
  * threads: one work item is (stream, kv head, block of query rows), thread
- * ith takes items ith, ith + nth, ... Every check runs before any kernel
- * does, identically on every thread.
+ * ith takes items ith, ith + nth, ... A decode with fewer (stream, kv
+ * head) pairs than threads splits each head's tokens into parts, merged
+ * by log-sum-exp after the caller's barrier. Every check runs before any
+ * kernel does, identically on every thread.
  *
  *===--------------------------------------------------------------------===*/
 
@@ -24,6 +26,7 @@
 _Static_assert(sizeof(tq_ggml_tensor_v0) == 72, "tq_ggml_tensor_v0 is pinned");
 _Static_assert(sizeof(tq_ggml_attention_v0) == 472,
                "tq_ggml_attention_v0 is pinned");
+_Static_assert(sizeof(tq_ggml_threads_v0) == 40, "tq_ggml_threads_v0 is pinned");
 
 typedef void (*append_fn)(memref3 *rows, memref4 *pool, memref1 *table,
                           int64_t start);
@@ -37,6 +40,11 @@ typedef void (*attention_fn)(memref3 *q, memref4 *k, memref4 *v,
                              memref1 *table, int64_t tokens, float scale,
                              memref2 *mask, memref1 *slopes, memref1 *sinks,
                              memref3 *out);
+/* Decode kernels (info version 2) also write each head's log-sum-exp. */
+typedef void (*decode_fn)(memref3 *q, memref4 *k, memref4 *v, memref1 *table,
+                          int64_t tokens, float scale, memref2 *mask,
+                          memref1 *slopes, memref1 *sinks, memref3 *out,
+                          memref2 *lse);
 
 /* Info kinds (tq/Pipelines/RuntimeKernels.h). */
 enum { KIND_GGML_DECODE = 3, KIND_GGML_PREFILL = 4, KIND_DEQUANTIZE = 5 };
@@ -49,6 +57,13 @@ struct tq_ggml_pack {
 /* Query rows per prefill work item: enough to share each decoded KV tile
  * across many rows, few enough to keep every thread busy. */
 enum { MIN_ROWS_PER_ITEM = 16 };
+
+/* Tokens per part when a decode splits one head's tokens over threads:
+ * below this the merge and the thread hand-off cost more than they save. */
+enum { MIN_TOKENS_PER_PART = 256 };
+
+/* Info versions: the calling convention of a kernel. */
+enum { INFO_VERSION_ROWS = 1, INFO_VERSION_GGML_DECODE = 2 };
 
 static const int32_t zero_table[1] = {0};
 static const uint16_t zero_half = 0;
@@ -103,9 +118,12 @@ void tq_ggml_pack_close(tq_ggml_pack *pack) {
   free(pack);
 }
 
-/* The entry point and the info of kernel `name`, or false. */
-static bool lookup(const tq_ggml_pack *pack, const char *name, void **entry,
-                   const int64_t **info) {
+/* The entry point and the info of kernel `name` with calling convention
+ * `version`, or false. */
+static bool lookup(const tq_ggml_pack *pack, const char *name,
+                   int64_t version, void **entry, const int64_t **info) {
+  *entry = NULL;
+  *info = NULL;
   char symbol[256];
   if (snprintf(symbol, sizeof symbol, "_mlir_ciface_%s", name) >=
       (int)sizeof symbol)
@@ -114,7 +132,7 @@ static bool lookup(const tq_ggml_pack *pack, const char *name, void **entry,
   if (snprintf(symbol, sizeof symbol, "%s_info", name) >= (int)sizeof symbol)
     return false;
   *info = (const int64_t *)dlsym(pack->library, symbol);
-  return *entry && *info && (*info)[INFO_VERSION] == 1;
+  return *entry && *info && (*info)[INFO_VERSION] == version;
 }
 
 /* The row kernel `kind` ("append" or "dequantize") of format at head_dim. */
@@ -130,7 +148,7 @@ static tq_status row_kernel(const tq_ggml_pack *pack, const char *kind,
                centred ? "_centred" : "") >= (int)sizeof name)
     return TQ_STATUS_INVALID_ARGUMENT;
   const int64_t *info;
-  if (!lookup(pack, name, entry, &info) ||
+  if (!lookup(pack, name, INFO_VERSION_ROWS, entry, &info) ||
       info[INFO_HEAD_DIM] != (int64_t)head_dim || info[INFO_K_ROW_BYTES] <= 0)
     return TQ_STATUS_NOT_FOUND;
   *row_bytes = (uint32_t)info[INFO_K_ROW_BYTES];
@@ -263,9 +281,11 @@ tq_status tq_ggml_dequantize_centred(const tq_ggml_pack *pack,
 
 /* Everything a thread needs to run its items, derived from the call. */
 typedef struct {
-  attention_fn fn;
+  void *fn; /* decode_fn for one query row, else attention_fn */
   int64_t dk, dv, n_queries, n_head, n_kv, n_kv_heads, group, streams;
   int64_t k_streams, v_streams, rows_per_item, blocks;
+  /* Parts each head's tokens are split into (1: no split), tokens each. */
+  int64_t parts, part_tokens;
   uint32_t k_row_bytes, v_row_bytes;
   float slope_m0, slope_m1;
   uint32_t n_head_log2;
@@ -317,7 +337,17 @@ static tq_status find_attention(const tq_ggml_pack *pack,
   }
   void *entry;
   const int64_t *info;
-  if (!lookup(pack, name, &entry, &info) ||
+  const int64_t version =
+      decode ? INFO_VERSION_GGML_DECODE : INFO_VERSION_ROWS;
+  if (!lookup(pack, name, version, &entry, &info) && entry && info) {
+    say(error, size,
+        "the kernel %s of the tqc kernel pack '%s' has calling convention "
+        "%lld, and this runtime calls convention %lld: rebuild the pack "
+        "with this tqc's tq-aot --abi=ggml",
+        name, pack->path, (long long)info[INFO_VERSION], (long long)version);
+    return TQ_STATUS_VERSION_MISMATCH;
+  }
+  if (!entry || !info ||
       info[INFO_KIND] != (decode ? KIND_GGML_DECODE : KIND_GGML_PREFILL) ||
       info[INFO_HEAD_DIM] != p->dk || info[INFO_GROUP] != p->group) {
     char options[96] = "";
@@ -338,7 +368,7 @@ static tq_status find_attention(const tq_ggml_pack *pack,
         (long long)p->dk, (long long)p->group, options);
     return TQ_STATUS_NOT_FOUND;
   }
-  p->fn = (attention_fn)entry;
+  p->fn = entry;
   p->k_row_bytes = (uint32_t)info[INFO_K_ROW_BYTES];
   p->v_row_bytes = (uint32_t)info[INFO_V_ROW_BYTES];
   return TQ_STATUS_OK;
@@ -448,15 +478,35 @@ static tq_status plan_call(const tq_ggml_pack *pack,
   }
   p->rows_per_item = (p->n_queries + blocks - 1) / blocks;
   p->blocks = (p->n_queries + p->rows_per_item - 1) / p->rows_per_item;
+  /* Decode with fewer heads than threads: parts of each head's tokens
+   * (used only where the caller shares a barrier and scratch). */
+  p->parts = 1;
+  if (p->n_queries == 1 && heads < (int64_t)nth) {
+    int64_t parts = (int64_t)nth / heads;
+    if (parts > p->n_kv / MIN_TOKENS_PER_PART)
+      parts = p->n_kv / MIN_TOKENS_PER_PART;
+    if (parts > 1)
+      p->parts = parts;
+  }
+  p->part_tokens = (p->n_kv + p->parts - 1) / p->parts;
   p->n_head_log2 = 1u << (uint32_t)floor(log2((double)p->n_head));
   p->slope_m0 = powf(2.0f, -c->max_bias / (float)p->n_head_log2);
   p->slope_m1 = powf(2.0f, -(c->max_bias / 2.0f) / (float)p->n_head_log2);
   return TQ_STATUS_OK;
 }
 
-/* Runs work item `item` of a planned call. */
+/* Where a work item writes: dst itself, or (a part of a split decode)
+ * rows of the scratch, with its heads' log-sum-exp beside them. */
+typedef struct {
+  float *out;     /* null: dst */
+  float *lse;     /* group floats; decode only */
+} item_target;
+
+/* Runs the rows of work item `item` of a planned call over tokens
+ * [t0, t0 + n) of its head. */
 static void run_item(const tq_ggml_attention_v0 *c, const plan *p,
-                     int64_t item) {
+                     int64_t item, int64_t t0, int64_t n,
+                     const item_target *target) {
   const int64_t block = item % p->blocks;
   const int64_t kh = (item / p->blocks) % p->n_kv_heads;
   const int64_t s = item / (p->blocks * p->n_kv_heads);
@@ -472,17 +522,25 @@ static void run_item(const tq_ggml_attention_v0 *c, const plan *p,
             r0 * c->q.nb[1];
   memref3 qm = {q, q, 0, {rows, p->group, p->dk},
                 {(int64_t)c->q.nb[1] / 4, (int64_t)c->q.nb[2] / 4, 1}};
-  char *out = (char *)mut(c->dst.data) + s * c->dst.nb[3] + r0 * c->dst.nb[2] +
-              h0 * c->dst.nb[1];
-  memref3 om = {out, out, 0, {rows, p->group, p->dv},
-                {(int64_t)c->dst.nb[2] / 4, (int64_t)c->dst.nb[1] / 4, 1}};
-  char *k = (char *)mut(c->k.data) + ks * c->k.nb[3] + kh * c->k.nb[2];
-  memref4 km = {k, k, 0, {1, p->n_kv, 1, p->k_row_bytes},
-                {p->n_kv * (int64_t)c->k.nb[1], (int64_t)c->k.nb[1],
+  memref3 om;
+  if (target->out) {
+    om = (memref3){target->out, target->out, 0, {rows, p->group, p->dv},
+                   {p->group * p->dv, p->dv, 1}};
+  } else {
+    char *out = (char *)mut(c->dst.data) + s * c->dst.nb[3] +
+                r0 * c->dst.nb[2] + h0 * c->dst.nb[1];
+    om = (memref3){out, out, 0, {rows, p->group, p->dv},
+                   {(int64_t)c->dst.nb[2] / 4, (int64_t)c->dst.nb[1] / 4, 1}};
+  }
+  char *k = (char *)mut(c->k.data) + ks * c->k.nb[3] + kh * c->k.nb[2] +
+            t0 * c->k.nb[1];
+  memref4 km = {k, k, 0, {1, n, 1, p->k_row_bytes},
+                {n * (int64_t)c->k.nb[1], (int64_t)c->k.nb[1],
                  (int64_t)c->k.nb[2], 1}};
-  char *v = (char *)mut(c->v.data) + vs * c->v.nb[3] + kh * c->v.nb[2];
-  memref4 vm = {v, v, 0, {1, p->n_kv, 1, p->v_row_bytes},
-                {p->n_kv * (int64_t)c->v.nb[1], (int64_t)c->v.nb[1],
+  char *v = (char *)mut(c->v.data) + vs * c->v.nb[3] + kh * c->v.nb[2] +
+            t0 * c->v.nb[1];
+  memref4 vm = {v, v, 0, {1, n, 1, p->v_row_bytes},
+                {n * (int64_t)c->v.nb[1], (int64_t)c->v.nb[1],
                  (int64_t)c->v.nb[2], 1}};
   memref1 table = {mut(zero_table), mut(zero_table), 0, {1}, {1}};
 
@@ -491,28 +549,114 @@ static void run_item(const tq_ggml_attention_v0 *c, const plan *p,
     const int64_t ms = s % c->mask.ne[3];
     const int64_t mh = c->mask.ne[2] == 1 ? 0 : h0 % c->mask.ne[2];
     char *m = (char *)mut(c->mask.data) + ms * c->mask.nb[3] +
-              mh * c->mask.nb[2] + r0 * c->mask.nb[1];
-    mask = (memref2){m, m, 0, {rows, p->n_kv},
-                     {(int64_t)c->mask.nb[1] / 2, 1}};
+              mh * c->mask.nb[2] + r0 * c->mask.nb[1] + t0 * 2;
+    mask = (memref2){m, m, 0, {rows, n}, {(int64_t)c->mask.nb[1] / 2, 1}};
   } else { /* One zero broadcast to every entry. */
-    mask = (memref2){mut(&zero_half), mut(&zero_half), 0,
-                     {rows, p->n_kv}, {0, 0}};
+    mask = (memref2){mut(&zero_half), mut(&zero_half), 0, {rows, n}, {0, 0}};
   }
+  /* Sinks enter one part only: the first. */
   float slopes[p->group], sinks[p->group];
   for (int64_t j = 0; j < p->group; ++j) {
     slopes[j] = slope_of(p, c->max_bias, (uint32_t)(h0 + j));
-    sinks[j] = c->sinks.data ? ((const float *)c->sinks.data)[h0 + j]
-                             : -INFINITY;
+    sinks[j] = c->sinks.data && t0 == 0
+                   ? ((const float *)c->sinks.data)[h0 + j]
+                   : -INFINITY;
   }
   memref1 sm = {slopes, slopes, 0, {p->group}, {1}};
   memref1 sk = {sinks, sinks, 0, {p->group}, {1}};
-  p->fn(&qm, &km, &vm, &table, p->n_kv, c->scale, &mask, &sm, &sk, &om);
+  if (p->n_queries == 1) {
+    float unused[p->group];
+    float *l = target->lse ? target->lse : unused;
+    memref2 lm = {l, l, 0, {1, p->group}, {p->group, 1}};
+    ((decode_fn)p->fn)(&qm, &km, &vm, &table, n, c->scale, &mask, &sm, &sk,
+                       &om, &lm);
+  } else {
+    ((attention_fn)p->fn)(&qm, &km, &vm, &table, n, c->scale, &mask, &sm,
+                          &sk, &om);
+  }
 }
 
-tq_status tq_ggml_flash_attn_ext(const tq_ggml_pack *pack,
-                                 const tq_ggml_attention_v0 *call,
-                                 uint32_t ith, uint32_t nth, char *error,
-                                 size_t error_size) {
+/* Scratch floats of one part: the group's output rows, then their lse. */
+static int64_t part_floats(const plan *p) {
+  return p->group * (p->dv + 1);
+}
+
+static uint64_t split_scratch_bytes(const plan *p) {
+  if (p->parts <= 1)
+    return 0;
+  return (uint64_t)(p->streams * p->n_kv_heads * p->parts) *
+         (uint64_t)part_floats(p) * sizeof(float);
+}
+
+/* Merges the parts of query head row `row` (stream, head) into dst:
+ * out = sum_j exp(lse_j - M) out_j / sum_j exp(lse_j - M), zeros when no
+ * part saw anything (every lse -inf). */
+static void merge_row(const tq_ggml_attention_v0 *c, const plan *p,
+                      const float *scratch, int64_t row) {
+  const int64_t s = row / p->n_head, h = row % p->n_head;
+  const int64_t item = s * p->n_kv_heads + h / p->group, j = h % p->group;
+  float *out = (float *)((char *)mut(c->dst.data) + s * c->dst.nb[3] +
+                         h * c->dst.nb[1]);
+  float top = -INFINITY;
+  for (int64_t part = 0; part < p->parts; ++part) {
+    const float *base = scratch + (item * p->parts + part) * part_floats(p);
+    const float lse = base[p->group * p->dv + j];
+    if (lse > top)
+      top = lse;
+  }
+  for (int64_t d = 0; d < p->dv; ++d)
+    out[d] = 0.0f;
+  if (top == -INFINITY)
+    return;
+  float total = 0.0f;
+  for (int64_t part = 0; part < p->parts; ++part) {
+    const float *base = scratch + (item * p->parts + part) * part_floats(p);
+    const float lse = base[p->group * p->dv + j];
+    if (lse == -INFINITY)
+      continue;
+    const float w = expf(lse - top);
+    total += w;
+    const float *o = base + j * p->dv;
+    for (int64_t d = 0; d < p->dv; ++d)
+      out[d] += w * o[d];
+  }
+  const float inv = 1.0f / total;
+  for (int64_t d = 0; d < p->dv; ++d)
+    out[d] *= inv;
+}
+
+/* Split decode: thread ith runs parts ith, ith + nth, ...; all meet at the
+ * barrier; then thread ith merges head rows ith, ith + nth, ... */
+static void run_split(const tq_ggml_attention_v0 *c, const plan *p,
+                      uint32_t ith, uint32_t nth,
+                      const tq_ggml_threads_v0 *t) {
+  float *scratch = (float *)t->scratch;
+  const int64_t parts = p->streams * p->n_kv_heads * p->parts;
+  for (int64_t i = ith; i < parts; i += nth) {
+    const int64_t item = i / p->parts, part = i % p->parts;
+    float *base = scratch + i * part_floats(p);
+    const int64_t t0 = part * p->part_tokens;
+    int64_t n = p->n_kv - t0;
+    if (n > p->part_tokens)
+      n = p->part_tokens;
+    item_target target = {base, base + p->group * p->dv};
+    if (n <= 0) { /* an empty part: nothing seen */
+      for (int64_t j = 0; j < p->group; ++j)
+        target.lse[j] = -INFINITY;
+      continue;
+    }
+    run_item(c, p, item, t0, n, &target);
+  }
+  t->barrier(t->barrier_context);
+  const int64_t rows = p->streams * p->n_head;
+  for (int64_t row = ith; row < rows; row += nth)
+    merge_row(c, p, scratch, row);
+}
+
+static tq_status run_call(const tq_ggml_pack *pack,
+                          const tq_ggml_attention_v0 *call, uint32_t ith,
+                          uint32_t nth, const tq_ggml_threads_v0 *threads,
+                          char *error, size_t error_size) {
   plan p;
   tq_status status = plan_call(pack, call, nth, &p, error, error_size);
   if (status != TQ_STATUS_OK)
@@ -521,8 +665,52 @@ tq_status tq_ggml_flash_attn_ext(const tq_ggml_pack *pack,
     say(error, error_size, "ith %u is not below nth %u", ith, nth);
     return TQ_STATUS_INVALID_ARGUMENT;
   }
+  if (threads && p.parts > 1 && threads->scratch &&
+      threads->scratch_bytes >= split_scratch_bytes(&p)) {
+    run_split(call, &p, ith, nth, threads);
+    return TQ_STATUS_OK;
+  }
+  const item_target whole = {NULL, NULL};
   const int64_t items = p.streams * p.n_kv_heads * p.blocks;
   for (int64_t item = ith; item < items; item += nth)
-    run_item(call, &p, item);
+    run_item(call, &p, item, 0, p.n_kv, &whole);
   return TQ_STATUS_OK;
+}
+
+tq_status tq_ggml_flash_attn_ext(const tq_ggml_pack *pack,
+                                 const tq_ggml_attention_v0 *call,
+                                 uint32_t ith, uint32_t nth, char *error,
+                                 size_t error_size) {
+  return run_call(pack, call, ith, nth, NULL, error, error_size);
+}
+
+tq_status tq_ggml_flash_attn_ext_scratch(const tq_ggml_pack *pack,
+                                         const tq_ggml_attention_v0 *call,
+                                         uint32_t nth, uint64_t *out_bytes) {
+  if (!out_bytes)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  *out_bytes = 0;
+  plan p;
+  tq_status status = plan_call(pack, call, nth, &p, NULL, 0);
+  if (status == TQ_STATUS_OK)
+    *out_bytes = split_scratch_bytes(&p);
+  return status;
+}
+
+tq_status tq_ggml_flash_attn_ext_threads(const tq_ggml_pack *pack,
+                                         const tq_ggml_attention_v0 *call,
+                                         uint32_t ith, uint32_t nth,
+                                         const tq_ggml_threads_v0 *threads,
+                                         char *error, size_t error_size) {
+  if (!threads || threads->version != TQ_GGML_THREADS_VERSION_0 ||
+      threads->size != sizeof(tq_ggml_threads_v0)) {
+    say(error, error_size, "unknown tq_ggml_threads version %u or size %u",
+        threads ? threads->version : 0u, threads ? threads->size : 0u);
+    return threads ? TQ_STATUS_VERSION_MISMATCH : TQ_STATUS_INVALID_ARGUMENT;
+  }
+  if (!threads->barrier) {
+    say(error, error_size, "tq_ggml_threads needs a barrier");
+    return TQ_STATUS_INVALID_ARGUMENT;
+  }
+  return run_call(pack, call, ith, nth, threads, error, error_size);
 }

@@ -456,6 +456,7 @@ TEST_F(Execution, EngineMaskSlopesAndSinks) {
         spec.numKeys = 100;
         spec.scale = 0.2f;
         spec.mask = spec.maskF16 = spec.slopes = spec.sinks = true;
+        spec.lse = true;
         mlir::tq::TQPipelineOptions options;
         options.hoistRotations = variant.hoist;
         options.fuseCodebook = variant.fuse;
@@ -488,8 +489,8 @@ TEST_F(Execution, EngineMaskSlopesAndSinks) {
           half.push_back(floatToHalf(m));
         std::vector<float> slopes = {0.5f, 1.0f, 2.0f, 0.25f};
         std::vector<float> sinks = {0.5f, -INFINITY, 3.0f, -1.0f};
-        std::vector<float> out(q.size(), NAN);
-        kernel->runEngine(q, kb, vb, half, slopes, sinks, out);
+        std::vector<float> out(q.size(), NAN), lse;
+        kernel->runEngine(q, kb, vb, half, slopes, sinks, out, &lse);
 
         AttentionOptions o;
         o.scale = 0.2;
@@ -505,5 +506,34 @@ TEST_F(Execution, EngineMaskSlopesAndSinks) {
         for (size_t i = 0; i < out.size(); ++i)
           worst = std::max(worst, double(std::fabs(out[i] - ref[i])));
         EXPECT_LT(worst, 1e-4);
+        // lse: log(sum_t exp(logit) + exp(sink)) in double over the decoded
+        // keys; the last query sees only its sinks (head 1 has none: -inf).
+        std::vector<float> keys(100 * 2 * 64);
+        for (size_t r = 0; r < 100 * 2; ++r)
+          ASSERT_TRUE(kf.decodeRow(std::span<const uint8_t>(kb).subspan(
+                                       r * kf.rowBytes(), kf.rowBytes()),
+                                   std::span<float>(keys).subspan(r * 64, 64))
+                          .ok());
+        for (int64_t i = 0; i < queries; ++i)
+          for (int h = 0; h < 4; ++h) {
+            double total = std::isinf(sinks[h]) ? 0.0 : std::exp(sinks[h]);
+            for (int t = 0; t < 100; ++t) {
+              const double m = halfToFloat(half[i * 100 + t]);
+              if (std::isinf(m))
+                continue;
+              double dot = 0;
+              for (int d = 0; d < 64; ++d)
+                dot += double(q[(i * 4 + h) * 64 + d]) *
+                       keys[(t * 2 + h / 2) * 64 + d];
+              total += std::exp(0.2 * dot + slopes[h] * m);
+            }
+            const float got = lse[i * 4 + h];
+            SCOPED_TRACE("lse of query " + std::to_string(i) + " head " +
+                         std::to_string(h));
+            if (total == 0.0)
+              EXPECT_EQ(got, -INFINITY);
+            else
+              EXPECT_NEAR(got, std::log(total), 1e-4);
+          }
       }
 }

@@ -7,6 +7,7 @@
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
 
+#include <cmath>
 #include <tuple>
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Diagnostics.h"
@@ -71,7 +72,8 @@ void CompiledKernel::runEngine(std::vector<float> &q, std::vector<uint8_t> &k,
                                std::vector<uint16_t> &mask,
                                std::vector<float> &slopes,
                                std::vector<float> &sinks,
-                               std::vector<float> &out) const {
+                               std::vector<float> &out,
+                               std::vector<float> *lse) const {
   const int64_t nq = spec_.numQueries, h = spec_.queryHeads,
                 d = spec_.headDim, n = spec_.numKeys, kvh = spec_.kvHeads;
   auto qm = view3(q, nq, h, d);
@@ -102,6 +104,17 @@ void CompiledKernel::runEngine(std::vector<float> &q, std::vector<uint8_t> &k,
       args.push_back(m);
     }
   args.push_back(&om);
+  StridedMemRefType<float, 2> lm;
+  if (spec_.lse) {
+    lse->assign(nq * h, NAN);
+    lm.basePtr = lm.data = lse->data();
+    lm.offset = 0;
+    lm.sizes[0] = nq;
+    lm.sizes[1] = h;
+    lm.strides[0] = h;
+    lm.strides[1] = 1;
+    args.push_back(&lm);
+  }
   switch (args.size()) {
   case 5:
     reinterpret_cast<void (*)(void *, void *, void *, void *, void *)>(entry_)(
@@ -116,6 +129,12 @@ void CompiledKernel::runEngine(std::vector<float> &q, std::vector<uint8_t> &k,
                               void *)>(entry_)(args[0], args[1], args[2],
                                                args[3], args[4], args[5],
                                                args[6]);
+    break;
+  case 8:
+    reinterpret_cast<void (*)(void *, void *, void *, void *, void *, void *,
+                              void *, void *)>(entry_)(
+        args[0], args[1], args[2], args[3], args[4], args[5], args[6],
+        args[7]);
     break;
   default:
     reinterpret_cast<void (*)(void *, void *, void *, void *)>(entry_)(

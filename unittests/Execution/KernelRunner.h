@@ -42,10 +42,12 @@ public:
            std::vector<float> &out) const;
   /// Kernels with engine options (spec.maskF16, slopes, sinks): mask
   /// [Q][N] half bits, slopes and sinks [H] (empty when the spec has none).
+  /// With spec.lse, lse [Q][H] receives each row's log-sum-exp.
   void runEngine(std::vector<float> &q, std::vector<uint8_t> &k,
                  std::vector<uint8_t> &v, std::vector<uint16_t> &mask,
                  std::vector<float> &slopes, std::vector<float> &sinks,
-                 std::vector<float> &out) const;
+                 std::vector<float> &out,
+                 std::vector<float> *lse = nullptr) const;
   /// Paged kernels: kPool / vPool hold numPages pages of the spec's page
   /// size; table lists this sequence's pages.
   void runPaged(std::vector<float> &q, std::vector<uint8_t> &kPool,

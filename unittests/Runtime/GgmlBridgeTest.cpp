@@ -20,11 +20,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -234,8 +236,40 @@ tq_ggml_attention_v0 describe(const Case &c, Tensors &t, float scale) {
   return call;
 }
 
+/// What ggml_barrier is to ggml: returns once all n threads arrived;
+/// reusable; counts its calls.
+struct ThreadBarrier {
+  explicit ThreadBarrier(unsigned n) : n(n) {}
+  static void wait(void *self) { static_cast<ThreadBarrier *>(self)->arrive(); }
+  void arrive() {
+    std::unique_lock<std::mutex> lock(mutex);
+    ++calls;
+    const unsigned gen = generation;
+    if (++count == n) {
+      count = 0;
+      ++generation;
+      ready.notify_all();
+    } else {
+      ready.wait(lock, [&] { return gen != generation; });
+    }
+  }
+  std::mutex mutex;
+  std::condition_variable ready;
+  unsigned n, count = 0, generation = 0, calls = 0;
+};
+
+/// How check() hands the threads their work.
+enum class Threads {
+  Plain,     // tq_ggml_flash_attn_ext
+  Shared,    // tq_ggml_flash_attn_ext_threads with the scratch it asks for
+  NoScratch, // ... with a scratch one byte too small: must not split
+};
+
 /// Runs the call on c.threads threads and compares with the reference.
-void check(const tq_ggml_pack *pack, const Case &c, uint64_t seed) {
+/// With shared threads, expects the barrier to be called by every thread
+/// exactly when the bridge asked for scratch (a split), else never.
+void check(const tq_ggml_pack *pack, const Case &c, uint64_t seed,
+           Threads how = Threads::Plain) {
   SCOPED_TRACE(c.kFormat + "/" + c.vFormat + " d" + std::to_string(c.dim) +
                " g" + std::to_string(c.group) + " q" +
                std::to_string(c.queries) + " n" + std::to_string(c.tokens) +
@@ -244,18 +278,41 @@ void check(const tq_ggml_pack *pack, const Case &c, uint64_t seed) {
   Tensors t = makeTensors(c, seed);
   const float scale = 1.0f / std::sqrt(float(c.dim));
   tq_ggml_attention_v0 call = describe(c, t, scale);
+  uint64_t scratchBytes = 0;
+  if (how != Threads::Plain) {
+    ASSERT_EQ(tq_ggml_flash_attn_ext_scratch(pack, &call, c.threads,
+                                             &scratchBytes),
+              TQ_STATUS_OK);
+    if (how == Threads::NoScratch && scratchBytes > 0)
+      --scratchBytes;
+  }
+  std::vector<float> scratch(scratchBytes / 4 + 1, NAN);
+  ThreadBarrier barrier(c.threads);
+  tq_ggml_threads_v0 shared{TQ_GGML_THREADS_VERSION_0,
+                            sizeof(tq_ggml_threads_v0),
+                            scratch.data(),
+                            scratchBytes,
+                            &ThreadBarrier::wait,
+                            &barrier};
   std::vector<tq_status> statuses(c.threads);
   std::vector<std::string> errors(c.threads, std::string(512, '\0'));
   std::vector<std::thread> threads;
   for (unsigned ith = 0; ith < c.threads; ++ith)
     threads.emplace_back([&, ith] {
-      statuses[ith] = tq_ggml_flash_attn_ext(pack, &call, ith, c.threads,
-                                             errors[ith].data(), 512);
+      statuses[ith] =
+          how == Threads::Plain
+              ? tq_ggml_flash_attn_ext(pack, &call, ith, c.threads,
+                                       errors[ith].data(), 512)
+              : tq_ggml_flash_attn_ext_threads(pack, &call, ith, c.threads,
+                                               &shared, errors[ith].data(),
+                                               512);
     });
   for (std::thread &th : threads)
     th.join();
   for (unsigned ith = 0; ith < c.threads; ++ith)
     ASSERT_EQ(statuses[ith], TQ_STATUS_OK) << errors[ith].c_str();
+  const bool split = how == Threads::Shared && scratchBytes > 0;
+  EXPECT_EQ(barrier.calls, split ? c.threads : 0u);
   std::vector<double> ref = reference(c, t, scale);
   double worst = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
@@ -330,6 +387,84 @@ TEST_F(GgmlBridge, MaskPatternsSinksAlibiAndThreads) {
   Case alibi{"turbo3_0", "turbo3_0", 64, 2, 4, 7, 200, 1, MaskKind::Alibi};
   alibi.maxBias = 8.0f;
   check(p.pack, alibi, seed++);
+}
+
+// A one-row decode over fewer KV heads than threads splits each head's
+// tokens into parts (at least 256 tokens each) merged by log-sum-exp after
+// the caller's barrier: the same answer as the whole head, for masks that
+// hide whole parts, sinks (which enter one part only) and ALiBi.
+TEST_F(GgmlBridge, SplitDecodeMergesPartsAfterTheBarrier) {
+  Pack p(path);
+  ASSERT_NE(p.pack, nullptr);
+  uint64_t seed = 300;
+  for (const char *k : {"turbo3_0", "q8_0"})
+    for (MaskKind mask : {MaskKind::Causal, MaskKind::Window,
+                          MaskKind::Padding, MaskKind::None,
+                          MaskKind::AllHidden})
+      for (unsigned threads : {2u, 3u, 4u}) {
+        Case c{k, "turbo4_0", 64, 1, 4, 1, 1100, 1, mask};
+        c.threads = threads;
+        c.sinks = mask == MaskKind::Window || mask == MaskKind::AllHidden;
+        check(p.pack, c, seed++, Threads::Shared);
+      }
+  // Two streams of two KV heads: 4 heads, 2 parts each on 8 threads.
+  Case streams{"turbo3_0", "turbo3_0", 64, 2, 4, 1, 600, 2, MaskKind::Causal};
+  streams.threads = 8;
+  check(p.pack, streams, seed++, Threads::Shared);
+  Case alibi{"turbo3_0", "turbo3_0", 64, 1, 4, 1, 900, 1, MaskKind::Alibi};
+  alibi.maxBias = 8.0f;
+  alibi.threads = 3;
+  check(p.pack, alibi, seed++, Threads::Shared);
+  // A scratch smaller than asked for: the call runs whole, no barrier.
+  Case small{"turbo3_0", "turbo3_0", 64, 1, 4, 1, 1100, 1, MaskKind::Causal};
+  small.threads = 2;
+  check(p.pack, small, seed++, Threads::NoScratch);
+}
+
+TEST_F(GgmlBridge, SplitOnlyWhereItPays) {
+  Pack p(path);
+  ASSERT_NE(p.pack, nullptr);
+  auto scratchFor = [&](Case c, unsigned nth) {
+    Tensors t = makeTensors(c, 1);
+    tq_ggml_attention_v0 call = describe(c, t, 0.125f);
+    uint64_t bytes = 99;
+    EXPECT_EQ(tq_ggml_flash_attn_ext_scratch(p.pack, &call, nth, &bytes),
+              TQ_STATUS_OK);
+    return bytes;
+  };
+  Case c{"turbo3_0", "turbo3_0", 64, 1, 4, 1, 1100, 1, MaskKind::Causal};
+  // 1 head, 2 threads: 2 parts of 4 query rows x (64 outputs + lse).
+  EXPECT_EQ(scratchFor(c, 2), 2u * 4 * 65 * 4);
+  EXPECT_EQ(scratchFor(c, 1), 0u);  // one thread: nothing to split over
+  Case shortHead = c;
+  shortHead.tokens = 400;           // < 2 x 256 tokens: one part
+  EXPECT_EQ(scratchFor(shortHead, 4), 0u);
+  Case prefill = c;
+  prefill.queries = 7;              // prefill splits query rows instead
+  EXPECT_EQ(scratchFor(prefill, 4), 0u);
+  Case twoHeads{"turbo3_0", "turbo3_0", 64, 2, 4, 1, 1100, 1,
+                MaskKind::Causal};
+  EXPECT_EQ(scratchFor(twoHeads, 2), 0u);  // a head per thread already
+
+  // Bad thread descriptions.
+  Tensors t = makeTensors(c, 1);
+  tq_ggml_attention_v0 call = describe(c, t, 0.125f);
+  char error[512];
+  EXPECT_EQ(tq_ggml_flash_attn_ext_threads(p.pack, &call, 0, 1, nullptr,
+                                           error, sizeof error),
+            TQ_STATUS_INVALID_ARGUMENT);
+  tq_ggml_threads_v0 bad{TQ_GGML_THREADS_VERSION_0, 8, nullptr, 0, nullptr,
+                         nullptr};
+  EXPECT_EQ(tq_ggml_flash_attn_ext_threads(p.pack, &call, 0, 1, &bad, error,
+                                           sizeof error),
+            TQ_STATUS_VERSION_MISMATCH);
+  bad.size = sizeof bad;
+  EXPECT_EQ(tq_ggml_flash_attn_ext_threads(p.pack, &call, 0, 1, &bad, error,
+                                           sizeof error),
+            TQ_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::strstr(error, "barrier"), nullptr) << error;
+  EXPECT_EQ(tq_ggml_flash_attn_ext_scratch(p.pack, &call, 2, nullptr),
+            TQ_STATUS_INVALID_ARGUMENT);
 }
 
 TEST(GgmlBridgeSoftcap, SoftcapKernels) {

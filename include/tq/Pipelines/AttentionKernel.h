@@ -7,7 +7,8 @@
 //                   %v: memref<N x KH x RowBytesV x i8>,
 //                  [%mask: memref<Q x N x f32 (or f16)>,]
 //                  [%slopes: memref<H x f32>,] [%sinks: memref<H x f32>,]
-//                   %out: memref<Q x H x D x f32>)
+//                   %out: memref<Q x H x D x f32>
+//                  [, %lse: memref<Q x H x f32>])
 //       attributes {llvm.emit_c_interface}
 //
 // or, for a paged cache (pageSize > 0), K and V as page pools shared by all
@@ -54,6 +55,9 @@ struct AttentionKernelSpec {
   bool slopes = false;
   /// One attention-sink logit per query head.
   bool sinks = false;
+  /// A second output after the result: memref<Q x H x f32>, each row's
+  /// log-sum-exp (tq.attention's lse).
+  bool lse = false;
   /// Tokens per page of a paged cache; 0 for contiguous buffers.
   int64_t pageSize = 0;
 };

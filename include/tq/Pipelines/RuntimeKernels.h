@@ -41,8 +41,15 @@ namespace mlir::tq {
 //       %slopes: memref<G x f32, strided>       ALiBi slope per head (x mask)
 //       %sinks:  memref<G x f32, strided>       sink logit per head (-inf:
 //                                               none)
-//       %out)
+//       %out,
+//       %lse:    memref<1 x G x f32, strided>   decode kernels only: log of
+//                                               each head's softmax
+//                                               denominator (-inf: nothing
+//                                               visible), to merge partial
+//                                               attentions over key ranges
+//       )
 //     no causal or window option: the mask says what each query sees.
+//     Info version 2 (decode kernels with %lse; version 1 had none).
 //
 //   dequantize: func.func @<name>(
 //       %rows: memref<? x 1 x R x i8, strided>  encoded rows

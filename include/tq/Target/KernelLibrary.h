@@ -56,7 +56,8 @@ struct KernelLibraryOptions {
 using KernelProgress = std::function<void(size_t, size_t, const std::string &)>;
 
 /// The kernel's self-description the runtime checks, `<name>_info`:
-/// {1, kind, head_dim, group, k_row_bytes, v_row_bytes (0 for append),
+/// {version (1; 2 for ggml decode kernels, which write %lse), kind,
+/// head_dim, group, k_row_bytes, v_row_bytes (0 for append),
 /// causal, window} as int64. GPU kernels append two entries.
 SmallVector<int64_t> kernelInfo(const RuntimeKernelSpec &spec);
 

@@ -439,7 +439,8 @@ static void tq_fa_reference(const struct ggml_tensor * dst, int ith, int nth, vo
     free(acc);
 }
 
-static void tq_fa_bridge(const struct ggml_tensor * dst, int ith, int nth);
+static void tq_fa_bridge(const struct ggml_tensor * dst, int ith, int nth,
+                         const tq_ggml_threads_v0 * threads);
 
 // TQ_GGML_FA_REFERENCE=2: thread 0 runs the fused kernels (all of the call)
 // and the reference, prints how far apart they are, and keeps the kernels'
@@ -448,7 +449,7 @@ static void tq_fa_check(const struct ggml_tensor * dst, int ith) {
     if (ith != 0) {
         return;
     }
-    tq_fa_bridge(dst, 0, 1);
+    tq_fa_bridge(dst, 0, 1, NULL);
     const size_t bytes = ggml_nbytes(dst);
     float * ref = malloc(bytes);
     GGML_ASSERT(ref && ggml_is_contiguous(dst));
@@ -474,7 +475,9 @@ static void tq_fa_check(const struct ggml_tensor * dst, int ith) {
     free(ref);
 }
 
-void ggml_tq_flash_attn_ext(const struct ggml_tensor * dst, int ith, int nth) {
+void ggml_tq_flash_attn_ext(const struct ggml_tensor * dst, int ith, int nth,
+                            void * wdata, size_t wsize,
+                            void (*barrier)(void *), void * barrier_ctx) {
     if (ggml_tq_is_centred_k(dst->src[1])) {
         float softcap;
         memcpy(&softcap, (const float *) dst->op_params + 2, sizeof(float));
@@ -492,11 +495,21 @@ void ggml_tq_flash_attn_ext(const struct ggml_tensor * dst, int ith, int nth) {
     switch (atomic_load(&reference)) {
         case 1:  tq_fa_reference(dst, ith, nth, dst->data); return;
         case 2:  tq_fa_check(dst, ith); return;
-        default: tq_fa_bridge(dst, ith, nth); return;
+        default: break;
     }
+    const tq_ggml_threads_v0 threads = {
+        .version = TQ_GGML_THREADS_VERSION_0,
+        .size = sizeof threads,
+        .scratch = wdata,
+        .scratch_bytes = wdata ? wsize : 0,
+        .barrier = barrier,
+        .barrier_context = barrier_ctx,
+    };
+    tq_fa_bridge(dst, ith, nth, barrier ? &threads : NULL);
 }
 
-static void tq_fa_bridge(const struct ggml_tensor * dst, int ith, int nth) {
+static void tq_fa_bridge(const struct ggml_tensor * dst, int ith, int nth,
+                         const tq_ggml_threads_v0 * threads) {
 
     const struct ggml_tensor * q     = dst->src[0];
     const struct ggml_tensor * k     = dst->src[1];
@@ -550,8 +563,11 @@ static void tq_fa_bridge(const struct ggml_tensor * dst, int ith, int nth) {
     }
 
     char err[1024] = "";
-    const tq_status st = tq_ggml_flash_attn_ext(tq_pack_or_abort(), &call, (uint32_t) ith,
-                                                (uint32_t) nth, err, sizeof err);
+    const tq_status st = threads
+        ? tq_ggml_flash_attn_ext_threads(tq_pack_or_abort(), &call, (uint32_t) ith,
+                                         (uint32_t) nth, threads, err, sizeof err)
+        : tq_ggml_flash_attn_ext(tq_pack_or_abort(), &call, (uint32_t) ith,
+                                 (uint32_t) nth, err, sizeof err);
     if (st != TQ_STATUS_OK) {
         GGML_ABORT("tqc: FLASH_ATTN_EXT (K %s, V %s, DK %" PRId64 ", DV %" PRId64 ", %" PRId64
                    " query heads, %" PRId64 " KV heads, %" PRId64 " queries, %" PRId64 " KV rows) "

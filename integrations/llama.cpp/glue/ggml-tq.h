@@ -56,9 +56,13 @@ GGML_API const char * ggml_tq_pack_path(void);
 GGML_API int ggml_tq_cpu_supports_op(const struct ggml_tensor * op);
 
 // GGML_OP_FLASH_ATTN_EXT whose K or V has a tq type, through the bridge;
-// thread ith of nth computes its share. Aborts with the bridge's message
-// on error.
-GGML_API void ggml_tq_flash_attn_ext(const struct ggml_tensor * dst, int ith, int nth);
+// thread ith of nth computes its share. wdata/wsize is the op's work buffer
+// and barrier(barrier_ctx) ggml's barrier: with them a decode with fewer KV
+// heads than threads splits each head's tokens over the threads (wdata
+// null: no split). Aborts with the bridge's message on error.
+GGML_API void ggml_tq_flash_attn_ext(const struct ggml_tensor * dst, int ith, int nth,
+                                     void * wdata, size_t wsize,
+                                     void (*barrier)(void *), void * barrier_ctx);
 
 // to_float / from_float of each type (k values, a multiple of the head dim).
 #define GGML_TQ_DECLARE_(T, n)                                                           \

@@ -290,7 +290,26 @@ struct LowerSoftmax : public OpConversionPattern<SoftmaxOp> {
           return arith::SelectOp::create(b, loc, positive, p,
                                          f32Const(b, loc, 0.0f));
         });
-    rewriter.replaceOp(op, probs);
+    if (!op.getLse()) {
+      rewriter.replaceOp(op, probs);
+      return success();
+    }
+    // 6. log of the denominator: max + log(sum), -inf where nothing shows.
+    auto id2 = AffineMap::getMultiDimIdentityMap(2, ctx);
+    Value lse = createLoopNest(
+        rewriter, loc,
+        tensor::EmptyOp::create(rewriter, loc, sizes2, rewriter.getF32Type()),
+        {maxima, sums}, {id2, id2}, id2, 2, 0,
+        [&](OpBuilder &b, Location loc, ValueRange, ValueRange in,
+            Value) -> Value {
+          Value positive = arith::CmpFOp::create(
+              b, loc, arith::CmpFPredicate::OGT, in[1], f32Const(b, loc, 0.0f));
+          Value l = arith::AddFOp::create(b, loc, in[0],
+                                          math::LogOp::create(b, loc, in[1]));
+          return arith::SelectOp::create(b, loc, positive, l,
+                                         f32Const(b, loc, negInf));
+        });
+    rewriter.replaceOp(op, ValueRange{probs, lse});
     return success();
   }
 };

@@ -14,7 +14,9 @@
  * type_size = tq_ggml_row_bytes(format, head_dim).
  *
  * Threads: tq_ggml_flash_attn_ext splits its work over the caller's
- * threads (ggml's ith / nth) and starts none of its own. Every call is
+ * threads (ggml's ith / nth) and starts none of its own;
+ * tq_ggml_flash_attn_ext_threads also splits one head's tokens over them
+ * when there are fewer heads than threads. Every call is
  * thread-safe; a pack is immutable once opened.
  *
  * Errors: every fallible call returns a tq_status; calls that take an
@@ -117,6 +119,42 @@ tq_status tq_ggml_flash_attn_ext(const tq_ggml_pack *pack,
                                  const tq_ggml_attention_v0 *call,
                                  uint32_t ith, uint32_t nth, char *error,
                                  size_t error_size);
+
+#define TQ_GGML_THREADS_VERSION_0 0u
+
+/* What the caller's nth threads share during one call: a scratch buffer
+ * every thread sees and a barrier that returns once all nth threads have
+ * reached it (ggml: params->wdata / wsize and ggml_barrier). */
+typedef struct tq_ggml_threads_v0 {
+  uint32_t version; /* TQ_GGML_THREADS_VERSION_0 */
+  uint32_t size;    /* sizeof(tq_ggml_threads_v0) */
+  void *scratch;
+  uint64_t scratch_bytes;
+  void (*barrier)(void *context);
+  void *barrier_context;
+} tq_ggml_threads_v0;
+
+/* Scratch bytes tq_ggml_flash_attn_ext_threads uses for this call with nth
+ * threads; 0 when the call does not split. At most
+ * 4 * n_head * nth * (DV + 1) bytes (ggml's own FLASH_ATTN_EXT work size
+ * covers it). */
+tq_status tq_ggml_flash_attn_ext_scratch(const tq_ggml_pack *pack,
+                                         const tq_ggml_attention_v0 *call,
+                                         uint32_t nth, uint64_t *out_bytes);
+
+/* tq_ggml_flash_attn_ext, where a decode call (one query row) with fewer
+ * (stream, KV head) pairs than threads -- a model with one KV head --
+ * splits each head's tokens over the threads: each thread attends over
+ * its part, writing the output and log-sum-exp to the scratch, every
+ * thread calls threads->barrier exactly once, and the parts are merged by
+ * log-sum-exp. Calls that do not split, or whose scratch is smaller than
+ * tq_ggml_flash_attn_ext_scratch says, run as tq_ggml_flash_attn_ext does
+ * and never call the barrier. The same on every thread, like the checks. */
+tq_status tq_ggml_flash_attn_ext_threads(const tq_ggml_pack *pack,
+                                         const tq_ggml_attention_v0 *call,
+                                         uint32_t ith, uint32_t nth,
+                                         const tq_ggml_threads_v0 *threads,
+                                         char *error, size_t error_size);
 
 #ifdef __cplusplus
 }

@@ -431,3 +431,25 @@ func.func @quantize(%x: tensor<4x1x64xf32>) -> tensor<4x1x68xi8> {
   %b = tq.to_bytes %c : !tq.cache<4x1x64, #tq.format<"q8_0">> -> tensor<4x1x68xi8>
   return %b : tensor<4x1x68xi8>
 }
+
+// -----
+
+// A softmax's lse: the row maxima (sinks included) plus the log of the row
+// sums, -inf where the sum is 0 (nothing visible, no sink).
+// CHECK-LABEL: func @softmax_lse
+// CHECK: %[[MAX:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]
+// CHECK:   arith.maximumf
+// CHECK: %[[SUM:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]
+// CHECK:   arith.addf
+// CHECK: %[[P:.*]] = linalg.generic
+// CHECK:   arith.divf
+// CHECK: %[[LSE:.*]] = linalg.generic {{.*}} ins(%[[MAX]], %[[SUM]] : tensor<1x4xf32>, tensor<1x4xf32>)
+// CHECK:   %[[SEEN:.*]] = arith.cmpf ogt
+// CHECK:   %[[LOG:.*]] = math.log
+// CHECK:   %[[L:.*]] = arith.addf %{{.*}}, %[[LOG]]
+// CHECK:   arith.select %[[SEEN]], %[[L]], %{{.*}}
+// CHECK: return %[[P]], %[[LSE]]
+func.func @softmax_lse(%s: tensor<1x4x?xf32>, %sinks: tensor<4xf32>) -> (tensor<1x4x?xf32>, tensor<1x4xf32>) {
+  %p, %l = tq.softmax %s sinks(%sinks : tensor<4xf32>) {scale = 1.0 : f32} : tensor<1x4x?xf32> -> tensor<1x4x?xf32>, tensor<1x4xf32>
+  return %p, %l : tensor<1x4x?xf32>, tensor<1x4xf32>
+}

@@ -55,3 +55,16 @@ func.func @engine_options(%q: tensor<1x4x64xf32>, %k: !tq.cache<?x1x64, #tq.form
   %o = tq.attention %q, %k, %v mask(%m : tensor<1x?xf16>) slopes(%slopes : tensor<4xf32>) sinks(%sinks : tensor<4xf32>) : tensor<1x4x64xf32>, !tq.cache<?x1x64, #tq.format<"turbo3_0">>, !tq.cache<?x1x64, #tq.format<"turbo3_0">> -> tensor<1x4x64xf32>
   return %o : tensor<1x4x64xf32>
 }
+
+// -----
+
+// The attention's lse is its softmax's: the same denominators.
+// CHECK-LABEL: func @lse
+// CHECK: %[[S:.*]] = tq.qk
+// CHECK: %[[P:.*]], %[[L:.*]] = tq.softmax %[[S]] {scale = 1.250000e-01 : f32} : tensor<1x4x?xf32> -> tensor<1x4x?xf32>, tensor<1x4xf32>
+// CHECK: %[[O:.*]] = tq.pv %[[P]]
+// CHECK: return %[[O]], %[[L]]
+func.func @lse(%q: tensor<1x4x64xf32>, %k: !tq.cache<?x1x64, #tq.format<"q8_0">>, %v: !tq.cache<?x1x64, #tq.format<"q8_0">>) -> (tensor<1x4x64xf32>, tensor<1x4xf32>) {
+  %o, %l = tq.attention %q, %k, %v : tensor<1x4x64xf32>, !tq.cache<?x1x64, #tq.format<"q8_0">>, !tq.cache<?x1x64, #tq.format<"q8_0">> -> tensor<1x4x64xf32>, tensor<1x4xf32>
+  return %o, %l : tensor<1x4x64xf32>, tensor<1x4xf32>
+}

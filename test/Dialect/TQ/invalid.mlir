@@ -498,3 +498,28 @@ func.func @f(%s: tensor<1x4x?xf32>, %max: tensor<1x4xf32>, %t0: index, %n: index
   %p, %m1, %l1, %c = tq.online_softmax %s, %max, %max, %t0, %n slopes(%slopes : tensor<4xf32>) {scale = 1.0 : f32} : tensor<1x4x?xf32>, tensor<1x4xf32> -> tensor<1x4x?xf32>
   return
 }
+
+// -----
+
+// The lse holds one value per (query, head) of the result.
+func.func @attention_lse_heads(%q: tensor<1x4x64xf32>, %k: !tq.cache<?x1x64, #tq.format<"turbo3_0">>, %v: !tq.cache<?x1x64, #tq.format<"turbo3_0">>) {
+  // expected-error @+1 {{'tq.attention' op lse heads is 2, expected 4}}
+  %o, %l = tq.attention %q, %k, %v : tensor<1x4x64xf32>, !tq.cache<?x1x64, #tq.format<"turbo3_0">>, !tq.cache<?x1x64, #tq.format<"turbo3_0">> -> tensor<1x4x64xf32>, tensor<1x2xf32>
+  return
+}
+
+// -----
+
+func.func @attention_lse_queries(%q: tensor<3x4x64xf32>, %k: !tq.cache<?x1x64, #tq.format<"turbo3_0">>, %v: !tq.cache<?x1x64, #tq.format<"turbo3_0">>) {
+  // expected-error @+1 {{'tq.attention' op lse queries is 1, expected 3}}
+  %o, %l = tq.attention %q, %k, %v : tensor<3x4x64xf32>, !tq.cache<?x1x64, #tq.format<"turbo3_0">>, !tq.cache<?x1x64, #tq.format<"turbo3_0">> -> tensor<3x4x64xf32>, tensor<1x4xf32>
+  return
+}
+
+// -----
+
+func.func @softmax_lse_heads(%s: tensor<1x8x10xf32>) {
+  // expected-error @+1 {{'tq.softmax' op lse heads is 4, expected 8}}
+  %p, %l = tq.softmax %s {scale = 1.0 : f32} : tensor<1x8x10xf32> -> tensor<1x8x10xf32>, tensor<1x4xf32>
+  return
+}

@@ -123,3 +123,13 @@ func.func @mla(%q: tensor<1x16x576xf32>, %k: !tq.cache<?x1x576, #tq.format<"q8_0
   %o = tq.attention %q, %k, %v : tensor<1x16x576xf32>, !tq.cache<?x1x576, #tq.format<"q8_0">>, !tq.cache<?x1x512, #tq.format<"turbo3_0">> -> tensor<1x16x512xf32>
   return %o : tensor<1x16x512xf32>
 }
+
+// The optional log-sum-exp results.
+// CHECK-LABEL: func @lse
+// CHECK: %{{.*}}, %{{.*}} = tq.attention %{{.*}}, %{{.*}}, %{{.*}} : tensor<1x4x64xf32>, !tq.cache<?x1x64, #tq.format<"turbo3_0">>, !tq.cache<?x1x64, #tq.format<"polar4">> -> tensor<1x4x64xf32>, tensor<1x4xf32>
+// CHECK: %{{.*}}, %{{.*}} = tq.softmax %{{.*}} {scale = 1.250000e-01 : f32} : tensor<1x4x?xf32> -> tensor<1x4x?xf32>, tensor<1x4xf32>
+func.func @lse(%q: tensor<1x4x64xf32>, %k: !tq.cache<?x1x64, #tq.format<"turbo3_0">>, %v: !tq.cache<?x1x64, #tq.format<"polar4">>, %s: tensor<1x4x?xf32>) -> (tensor<1x4x64xf32>, tensor<1x4xf32>, tensor<1x4x?xf32>, tensor<1x4xf32>) {
+  %o, %l = tq.attention %q, %k, %v : tensor<1x4x64xf32>, !tq.cache<?x1x64, #tq.format<"turbo3_0">>, !tq.cache<?x1x64, #tq.format<"polar4">> -> tensor<1x4x64xf32>, tensor<1x4xf32>
+  %p, %pl = tq.softmax %s {scale = 0.125 : f32} : tensor<1x4x?xf32> -> tensor<1x4x?xf32>, tensor<1x4xf32>
+  return %o, %l, %p, %pl : tensor<1x4x64xf32>, tensor<1x4xf32>, tensor<1x4x?xf32>, tensor<1x4xf32>
+}

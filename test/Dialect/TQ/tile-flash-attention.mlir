@@ -106,3 +106,47 @@ func.func @engine_mask(%qr: tensor<1x4x128xf32>, %k: !tq.cache<?x1x64, #tq.forma
   %a = tq.accumulate %p, %v : tensor<1x4x?xf32>, !tq.cache<?x1x64, #tq.format<"turbo3_0">> -> tensor<1x4x128xf32>
   return %a : tensor<1x4x128xf32>
 }
+
+// -----
+
+// A used lse becomes max + log(sum) of the final state (-inf where the sum
+// is 0); with split-KV, M + log(sum_s exp(max_s - M) sum_s) of the
+// chunks' states.
+// CHECK-LABEL: func @lse
+// CHECK: %[[LOOP:.*]]:3 = scf.for
+// CHECK: tq.normalize %[[LOOP]]#2, %[[LOOP]]#1
+// CHECK: %[[LSE:.*]] = linalg.generic {{.*}} ins(%[[LOOP]]#0, %[[LOOP]]#1 : tensor<1x4xf32>, tensor<1x4xf32>)
+// CHECK:   %[[SEEN:.*]] = arith.cmpf ogt
+// CHECK:   %[[LOG:.*]] = math.log
+// CHECK:   %[[SUM:.*]] = arith.addf %{{.*}}, %[[LOG]]
+// CHECK:   arith.select %[[SEEN]], %[[SUM]], %{{.*}}
+// CHECK: return %{{.*}}, %[[LSE]]
+// SPLIT-LABEL: func @lse
+// SPLIT: %[[PARTS:.*]]:3 = scf.forall
+// SPLIT: tq.combine %[[PARTS]]#0, %[[PARTS]]#1, %[[PARTS]]#2
+// SPLIT: %[[GMAX:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[PARTS]]#0 : tensor<4x1x4xf32>)
+// SPLIT:   arith.maximumf
+// SPLIT: %[[TOTAL:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[PARTS]]#0, %[[PARTS]]#1, %[[GMAX]] : tensor<4x1x4xf32>, tensor<4x1x4xf32>, tensor<1x4xf32>)
+// SPLIT:   math.exp
+// SPLIT: %[[LSE:.*]] = linalg.generic {{.*}} ins(%[[GMAX]], %[[TOTAL]] : tensor<1x4xf32>, tensor<1x4xf32>)
+// SPLIT:   math.log
+// SPLIT: return %{{.*}}, %[[LSE]]
+func.func @lse(%qr: tensor<1x4x128xf32>, %k: !tq.cache<?x1x64, #tq.format<"turbo3_0">>, %v: !tq.cache<?x1x64, #tq.format<"turbo3_0">>) -> (tensor<1x4x128xf32>, tensor<1x4xf32>) {
+  %s = tq.score %qr, %k : tensor<1x4x128xf32>, !tq.cache<?x1x64, #tq.format<"turbo3_0">> -> tensor<1x4x?xf32>
+  %p, %l = tq.softmax %s {scale = 1.0 : f32} : tensor<1x4x?xf32> -> tensor<1x4x?xf32>, tensor<1x4xf32>
+  %a = tq.accumulate %p, %v : tensor<1x4x?xf32>, !tq.cache<?x1x64, #tq.format<"turbo3_0">> -> tensor<1x4x128xf32>
+  return %a, %l : tensor<1x4x128xf32>, tensor<1x4xf32>
+}
+
+// -----
+
+// An unused lse adds nothing.
+// CHECK-LABEL: func @unused_lse
+// CHECK-NOT: math.log
+// CHECK: return
+func.func @unused_lse(%qr: tensor<1x4x128xf32>, %k: !tq.cache<?x1x64, #tq.format<"turbo3_0">>, %v: !tq.cache<?x1x64, #tq.format<"turbo3_0">>) -> tensor<1x4x128xf32> {
+  %s = tq.score %qr, %k : tensor<1x4x128xf32>, !tq.cache<?x1x64, #tq.format<"turbo3_0">> -> tensor<1x4x?xf32>
+  %p, %l = tq.softmax %s {scale = 1.0 : f32} : tensor<1x4x?xf32> -> tensor<1x4x?xf32>, tensor<1x4xf32>
+  %a = tq.accumulate %p, %v : tensor<1x4x?xf32>, !tq.cache<?x1x64, #tq.format<"turbo3_0">> -> tensor<1x4x128xf32>
+  return %a : tensor<1x4x128xf32>
+}

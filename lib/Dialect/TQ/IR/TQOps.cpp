@@ -241,11 +241,23 @@ LogicalResult QKOp::verify() {
                      "result", kQHT);
 }
 
+namespace {
+/// A [queries x heads] row tensor must match the leading dims of `rows3`.
+LogicalResult expectRowShape(Operation *op, ShapedType rows, ShapedType rows3,
+                             StringRef what) {
+  return expectShape(op, rows, {rows3.getDimSize(0), rows3.getDimSize(1)},
+                     what, {"queries", "heads"});
+}
+} // namespace
+
 LogicalResult SoftmaxOp::verify() {
   auto logits = getLogits().getType();
   if (getResult().getType() != logits)
     return emitOpError() << "result type " << getResult().getType()
                          << " differs from the logits type " << logits;
+  if (getLse() &&
+      failed(expectRowShape(*this, getLse().getType(), logits, "lse")))
+    return failure();
   if (failed(verifyHeadVectors(*this, logits.getDimSize(1), getMask(),
                                getSlopes(), getSinks())))
     return failure();
@@ -322,6 +334,8 @@ LogicalResult AttentionOp::verify() {
                           int64_t(values.getHeadDim())},
                          "result", kQHD)))
     return failure();
+  if (getLse() && failed(expectRowShape(*this, getLse().getType(), q, "lse")))
+    return failure();
   if (failed(verifyHeadVectors(*this, q.getDimSize(1), getMask(), getSlopes(),
                                getSinks())))
     return failure();
@@ -342,15 +356,6 @@ float AttentionOp::getScaleOrDefault() {
 //===----------------------------------------------------------------------===//
 // Flash attention ops
 //===----------------------------------------------------------------------===//
-
-namespace {
-/// A [queries x heads] row tensor must match the leading dims of `rows3`.
-LogicalResult expectRowShape(Operation *op, ShapedType rows, ShapedType rows3,
-                             StringRef what) {
-  return expectShape(op, rows, {rows3.getDimSize(0), rows3.getDimSize(1)},
-                     what, {"queries", "heads"});
-}
-} // namespace
 
 LogicalResult SliceTokensOp::verify() {
   CacheType in = getCache().getType(), out = getResult().getType();

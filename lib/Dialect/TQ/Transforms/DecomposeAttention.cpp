@@ -63,13 +63,20 @@ struct DecomposeAttention : public OpRewritePattern<AttentionOp> {
     Value keys = buildDequantizedRows(rewriter, loc, op.getKeys());
     Value logits =
         QKOp::create(rewriter, loc, logitsType, op.getQuery(), keys);
-    Value probs = SoftmaxOp::create(
-        rewriter, loc, logitsType, logits, op.getMask(), op.getSlopes(),
-        op.getSinks(), rewriter.getF32FloatAttr(op.getScaleOrDefault()), op.getCausalAttr(),
+    // The softmax's lse is the attention's (the same denominators).
+    Type lseType = op.getLse() ? op.getLse().getType() : Type();
+    auto softmax = SoftmaxOp::create(
+        rewriter, loc, logitsType, lseType, logits, op.getMask(),
+        op.getSlopes(), op.getSinks(),
+        rewriter.getF32FloatAttr(op.getScaleOrDefault()), op.getCausalAttr(),
         op.getWindowAttr(), op.getSoftcapAttr());
     Value values = buildDequantizedRows(rewriter, loc, op.getValues());
-    rewriter.replaceOpWithNewOp<PVOp>(op, op.getResult().getType(), probs,
-                                      values);
+    Value out = PVOp::create(rewriter, loc, op.getResult().getType(),
+                             softmax.getResult(), values);
+    SmallVector<Value> results = {out};
+    if (op.getLse())
+      results.push_back(softmax.getLse());
+    rewriter.replaceOp(op, results);
     return success();
   }
 };

@@ -12,6 +12,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/PatternMatch.h"
@@ -103,6 +104,99 @@ Value anyVisible(OpBuilder &b, Location loc, Value maskTile) {
                                lowest);
 }
 
+/// max + log(sum) per row, -inf where the sum is 0 (nothing visible): the
+/// log of the softmax denominator.
+Value logSumExp(OpBuilder &b, Location loc, Value max, Value sum) {
+  MLIRContext *ctx = b.getContext();
+  auto type = cast<RankedTensorType>(max.getType());
+  SmallVector<OpFoldResult> sizes = {tensor::getMixedSize(b, loc, max, 0),
+                                     tensor::getMixedSize(b, loc, max, 1)};
+  Value init = tensor::EmptyOp::create(b, loc, sizes, b.getF32Type());
+  auto id = AffineMap::getMultiDimIdentityMap(2, ctx);
+  return linalg::GenericOp::create(
+             b, loc, TypeRange{type}, ValueRange{max, sum}, ValueRange{init},
+             ArrayRef<AffineMap>{id, id, id},
+             SmallVector<utils::IteratorType>(2,
+                                              utils::IteratorType::parallel),
+             [&](OpBuilder &nb, Location nloc, ValueRange args) {
+               Value zero =
+                   arith::ConstantOp::create(nb, nloc, nb.getF32FloatAttr(0));
+               Value negInf = arith::ConstantOp::create(
+                   nb, nloc,
+                   nb.getF32FloatAttr(
+                       -std::numeric_limits<float>::infinity()));
+               Value seen = arith::CmpFOp::create(
+                   nb, nloc, arith::CmpFPredicate::OGT, args[1], zero);
+               Value lse = arith::AddFOp::create(
+                   nb, nloc, args[0], math::LogOp::create(nb, nloc, args[1]));
+               linalg::YieldOp::create(
+                   nb, nloc,
+                   ValueRange{arith::SelectOp::create(nb, nloc, seen, lse,
+                                                      negInf)});
+             })
+      .getResult(0);
+}
+
+/// The log-sum-exp of split-KV partials: with M = max_s max[s],
+/// M + log(sum_s exp(max[s] - M) sum[s]) per row.
+Value logSumExpOfSplits(OpBuilder &b, Location loc, Value maxes, Value sums) {
+  MLIRContext *ctx = b.getContext();
+  Type f32 = b.getF32Type();
+  const float negInf = -std::numeric_limits<float>::infinity();
+  SmallVector<OpFoldResult> rowSizes = {tensor::getMixedSize(b, loc, maxes, 1),
+                                        tensor::getMixedSize(b, loc, maxes, 2)};
+  auto rowType = RankedTensorType::get(
+      {cast<RankedTensorType>(maxes.getType()).getDimSize(1),
+       cast<RankedTensorType>(maxes.getType()).getDimSize(2)},
+      f32);
+  // Loops (i, h, s), reducing s.
+  auto parts = AffineMap::get(3, 0,
+                              {getAffineDimExpr(2, ctx),
+                               getAffineDimExpr(0, ctx),
+                               getAffineDimExpr(1, ctx)},
+                              ctx);
+  auto rows = AffineMap::get(
+      3, 0, {getAffineDimExpr(0, ctx), getAffineDimExpr(1, ctx)}, ctx);
+  SmallVector<utils::IteratorType> iterators = {
+      utils::IteratorType::parallel, utils::IteratorType::parallel,
+      utils::IteratorType::reduction};
+  Value global = linalg::GenericOp::create(
+                     b, loc, TypeRange{rowType}, ValueRange{maxes},
+                     ValueRange{filled(b, loc, rowSizes, negInf)},
+                     ArrayRef<AffineMap>{parts, rows}, iterators,
+                     [&](OpBuilder &nb, Location nloc, ValueRange args) {
+                       linalg::YieldOp::create(
+                           nb, nloc,
+                           ValueRange{arith::MaximumFOp::create(
+                               nb, nloc, args[0], args[1])});
+                     })
+                     .getResult(0);
+  Value total =
+      linalg::GenericOp::create(
+          b, loc, TypeRange{rowType}, ValueRange{maxes, sums, global},
+          ValueRange{filled(b, loc, rowSizes, 0.0f)},
+          ArrayRef<AffineMap>{parts, parts, rows, rows}, iterators,
+          [&](OpBuilder &nb, Location nloc, ValueRange args) {
+            // A split that saw nothing (max -inf) adds nothing.
+            Value none = arith::CmpFOp::create(
+                nb, nloc, arith::CmpFPredicate::OEQ, args[0],
+                arith::ConstantOp::create(nb, nloc,
+                                          nb.getF32FloatAttr(negInf)));
+            Value w = math::ExpOp::create(
+                nb, nloc, arith::SubFOp::create(nb, nloc, args[0], args[2]));
+            Value part = arith::MulFOp::create(nb, nloc, w, args[1]);
+            part = arith::SelectOp::create(
+                nb, nloc, none,
+                arith::ConstantOp::create(nb, nloc, nb.getF32FloatAttr(0)),
+                part);
+            linalg::YieldOp::create(
+                nb, nloc,
+                ValueRange{arith::AddFOp::create(nb, nloc, args[3], part)});
+          })
+          .getResult(0);
+  return logSumExp(b, loc, global, total);
+}
+
 struct TileFlashAttention : public OpRewritePattern<AccumulateOp> {
   TileFlashAttention(MLIRContext *context, int64_t tileSize, int64_t splits)
       : OpRewritePattern(context), tileSize(tileSize), splits(splits) {}
@@ -110,7 +204,7 @@ struct TileFlashAttention : public OpRewritePattern<AccumulateOp> {
   LogicalResult matchAndRewrite(AccumulateOp accumulate,
                                 PatternRewriter &rewriter) const override {
     auto softmax = accumulate.getProbs().getDefiningOp<SoftmaxOp>();
-    if (!softmax || !softmax->hasOneUse())
+    if (!softmax || !softmax.getResult().hasOneUse())
       return rewriter.notifyMatchFailure(accumulate,
                                          "probs are not a single-use softmax");
     auto score = softmax.getLogits().getDefiningOp<ScoreOp>();
@@ -143,15 +237,25 @@ struct TileFlashAttention : public OpRewritePattern<AccumulateOp> {
                       tokens);
     };
     Value zero = arith::ConstantIndexOp::create(rewriter, loc, 0);
-    Value result;
+    Value result, lse;
+    const bool wantsLse = softmax.getLse() && !softmax.getLse().use_empty();
     if (splits <= 1) {
       FlashState s = tiles(rewriter, loc, first, zero, tokens);
       result = NormalizeOp::create(rewriter, loc, accType, s.acc, s.sum);
+      if (wantsLse)
+        lse = logSumExp(rewriter, loc, s.max, s.sum);
     } else {
-      result = splitKV(rewriter, loc, accType, rowSizes, accSizes, tokens,
-                       first, empty, tiles);
+      auto forall = splitKV(rewriter, loc, rowSizes, accSizes, tokens, first,
+                            empty, tiles);
+      result = CombineOp::create(rewriter, loc, accType, forall.getResult(0),
+                                 forall.getResult(1), forall.getResult(2));
+      if (wantsLse)
+        lse = logSumExpOfSplits(rewriter, loc, forall.getResult(0),
+                                forall.getResult(1));
     }
     rewriter.replaceOp(accumulate, result);
+    if (wantsLse)
+      rewriter.replaceAllUsesWith(softmax.getLse(), lse);
     rewriter.eraseOp(softmax);
     rewriter.eraseOp(score);
     return success();
@@ -229,9 +333,11 @@ private:
     return {loop.getResult(0), loop.getResult(1), loop.getResult(2)};
   }
 
-  /// scf.forall over `splits` chunks, each tiled; tq.combine merges them.
-  Value splitKV(PatternRewriter &rewriter, Location loc,
-                RankedTensorType accType, ArrayRef<OpFoldResult> rowSizes,
+  /// scf.forall over `splits` chunks, each tiled; its results are the
+  /// chunks' (max, sum, acc) stacked, for tq.combine to merge.
+  scf::ForallOp
+  splitKV(PatternRewriter &rewriter, Location loc,
+                ArrayRef<OpFoldResult> rowSizes,
                 ArrayRef<OpFoldResult> accSizes, Value tokens,
                 FlashState first, FlashState empty,
                 function_ref<FlashState(OpBuilder &, Location, FlashState,
@@ -289,8 +395,7 @@ private:
       insert(s.sum, body->getArgument(2), rowSizes);
       insert(s.acc, body->getArgument(3), accSizes);
     }
-    return CombineOp::create(rewriter, loc, accType, forall.getResult(0),
-                             forall.getResult(1), forall.getResult(2));
+    return forall;
   }
 
   int64_t tileSize;

@@ -170,10 +170,12 @@ def TQ_SoftmaxOp : TQ_Op<"softmax", [Pure, AttrSizedOperandSegments]> {
     when `causal`, and keys at distance `>= window` when `window > 0`. The
     result is the softmax over `t`, where `sinks[h]`, when given, is one
     more logit whose value row is zero (it only adds to the denominator);
-    a query that sees no key and no sink gets zeros.
+    a query that sees no key and no sink gets zeros. The optional `lse`
+    result is the log of each row's denominator (see `tq.attention`).
 
     ```mlir
     %p = tq.softmax %s {scale = 0.125 : f32, causal} : tensor<4x8x?xf32> -> tensor<4x8x?xf32>
+    %p2, %lse = tq.softmax %s {scale = 0.125 : f32} : tensor<1x8x?xf32> -> tensor<1x8x?xf32>, tensor<1x8xf32>
     ```
   }];
   let arguments = (ins TQ_F32Tensor3D:$logits,
@@ -184,12 +186,13 @@ def TQ_SoftmaxOp : TQ_Op<"softmax", [Pure, AttrSizedOperandSegments]> {
                        UnitAttr:$causal,
                        DefaultValuedAttr<I64Attr, "0">:$window,
                        DefaultValuedAttr<F32Attr, "0.0f">:$softcap);
-  let results = (outs TQ_F32Tensor3D:$result);
+  let results = (outs TQ_F32Tensor3D:$result,
+                     Optional<TQ_F32Tensor2D>:$lse);
   let assemblyFormat = [{
     $logits (`mask` `(` $mask^ `:` type($mask) `)`)?
     (`slopes` `(` $slopes^ `:` type($slopes) `)`)?
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)? attr-dict `:`
-    type($logits) `->` type($result)
+    type($logits) `->` type($result) (`,` type($lse)^)?
   }];
   let hasVerifier = 1;
 }
@@ -286,10 +289,21 @@ def TQ_AttentionOp : TQ_Op<"attention", [Pure, AttrSizedOperandSegments]> {
     given, is one more logit per head with a zero value row (gpt-oss-style
     attention sinks). A query that sees no key gets zeros.
 
+    The optional second result `lse` (`queries x q_heads`) is the log of
+    each row's softmax denominator, `log(sum_t exp(x_t) + exp(sinks[h]))`
+    over the visible keys, and -inf where no key or sink is visible. It is
+    what merges attentions over disjoint token ranges (an engine splitting
+    one head's keys over its threads): with `M = max_s lse_s`,
+    `out = sum_s exp(lse_s - M) out_s / sum_s exp(lse_s - M)`.
+
     ```mlir
     %o = tq.attention %q, %k, %v {causal} : tensor<1x32x128xf32>,
         !tq.cache<?x8x128, #tq.format<"turbo3_0">>,
         !tq.cache<?x8x128, #tq.format<"turbo2_0">> -> tensor<1x32x128xf32>
+    %o2, %lse = tq.attention %q, %k, %v : tensor<1x32x128xf32>,
+        !tq.cache<?x8x128, #tq.format<"turbo3_0">>,
+        !tq.cache<?x8x128, #tq.format<"turbo2_0">> -> tensor<1x32x128xf32>,
+        tensor<1x32xf32>
     ```
   }];
   let arguments = (ins TQ_F32Tensor3D:$query,
@@ -302,13 +316,14 @@ def TQ_AttentionOp : TQ_Op<"attention", [Pure, AttrSizedOperandSegments]> {
                        UnitAttr:$causal,
                        DefaultValuedAttr<I64Attr, "0">:$window,
                        DefaultValuedAttr<F32Attr, "0.0f">:$softcap);
-  let results = (outs TQ_F32Tensor3D:$result);
+  let results = (outs TQ_F32Tensor3D:$result,
+                     Optional<TQ_F32Tensor2D>:$lse);
   let assemblyFormat = [{
     $query `,` $keys `,` $values (`mask` `(` $mask^ `:` type($mask) `)`)?
     (`slopes` `(` $slopes^ `:` type($slopes) `)`)?
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     attr-dict `:` type($query) `,` qualified(type($keys)) `,` qualified(type($values)) `->`
-    type($result)
+    type($result) (`,` type($lse)^)?
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{

@@ -121,6 +121,9 @@ def TQTileFlashAttention : Pass<"tq-tile-flash-attention"> {
     cut into that many chunks, each tiled independently inside an
     `scf.forall` (flash-decoding), and `tq.combine` merges the partial
     (max, sum, accumulator) triples by log-sum-exp.
+
+    A softmax's `lse` result, when used, becomes `max + log(sum)` of the
+    final state (of the merged splits' state with `splits > 1`).
   }];
   let options = [
     Option<"tileSize", "tile-size", "int64_t", /*default=*/"64",
@@ -130,6 +133,7 @@ def TQTileFlashAttention : Pass<"tq-tile-flash-attention"> {
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::linalg::LinalgDialect",
+                           "::mlir::math::MathDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::tensor::TensorDialect"];
 }

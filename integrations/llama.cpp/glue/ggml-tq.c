@@ -74,6 +74,58 @@ int64_t ggml_tq_head_dim(enum ggml_type type) {
     return ggml_is_tq_type(type) ? atomic_load(&tq_head_dims[type - TQ_FIRST]) : 0;
 }
 
+// Cache types a layer may be given besides the tqc types.
+static bool tq_plain_cache_type(enum ggml_type t) {
+    switch (t) {
+        case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_BF16: case GGML_TYPE_Q8_0:
+        case GGML_TYPE_Q5_0: case GGML_TYPE_Q5_1: case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1:
+        case GGML_TYPE_IQ4_NL:
+            return true;
+        default:
+            return false;
+    }
+}
+
+bool ggml_tq_layer_type(const char * var, int layer, enum ggml_type * type, char * err, size_t err_size) {
+    const char * list = getenv(var);
+    if (!list || !*list) {
+        return true;
+    }
+    const char * p = list;
+    while (*p) {
+        char * end = NULL;
+        const long l = strtol(p, &end, 10);
+        if (end == p || *end != ':' || l < 0) {
+            snprintf(err, err_size, "tqc: %s=\"%s\": expected LAYER:TYPE[,LAYER:TYPE...] at \"%s\"",
+                     var, list, p);
+            return false;
+        }
+        const char * name = end + 1;
+        const size_t len = strcspn(name, ",");
+        enum ggml_type found = GGML_TYPE_COUNT;
+        for (int t = 0; t < GGML_TYPE_COUNT; ++t) {
+            const char * tn = ggml_type_name((enum ggml_type) t);
+            if (tn && strlen(tn) == len && strncmp(tn, name, len) == 0 &&
+                (ggml_is_tq_type((enum ggml_type) t) || tq_plain_cache_type((enum ggml_type) t))) {
+                found = (enum ggml_type) t;
+            }
+        }
+        if (found == GGML_TYPE_COUNT) {
+            snprintf(err, err_size, "tqc: %s=\"%s\": \"%.*s\" is not a KV cache type (a tqc type, f16, bf16, "
+                     "f32, q8_0, q5_0, q5_1, q4_0, q4_1 or iq4_nl)", var, list, (int) len, name);
+            return false;
+        }
+        if (l == layer) {
+            *type = found;
+        }
+        p = name + len;
+        if (*p == ',') {
+            ++p;
+        }
+    }
+    return true;
+}
+
 bool ggml_tq_set_head_dim(enum ggml_type type, int64_t head_dim, char * err, size_t err_size) {
     if (!ggml_is_tq_type(type)) {
         snprintf(err, err_size, "tqc: %s is not a tqc type", ggml_type_name(type));
@@ -559,6 +611,12 @@ static void tq_fa_bridge(const struct ggml_tensor * dst, int ith, int nth,
             tq_debug_print("mask", mask);
             tq_debug_print("sinks", sinks);
             tq_debug_print("dst", dst);
+            uint64_t split = 0;
+            tq_ggml_flash_attn_ext_scratch(tq_pack_or_abort(), &call, (uint32_t) nth, &split);
+            fprintf(stderr, "  split: %s (scratch %" PRIu64 " of %zu bytes)\n",
+                    split > 0 && threads && threads->scratch_bytes >= split
+                        ? "tokens over the threads" : "none",
+                    split, threads ? (size_t) threads->scratch_bytes : (size_t) 0);
         }
     }
 

@@ -45,6 +45,15 @@ GGML_API bool ggml_is_tq_type(enum ggml_type type);
 GGML_API bool ggml_tq_set_head_dim(enum ggml_type type, int64_t head_dim,
                                    char * err, size_t err_size);
 
+// Per-layer cache types: the environment variable `var` (TQ_K_LAYER_TYPES
+// or TQ_V_LAYER_TYPES) lists "LAYER:TYPE" entries separated by commas, e.g.
+// "5:q8_0,11:q8_0"; a listed layer's cache gets TYPE (a tqc type, f16,
+// bf16, f32, q8_0, q5_0, q5_1, q4_0, q4_1 or iq4_nl), the others keep
+// *type. Returns false with a sentence in err when the list is malformed
+// or names an unknown type.
+GGML_API bool ggml_tq_layer_type(const char * var, int layer, enum ggml_type * type,
+                                 char * err, size_t err_size);
+
 // The head dim set for a tq type; 0 when none is set.
 GGML_API int64_t ggml_tq_head_dim(enum ggml_type type);
 

@@ -2,6 +2,7 @@
 
 #include "common.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,5 +160,44 @@ tq_status tq_check_append_call(const tq_kv_cache_v0 *c, uint32_t seq,
           : (uint64_t)(c->indptr[seq + 1] - c->indptr[seq]) * c->page_size;
   if (start > capacity || num_rows > capacity - start)
     return TQ_STATUS_OUT_OF_RANGE;
+  return TQ_STATUS_OK;
+}
+
+bool tq_ggml_attention_kernel_name(bool decode, const char *k_format,
+                                   const char *v_format, int64_t dk,
+                                   int64_t dv, int64_t group, float softcap,
+                                   char *name, size_t size) {
+  if (!tq_is_identifier(k_format) || !tq_is_identifier(v_format))
+    return false;
+  char vdim[32] = "";
+  if (dv != dk)
+    snprintf(vdim, sizeof vdim, "_dv%lld", (long long)dv);
+  int n = snprintf(name, size, "tq_ggml_%s_%s_%s_d%lld%s_g%lld",
+                   decode ? "decode" : "prefill", k_format, v_format,
+                   (long long)dk, vdim, (long long)group);
+  if (n < 0 || (size_t)n >= size)
+    return false;
+  if (softcap > 0.0f) {
+    int m = snprintf(name + n, size - (size_t)n, "_sc%ld",
+                     lroundf(softcap * 100.0f));
+    if (m < 0 || (size_t)m >= size - (size_t)n)
+      return false;
+  }
+  return true;
+}
+
+tq_status tq_check_attention_call_v1(const tq_kv_cache_v0 *c,
+                                     const tq_attention_params_v1 *p,
+                                     const float *q, const float *out) {
+  tq_status status = tq_check_cache(c);
+  if (status != TQ_STATUS_OK)
+    return status;
+  if (p->version != TQ_ATTENTION_PARAMS_VERSION_1 || p->size != sizeof(*p))
+    return TQ_STATUS_VERSION_MISMATCH;
+  if (!p->q_indptr || !q || !out || p->num_q_heads == 0 ||
+      p->num_q_heads % c->num_kv_heads != 0 || !(p->softcap >= 0.0f) ||
+      p->softcap > 1e6f || !(p->scale >= 0.0f) || p->scale > 3.4e38f ||
+      p->q_indptr[0] != 0 || (p->mask && p->mask_row_stride == 0))
+    return TQ_STATUS_INVALID_ARGUMENT;
   return TQ_STATUS_OK;
 }

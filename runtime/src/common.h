@@ -50,7 +50,18 @@ enum {
   INFO_GPU_BLOCK_THREADS,
   INFO_GPU_ENTRIES,
 };
-enum { KIND_APPEND = 0, KIND_DECODE = 1, KIND_PREFILL = 2 };
+enum {
+  KIND_APPEND = 0,
+  KIND_DECODE = 1,
+  KIND_PREFILL = 2,
+  KIND_GGML_DECODE = 3,
+  KIND_GGML_PREFILL = 4,
+  KIND_DEQUANTIZE = 5
+};
+
+/* Info versions, the kernels' calling conventions: ggml decode kernels
+ * gained their %lse output in version 2. */
+enum { INFO_VERSION_PLAIN = 1, INFO_VERSION_GGML_DECODE = 2 };
 
 static inline bool tq_mul_ok(uint64_t a, uint64_t b, uint64_t *out) {
   return !__builtin_mul_overflow(a, b, out);
@@ -99,5 +110,20 @@ bool tq_is_identifier(const char *s);
 bool tq_attention_kernel_name(const tq_kv_cache_v0 *c,
                               const tq_attention_params_v0 *p, int kind,
                               uint32_t group, char *name, size_t size);
+
+/* The ggml attention kernel tq-aot --abi=ggml names for a pair and shape,
+ * e.g. "tq_ggml_decode_turbo3_0_q8_0_d576_dv512_g2_sc5000" (V's head dim
+ * only when it differs; the soft-cap in hundredths when positive). False
+ * when it does not fit or a format name is not an identifier. */
+bool tq_ggml_attention_kernel_name(bool decode, const char *k_format,
+                                   const char *v_format, int64_t dk,
+                                   int64_t dv, int64_t group, float softcap,
+                                   char *name, size_t size);
+
+/* Everything tq_attention_v1 checks before planning (the per-sequence
+ * mask bound is checked while planning). */
+tq_status tq_check_attention_call_v1(const tq_kv_cache_v0 *c,
+                                     const tq_attention_params_v1 *p,
+                                     const float *q, const float *out);
 
 #endif /* TQ_RUNTIME_COMMON_H */

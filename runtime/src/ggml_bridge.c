@@ -46,8 +46,6 @@ typedef void (*decode_fn)(memref3 *q, memref4 *k, memref4 *v, memref1 *table,
                           memref1 *slopes, memref1 *sinks, memref3 *out,
                           memref2 *lse);
 
-/* Info kinds (tq/Pipelines/RuntimeKernels.h). */
-enum { KIND_GGML_DECODE = 3, KIND_GGML_PREFILL = 4, KIND_DEQUANTIZE = 5 };
 
 struct tq_ggml_pack {
   void *library;
@@ -62,8 +60,6 @@ enum { MIN_ROWS_PER_ITEM = 16 };
  * below this the merge and the thread hand-off cost more than they save. */
 enum { MIN_TOKENS_PER_PART = 256 };
 
-/* Info versions: the calling convention of a kernel. */
-enum { INFO_VERSION_ROWS = 1, INFO_VERSION_GGML_DECODE = 2 };
 
 static const int32_t zero_table[1] = {0};
 static const uint16_t zero_half = 0;
@@ -148,7 +144,7 @@ static tq_status row_kernel(const tq_ggml_pack *pack, const char *kind,
                centred ? "_centred" : "") >= (int)sizeof name)
     return TQ_STATUS_INVALID_ARGUMENT;
   const int64_t *info;
-  if (!lookup(pack, name, INFO_VERSION_ROWS, entry, &info) ||
+  if (!lookup(pack, name, INFO_VERSION_PLAIN, entry, &info) ||
       info[INFO_HEAD_DIM] != (int64_t)head_dim || info[INFO_K_ROW_BYTES] <= 0)
     return TQ_STATUS_NOT_FOUND;
   *row_bytes = (uint32_t)info[INFO_K_ROW_BYTES];
@@ -304,41 +300,20 @@ static bool aligned_to(uint64_t value, uint64_t unit) {
   return value % unit == 0;
 }
 
-/* The kernel name tq-aot gives this pair and shape; false if it does not
- * fit. Soft-caps are named in hundredths, as tq-aot names them. */
-static bool attention_name(char *name, size_t size, bool decode,
-                           const char *k, const char *v, int64_t dk,
-                           int64_t dv, int64_t group, float softcap) {
-  char vdim[32] = "";
-  if (dv != dk)
-    snprintf(vdim, sizeof vdim, "_dv%lld", (long long)dv);
-  int n = snprintf(name, size, "tq_ggml_%s_%s_%s_d%lld%s_g%lld",
-                   decode ? "decode" : "prefill", k, v, (long long)dk, vdim,
-                   (long long)group);
-  if (n < 0 || (size_t)n >= size)
-    return false;
-  if (softcap > 0.0f) {
-    int m = snprintf(name + n, size - (size_t)n, "_sc%ld",
-                     lroundf(softcap * 100.0f));
-    if (m < 0 || (size_t)m >= size - (size_t)n)
-      return false;
-  }
-  return true;
-}
-
 static tq_status find_attention(const tq_ggml_pack *pack,
                                 const tq_ggml_attention_v0 *c, plan *p,
                                 bool decode, char *error, size_t size) {
   char name[256];
-  if (!attention_name(name, sizeof name, decode, c->k_format, c->v_format,
-                      p->dk, p->dv, p->group, c->softcap)) {
+  if (!tq_ggml_attention_kernel_name(decode, c->k_format, c->v_format, p->dk,
+                                     p->dv, p->group, c->softcap, name,
+                                     sizeof name)) {
     say(error, size, "format names are too long");
     return TQ_STATUS_INVALID_ARGUMENT;
   }
   void *entry;
   const int64_t *info;
   const int64_t version =
-      decode ? INFO_VERSION_GGML_DECODE : INFO_VERSION_ROWS;
+      decode ? INFO_VERSION_GGML_DECODE : INFO_VERSION_PLAIN;
   if (!lookup(pack, name, version, &entry, &info) && entry && info) {
     say(error, size,
         "the kernel %s of the tqc kernel pack '%s' has calling convention "

@@ -25,6 +25,8 @@ _Static_assert(sizeof(tq_runtime_options_v0) == 24,
 _Static_assert(sizeof(tq_kv_cache_v0) == 112, "tq_kv_cache_v0 is pinned");
 _Static_assert(sizeof(tq_attention_params_v0) == 40,
                "tq_attention_params_v0 is pinned");
+_Static_assert(sizeof(tq_attention_params_v1) == 56,
+               "tq_attention_params_v1 is pinned");
 
 
 typedef void (*attention_fn)(memref3 *q, memref4 *k, memref4 *v,
@@ -32,6 +34,16 @@ typedef void (*attention_fn)(memref3 *q, memref4 *k, memref4 *v,
                              memref3 *out);
 typedef void (*append_fn)(memref3 *rows, memref4 *pool, memref1 *table,
                           int64_t start);
+/* ggml attention kernels (tq-aot --abi=ggml); decode ones (info version
+ * 2) also write each head's log-sum-exp. */
+typedef void (*engine_prefill_fn)(memref3 *q, memref4 *k, memref4 *v,
+                                  memref1 *table, int64_t tokens, float scale,
+                                  memref2 *mask, memref1 *slopes,
+                                  memref1 *sinks, memref3 *out);
+typedef void (*engine_decode_fn)(memref3 *q, memref4 *k, memref4 *v,
+                                 memref1 *table, int64_t tokens, float scale,
+                                 memref2 *mask, memref1 *slopes,
+                                 memref1 *sinks, memref3 *out, memref2 *lse);
 
 struct tq_runtime {
   tq_allocator_v0 allocator;
@@ -142,7 +154,8 @@ typedef struct {
   const int64_t *info;
 } kernel;
 
-static tq_status lookup(tq_runtime *rt, const char *name, kernel *out) {
+static tq_status lookup(tq_runtime *rt, const char *name, int64_t version,
+                        kernel *out) {
   char symbol[512];
   if (snprintf(symbol, sizeof symbol, "_mlir_ciface_%s", name) >=
       (int)sizeof symbol)
@@ -153,8 +166,8 @@ static tq_status lookup(tq_runtime *rt, const char *name, kernel *out) {
   out->info = dlsym(rt->library, symbol);
   if (!out->entry || !out->info)
     return TQ_STATUS_NOT_FOUND;
-  return out->info[INFO_VERSION] == 1 ? TQ_STATUS_OK
-                                      : TQ_STATUS_VERSION_MISMATCH;
+  return out->info[INFO_VERSION] == version ? TQ_STATUS_OK
+                                            : TQ_STATUS_VERSION_MISMATCH;
 }
 
 /*--- Views -------------------------------------------------------------*/
@@ -252,7 +265,7 @@ static tq_status find_append(tq_runtime *rt, const char *format,
   if (!tq_append_kernel_name(format, head_dim, name, sizeof name))
     return TQ_STATUS_INVALID_ARGUMENT;
   kernel k;
-  tq_status status = lookup(rt, name, &k);
+  tq_status status = lookup(rt, name, INFO_VERSION_PLAIN, &k);
   if (status != TQ_STATUS_OK)
     return status;
   if (!tq_append_info_matches(k.info, head_dim, row_bytes))
@@ -328,7 +341,7 @@ static tq_status find_attention(tq_runtime *rt, const tq_kv_cache_v0 *c,
   if (!tq_attention_kernel_name(c, p, kind, group, name, sizeof name))
     return TQ_STATUS_INVALID_ARGUMENT;
   kernel k;
-  tq_status status = lookup(rt, name, &k);
+  tq_status status = lookup(rt, name, INFO_VERSION_PLAIN, &k);
   if (status != TQ_STATUS_OK)
     return status;
   if (k.info[INFO_KIND] != kind || k.info[INFO_HEAD_DIM] != c->head_dim ||
@@ -388,6 +401,141 @@ tq_status tq_attention(tq_runtime *rt, const tq_kv_cache_v0 *cache,
     tq_thread_pool_run(rt->pool,
                        (uint64_t)cache->num_seqs * cache->num_kv_heads,
                        attention_item, &job);
+  rt->allocator.release(rt->allocator.user, identity);
+  rt->allocator.release(rt->allocator.user, scratch);
+  return status;
+}
+
+/*--- Engine-grade attention (tq_attention_params_v1) -------------------*/
+
+typedef struct {
+  const tq_kv_cache_v0 *cache;
+  const tq_attention_params_v1 *params;
+  const int32_t *identity;
+  const float *q;
+  float *out;
+  void **fns;       /* per sequence (null: no queries) */
+  uint64_t *tokens; /* per sequence */
+  uint32_t group;
+} engine_job;
+
+static const uint16_t zero_half = 0;
+
+static void engine_item(void *ctx, uint64_t index) {
+  const engine_job *job = ctx;
+  const tq_kv_cache_v0 *c = job->cache;
+  const tq_attention_params_v1 *p = job->params;
+  uint32_t seq = (uint32_t)(index / c->num_kv_heads);
+  uint32_t kvh = (uint32_t)(index % c->num_kv_heads);
+  if (!job->fns[seq])
+    return;
+  const uint32_t g = job->group, h0 = kvh * g;
+  const uint64_t r0 = (uint64_t)p->q_indptr[seq];
+  const uint64_t rows = (uint64_t)(p->q_indptr[seq + 1] - p->q_indptr[seq]);
+  const int64_t n = (int64_t)job->tokens[seq];
+  memref3 q = rows_view(job->q, r0, rows, p->num_q_heads, h0, g, c->head_dim);
+  memref3 out =
+      rows_view(job->out, r0, rows, p->num_q_heads, h0, g, c->head_dim);
+  memref4 k = pool_view(c, c->k_pages, c->k_row_bytes, kvh);
+  memref4 v = pool_view(c, c->v_pages, c->v_row_bytes, kvh);
+  memref1 table = table_view(c, job->identity, seq);
+  memref2 mask;
+  if (p->mask) /* rows r0.., the sequence's n tokens */
+    mask = (memref2){(void *)(uintptr_t)p->mask, (void *)(uintptr_t)p->mask,
+                     (int64_t)(r0 * p->mask_row_stride),
+                     {(int64_t)rows, n},
+                     {(int64_t)p->mask_row_stride, 1}};
+  else /* one zero read through zero strides */
+    mask = (memref2){(void *)(uintptr_t)&zero_half,
+                     (void *)(uintptr_t)&zero_half, 0, {(int64_t)rows, n},
+                     {0, 0}};
+  float slopes[g], sinks[g];
+  for (uint32_t j = 0; j < g; ++j) {
+    slopes[j] = p->slopes ? p->slopes[h0 + j] : 1.0f;
+    sinks[j] = p->sinks ? p->sinks[h0 + j] : -__builtin_inff();
+  }
+  memref1 sl = {slopes, slopes, 0, {g}, {1}};
+  memref1 sk = {sinks, sinks, 0, {g}, {1}};
+  if (rows == 1) {
+    float lse[g];
+    memref2 lm = {lse, lse, 0, {1, g}, {g, 1}};
+    ((engine_decode_fn)job->fns[seq])(&q, &k, &v, &table, n, p->scale, &mask,
+                                      &sl, &sk, &out, &lm);
+  } else {
+    ((engine_prefill_fn)job->fns[seq])(&q, &k, &v, &table, n, p->scale,
+                                       &mask, &sl, &sk, &out);
+  }
+}
+
+static tq_status find_engine_kernel(tq_runtime *rt, const tq_kv_cache_v0 *c,
+                                    const tq_attention_params_v1 *p,
+                                    bool decode, uint32_t group, void **out) {
+  char name[384];
+  if (!tq_ggml_attention_kernel_name(decode, c->k_format, c->v_format,
+                                     c->head_dim, c->head_dim, group,
+                                     p->softcap, name, sizeof name))
+    return TQ_STATUS_INVALID_ARGUMENT;
+  kernel k;
+  tq_status status = lookup(
+      rt, name, decode ? INFO_VERSION_GGML_DECODE : INFO_VERSION_PLAIN, &k);
+  if (status != TQ_STATUS_OK)
+    return status;
+  if (k.info[INFO_KIND] != (decode ? KIND_GGML_DECODE : KIND_GGML_PREFILL) ||
+      k.info[INFO_HEAD_DIM] != c->head_dim || k.info[INFO_GROUP] != group ||
+      k.info[INFO_K_ROW_BYTES] != (int64_t)c->k_row_bytes ||
+      k.info[INFO_V_ROW_BYTES] != (int64_t)c->v_row_bytes)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  *out = k.entry;
+  return TQ_STATUS_OK;
+}
+
+tq_status tq_attention_v1(tq_runtime *rt, const tq_kv_cache_v0 *cache,
+                          const tq_attention_params_v1 *params,
+                          const float *q, float *out) {
+  if (!rt || !params)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  tq_status status = tq_check_attention_call_v1(cache, params, q, out);
+  if (status != TQ_STATUS_OK)
+    return status;
+  if (cache->num_seqs == 0)
+    return TQ_STATUS_OK;
+  const uint32_t group = params->num_q_heads / cache->num_kv_heads;
+  size_t per_seq = sizeof(void *) + sizeof(uint64_t);
+  void *scratch = rt->allocator.allocate(
+      rt->allocator.user, per_seq * cache->num_seqs, _Alignof(uint64_t));
+  int32_t *identity = identity_table(rt, cache->num_seqs);
+  if (!scratch || !identity) {
+    if (scratch)
+      rt->allocator.release(rt->allocator.user, scratch);
+    if (identity)
+      rt->allocator.release(rt->allocator.user, identity);
+    return TQ_STATUS_OUT_OF_MEMORY;
+  }
+  engine_job job = {cache, params, identity, q, out,
+                    (void **)((uint64_t *)scratch + cache->num_seqs),
+                    (uint64_t *)scratch, group};
+  /* Plan: every sequence's kernel and token count, before launching. */
+  for (uint32_t s = 0; s < cache->num_seqs && status == TQ_STATUS_OK; ++s) {
+    int32_t rows = params->q_indptr[s + 1] - params->q_indptr[s];
+    job.fns[s] = NULL;
+    if (rows < 0) {
+      status = TQ_STATUS_INVALID_ARGUMENT;
+      break;
+    }
+    status = tq_kv_cache_tokens(cache, s, &job.tokens[s]);
+    if (status != TQ_STATUS_OK || rows == 0)
+      continue;
+    if (params->mask && job.tokens[s] > params->mask_row_stride) {
+      status = TQ_STATUS_OUT_OF_RANGE;
+      break;
+    }
+    status = find_engine_kernel(rt, cache, params, rows == 1, group,
+                                &job.fns[s]);
+  }
+  if (status == TQ_STATUS_OK)
+    tq_thread_pool_run(rt->pool,
+                       (uint64_t)cache->num_seqs * cache->num_kv_heads,
+                       engine_item, &job);
   rt->allocator.release(rt->allocator.user, identity);
   rt->allocator.release(rt->allocator.user, scratch);
   return status;

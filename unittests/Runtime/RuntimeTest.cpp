@@ -547,3 +547,234 @@ TEST_F(RuntimeTest, CausalNeedsEnoughTokens) {
 }
 
 } // namespace
+
+namespace {
+
+/// <dir>/libtq_ggml_kernels.so (tq-aot --abi=ggml), or empty.
+std::string ggmlPackPath() {
+  const char *dir = std::getenv("TQ_TEST_GGML_PACK");
+  std::string path =
+      std::string(dir ? dir : TQ_TEST_GGML_PACK) + "/libtq_ggml_kernels.so";
+  FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f)
+    return {};
+  std::fclose(f);
+  return path;
+}
+
+/// Half bits of a float (exact for the eighths and infinities used here).
+uint16_t halfBits(float x) {
+  if (std::isinf(x))
+    return x < 0 ? 0xFC00 : 0x7C00;
+  if (x == 0.0f)
+    return 0;
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  const uint32_t sign = (u >> 16) & 0x8000;
+  const int32_t exp = int32_t((u >> 23) & 0xFF) - 127 + 15;
+  return uint16_t(sign | (uint32_t(exp) << 10) | ((u >> 13) & 0x3FF));
+}
+
+/// tq_attention_v1 over a paged batch against lib/Quant's reference with
+/// the same mask (f16 values), slopes and sinks.
+void checkEngineAttention(tq_runtime *rt, Batch &b, bool withMask,
+                          bool withSlopes, bool withSinks, uint64_t seed) {
+  Format kf = *Format::get(b.kFormat, b.dim), vf = *Format::get(b.vFormat, b.dim);
+  std::vector<int32_t> qIndptr = {0};
+  for (unsigned n : b.queries)
+    qIndptr.push_back(qIndptr.back() + int32_t(n));
+  SplitMix64 rng(seed);
+  std::vector<float> q(size_t(qIndptr.back()) * b.qHeads * b.dim);
+  for (float &x : q)
+    x = float(rng.gaussian());
+  const uint32_t stride = 48;
+  // Query i of a sequence of n tokens sits at n - rows + i and sees the
+  // tokens up to it, offset by eighths; the last row of every prefill
+  // sees nothing (zeros, or its sinks).
+  std::vector<float> mask(size_t(qIndptr.back()) * stride, -INFINITY);
+  for (unsigned s = 0; s < b.lengths.size(); ++s)
+    for (unsigned i = 0; i < b.queries[s]; ++i) {
+      if (b.queries[s] > 1 && i + 1 == b.queries[s])
+        continue;
+      const unsigned position = b.lengths[s] - b.queries[s] + i;
+      for (unsigned t = 0; t <= position; ++t)
+        mask[(qIndptr[s] + i) * stride + t] =
+            float(int(rng.next() % 17) - 16) / 8.0f;
+    }
+  std::vector<uint16_t> half;
+  for (float m : mask)
+    half.push_back(halfBits(m));
+  std::vector<float> slopes, sinks;
+  for (unsigned h = 0; h < b.qHeads; ++h) {
+    slopes.push_back(0.25f * float(h + 1));
+    sinks.push_back(h == 1 ? -INFINITY : float(rng.gaussian()));
+  }
+  std::vector<float> out(q.size(), NAN);
+  tq_attention_params_v1 p = {TQ_ATTENTION_PARAMS_VERSION_1,
+                              sizeof(p),
+                              b.qHeads,
+                              0.2f,
+                              0.0f,
+                              stride,
+                              qIndptr.data(),
+                              withMask ? half.data() : nullptr,
+                              withSlopes ? slopes.data() : nullptr,
+                              withSinks ? sinks.data() : nullptr};
+  ASSERT_EQ(tq_attention_v1(rt, &b.cache, &p, q.data(), out.data()),
+            TQ_STATUS_OK);
+  for (unsigned s = 0; s < b.lengths.size(); ++s) {
+    if (b.queries[s] == 0)
+      continue;
+    std::vector<uint8_t> kc(size_t(b.lengths[s]) * b.kvHeads * kf.rowBytes()),
+        vc(size_t(b.lengths[s]) * b.kvHeads * vf.rowBytes());
+    for (size_t r = 0; r < size_t(b.lengths[s]) * b.kvHeads; ++r) {
+      ASSERT_TRUE(kf.encodeRow(std::span<const float>(b.k[s]).subspan(
+                                   r * b.dim, b.dim),
+                               std::span<uint8_t>(kc).subspan(
+                                   r * kf.rowBytes(), kf.rowBytes()))
+                      .ok());
+      ASSERT_TRUE(vf.encodeRow(std::span<const float>(b.v[s]).subspan(
+                                   r * b.dim, b.dim),
+                               std::span<uint8_t>(vc).subspan(
+                                   r * vf.rowBytes(), vf.rowBytes()))
+                      .ok());
+    }
+    std::vector<float> seqMask;
+    for (unsigned i = 0; i < b.queries[s] && withMask; ++i)
+      for (unsigned t = 0; t < b.lengths[s]; ++t)
+        seqMask.push_back(mask[(qIndptr[s] + i) * stride + t]);
+    std::vector<float> seqSlopes = slopes;
+    if (!withSlopes)
+      seqSlopes.clear();
+    if (!withMask) // slopes multiply the mask; without one they do nothing
+      seqSlopes.clear();
+    AttentionOptions o;
+    o.scale = 0.2;
+    o.mask = seqMask;
+    o.slopes = seqSlopes;
+    if (withSinks)
+      o.sinks = sinks;
+    AttentionShape shape{b.queries[s], b.qHeads, b.kvHeads, b.dim,
+                         b.lengths[s]};
+    size_t first = size_t(qIndptr[s]) * b.qHeads * b.dim;
+    size_t count = size_t(b.queries[s]) * b.qHeads * b.dim;
+    std::vector<double> ref(count);
+    Status st = referenceAttentionQuantized(
+        shape, o, std::span<const float>(q).subspan(first, count), kf, kc, vf,
+        vc, ref);
+    ASSERT_TRUE(st.ok()) << st.message();
+    double worst = 0;
+    for (size_t i = 0; i < count; ++i) {
+      ASSERT_TRUE(std::isfinite(out[first + i])) << "sequence " << s;
+      worst = std::max(worst, std::fabs(out[first + i] - ref[i]));
+    }
+    EXPECT_LT(worst, 1e-4) << "sequence " << s << " (" << b.lengths[s]
+                           << " tokens, " << b.queries[s] << " queries)";
+  }
+}
+
+class RuntimeEngineTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    pack = ggmlPackPath();
+    if (pack.empty())
+      GTEST_SKIP() << "no ggml pack under " << TQ_TEST_GGML_PACK
+                   << " (the runtime-ggml-pack fixture builds it)";
+  }
+  std::string pack;
+};
+
+Batch engineBatch(const char *k, const char *v, bool contiguous) {
+  Batch b;
+  b.kFormat = k;
+  b.vFormat = v;
+  b.dim = 64;
+  b.kvHeads = 2;
+  b.qHeads = 8;
+  b.lengths = {1, 17, 40, 0, 33};
+  b.queries = {1, 5, 1, 0, 7};
+  b.pageSize = contiguous ? 48 : 16;
+  b.contiguous = contiguous;
+  return b;
+}
+
+// Masks, ALiBi slopes and sinks through the runtime's paged and contiguous
+// caches: decode and prefill sequences in one call, a row that sees
+// nothing, every option present or absent.
+TEST_F(RuntimeEngineTest, MaskSlopesSinksOverPagedCaches) {
+  Runtime r(pack);
+  ASSERT_NE(r.rt, nullptr);
+  uint64_t seed = 7;
+  // (A ggml pack has no q8_0 / f16 row kernels: ggml encodes those.)
+  for (auto [k, v] : {std::pair{"turbo3_0", "turbo4_0"},
+                      std::pair{"turbo3_0", "turbo3_0"}})
+    for (bool contiguous : {false, true}) {
+      SCOPED_TRACE(std::string(k) + "/" + v +
+                   (contiguous ? " contiguous" : " paged"));
+      Batch b = engineBatch(k, v, contiguous);
+      b.build(seed++);
+      b.append(r.rt);
+      checkEngineAttention(r.rt, b, true, true, true, seed++);
+      checkEngineAttention(r.rt, b, true, false, false, seed++);
+      checkEngineAttention(r.rt, b, false, false, true, seed++);
+      checkEngineAttention(r.rt, b, false, false, false, seed++);
+    }
+}
+
+TEST_F(RuntimeEngineTest, BadCallsReturnTheirStatus) {
+  Runtime r(pack);
+  ASSERT_NE(r.rt, nullptr);
+  Batch b = engineBatch("turbo3_0", "turbo4_0", false);
+  b.build(1);
+  b.append(r.rt);
+  std::vector<int32_t> qIndptr = {0, 1, 6, 7, 7, 14};
+  std::vector<float> q(14 * 8 * 64, 0.5f), out(q.size());
+  std::vector<uint16_t> mask(14 * 40, 0);
+  tq_attention_params_v1 p = {TQ_ATTENTION_PARAMS_VERSION_1,
+                              sizeof(p),
+                              8,
+                              0.0f,
+                              0.0f,
+                              40,
+                              qIndptr.data(),
+                              mask.data(),
+                              nullptr,
+                              nullptr};
+  EXPECT_EQ(tq_attention_v1(r.rt, &b.cache, &p, q.data(), out.data()),
+            TQ_STATUS_OK);
+  tq_attention_params_v1 bad = p;
+  bad.size = 40;
+  EXPECT_EQ(tq_attention_v1(r.rt, &b.cache, &bad, q.data(), out.data()),
+            TQ_STATUS_VERSION_MISMATCH);
+  bad = p;
+  bad.mask_row_stride = 39; // sequence 2 holds 40 tokens
+  EXPECT_EQ(tq_attention_v1(r.rt, &b.cache, &bad, q.data(), out.data()),
+            TQ_STATUS_OUT_OF_RANGE);
+  bad = p;
+  bad.mask_row_stride = 0;
+  EXPECT_EQ(tq_attention_v1(r.rt, &b.cache, &bad, q.data(), out.data()),
+            TQ_STATUS_INVALID_ARGUMENT);
+  bad = p;
+  bad.softcap = 30.0f; // the pack has no soft-capped kernels
+  EXPECT_EQ(tq_attention_v1(r.rt, &b.cache, &bad, q.data(), out.data()),
+            TQ_STATUS_NOT_FOUND);
+  bad = p;
+  bad.softcap = INFINITY;
+  EXPECT_EQ(tq_attention_v1(r.rt, &b.cache, &bad, q.data(), out.data()),
+            TQ_STATUS_INVALID_ARGUMENT);
+  bad = p;
+  bad.num_q_heads = 6; // 3 per KV head: no g3 kernel
+  EXPECT_EQ(tq_attention_v1(r.rt, &b.cache, &bad, q.data(), out.data()),
+            TQ_STATUS_NOT_FOUND);
+  EXPECT_EQ(tq_attention_v1(r.rt, &b.cache, nullptr, q.data(), out.data()),
+            TQ_STATUS_INVALID_ARGUMENT);
+  // The v0 entry point looks for the plain kernels, which a ggml pack
+  // does not hold.
+  tq_attention_params_v0 v0 = {TQ_ATTENTION_PARAMS_VERSION_0,
+                               sizeof(v0), 8, 0, 0, 0.0f, 0.0f, 0,
+                               qIndptr.data()};
+  EXPECT_EQ(tq_attention(r.rt, &b.cache, &v0, q.data(), out.data()),
+            TQ_STATUS_NOT_FOUND);
+}
+
+} // namespace

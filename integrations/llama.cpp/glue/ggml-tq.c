@@ -557,7 +557,14 @@ void ggml_tq_flash_attn_ext(const struct ggml_tensor * dst, int ith, int nth,
         .barrier = barrier,
         .barrier_context = barrier_ctx,
     };
-    tq_fa_bridge(dst, ith, nth, barrier ? &threads : NULL);
+    // TQ_GGML_SPLIT=0 keeps every decode whole (one thread per KV head), to
+    // compare with the split.
+    static _Atomic int split = -1;
+    if (atomic_load(&split) < 0) {
+        const char * env = getenv("TQ_GGML_SPLIT");
+        atomic_store(&split, env && strcmp(env, "0") == 0 ? 0 : 1);
+    }
+    tq_fa_bridge(dst, ith, nth, barrier && atomic_load(&split) ? &threads : NULL);
 }
 
 static void tq_fa_bridge(const struct ggml_tensor * dst, int ith, int nth,

@@ -143,6 +143,41 @@ tq_status tq_attention(tq_runtime *runtime, const tq_kv_cache_v0 *cache,
                        const tq_attention_params_v0 *params, const float *q,
                        float *out);
 
+#define TQ_ATTENTION_PARAMS_VERSION_1 1u
+/* Engine-grade attention (GGML_OP_FLASH_ATTN_EXT's semantics) over the
+ * same paged or contiguous caches: no causal or window option, an additive
+ * f16 mask says what each query sees. For query row r (of q, of sequence
+ * s holding n tokens), the logit of token t is
+ *   x = scale * q.k                       (scale 0: 1/sqrt(head_dim))
+ *   x = softcap * tanh(x / softcap)       (softcap > 0)
+ *   x += slopes[h] * mask[r * mask_row_stride + t]   (mask given)
+ * and sinks[h], when given, is one more logit with a zero value row. A
+ * row whose every logit is -inf (and that has no sink) gets zeros. */
+typedef struct tq_attention_params_v1 {
+  uint32_t version; /* TQ_ATTENTION_PARAMS_VERSION_1 */
+  uint32_t size;    /* sizeof(tq_attention_params_v1) */
+  uint32_t num_q_heads;
+  float scale;      /* logit scale; 0: 1/sqrt(head_dim) */
+  float softcap;    /* 0: none; at most 1e6 */
+  uint32_t mask_row_stride; /* mask elements between rows; >= every
+                               sequence's tokens when mask is given */
+  const int32_t *q_indptr;  /* as in tq_attention_params_v0 */
+  const uint16_t *mask;     /* f16 bits [q rows][mask_row_stride]; null:
+                               every token visible */
+  const float *slopes;      /* [num_q_heads] mask multipliers (ALiBi);
+                               null: 1 */
+  const float *sinks;       /* [num_q_heads] sink logits (-inf: none);
+                               null: none */
+} tq_attention_params_v1;
+
+/* tq_attention with tq_attention_params_v1. Runs the ggml attention
+ * kernels of the runtime's library (tq_ggml_decode_* / tq_ggml_prefill_*:
+ * build it with tq-aot --abi=ggml, which also writes the append kernels
+ * tq_append uses); a kernel the library lacks is TQ_STATUS_NOT_FOUND. */
+tq_status tq_attention_v1(tq_runtime *runtime, const tq_kv_cache_v0 *cache,
+                          const tq_attention_params_v1 *params,
+                          const float *q, float *out);
+
 /*--- GPU runtime (CUDA, HIP) ------------------------------------------*/
 
 /* A GPU runtime loads a kernel library written by tq-aot --target=nvptx

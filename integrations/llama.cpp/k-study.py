@@ -3,7 +3,7 @@
 attention error each format gives them, with and without centring.
 
     k-study.py CAPTURE_DIR [--formats turbo3_0,turbo4_0] [--tokens 768]
-               [--scale 0.0625] [--centres FILE.npy]
+               [--scale 0.0625] [--centres FILE.npy] [--calibration DIR]
 
 CAPTURE_DIR holds Q_L<il>.npy, K_L<il>.npy, V_L<il>.npy from tq-capture-kv
 (float32 [tokens, heads, head_dim]). For each layer it prints |k|, the
@@ -12,6 +12,13 @@ divergence of the causal attention distributions (exact K vs K encoded and
 decoded by tq-quant) plain and centred (K minus a per-head centre: the
 layer's own mean, or --centres from another text). Attention uses V as is,
 so the numbers isolate K's error. Needs numpy; tq-quant from the build.
+
+--calibration DIR (a capture of other text) takes each layer's centre from
+DIR and adds a column per format: centred and scaled per channel before
+encoding, s_i = (E[q_i^2] / var(k_i))^(1/4) from DIR (geometric mean 1),
+decoded rows divided by s again. Queries see q.(k - c) unchanged when q is
+divided by s, so an engine could apply it exactly like a centre; scaled
+this way an isotropic quantiser's error lands where queries look least.
 """
 import argparse
 import os
@@ -64,14 +71,18 @@ def main():
     ap.add_argument("--scale", type=float, default=1.0 / 16,
                     help="logit scale (Gemma 3: query_pre_attn_scalar^-1/2 = 1/16)")
     ap.add_argument("--centres", help="centres .npy [layers, kv_heads, dim]")
+    ap.add_argument("--calibration", help="capture dir for centres and channel scales")
     a = ap.parse_args()
     if not os.path.exists(TQ_QUANT):
         sys.exit(f"k-study.py: {TQ_QUANT} is missing (build tqc first)")
     centres = np.load(a.centres) if a.centres else None
     formats = a.formats.split(",")
+    per = 3 if a.calibration else 2
     print("| layer | mean |k| | mean-direction energy | "
-          + " | ".join(f"{f} KL plain | {f} KL centred" for f in formats) + " |")
-    print("|---" * (3 + 2 * len(formats)) + "|")
+          + " | ".join(f"{f} KL plain | {f} KL centred"
+                       + (f" | {f} KL centred+scaled" if a.calibration else "")
+                       for f in formats) + " |")
+    print("|---" * (3 + per * len(formats)) + "|")
     with tempfile.TemporaryDirectory() as work:
         layer = 0
         while os.path.exists(os.path.join(a.capture, f"K_L{layer}.npy")):
@@ -82,12 +93,23 @@ def main():
             k = k[:, 0, :]
             mean = k.mean(0)
             centre = centres[layer, 0] if centres is not None else mean
+            scales = None
+            if a.calibration:
+                kc = np.load(os.path.join(a.calibration, f"K_L{layer}.npy"))[:, 0, :]
+                qc = np.load(os.path.join(a.calibration, f"Q_L{layer}.npy"))
+                centre = kc.mean(0)
+                w = (qc.reshape(-1, qc.shape[-1]) ** 2).mean(0) / (kc.var(0) + 1e-12)
+                scales = (w + 1e-12) ** 0.25
+                scales /= np.exp(np.mean(np.log(scales)))
             energy = float(mean @ mean / np.mean(np.sum(k * k, 1)))
             row = [str(layer), f"{np.linalg.norm(k, axis=1).mean():.1f}", f"{energy:.2f}"]
             for f in formats:
                 plain = attention_kl(q, k, roundtrip(k, f, work), a.scale)
                 centred = attention_kl(q, k, roundtrip(k - centre, f, work) + centre, a.scale)
                 row += [f"{plain:.4f}", f"{centred:.4f}"]
+                if scales is not None:
+                    scaled = roundtrip((k - centre) * scales, f, work) / scales + centre
+                    row.append(f"{attention_kl(q, k, scaled, a.scale):.4f}")
             print("| " + " | ".join(row) + " |", flush=True)
             layer += 1
         if layer == 0:

@@ -13,6 +13,9 @@
 #                                  within [0.95, MAX_RATIO] x the f16 value
 #   test.sh fa-off K V             -fa off with a tqc cache fails, naming why
 #   test.sh state                  state save/restore round trip (state-check)
+#   test.sh layer-types            TQ_K/V_LAYER_TYPES: listed layers get their
+#                                  type (the log says so), a malformed list
+#                                  stops the context naming the problem
 #
 # Exit status 77 (ctest: skipped) with a "SKIP:" line naming what is missing
 # when the integration is not built (integrations/llama.cpp/build.sh) or the
@@ -205,8 +208,33 @@ case "$cmd" in
       -t "$threads" -o "$PWD/state"
     ;;
 
+  layer-types)
+    need_bin llama-perplexity
+    need_model
+    log="$PWD/layer-types.log"
+    # K of layers 5 and 11 in q8_0 and of layer 3 in turbo4_0, the rest
+    # turbo3_0, V turbo3_0: pairs q8_0:turbo3_0, turbo4_0:turbo3_0 and
+    # turbo3_0:turbo3_0, all in build.sh's default pack.
+    status=0
+    TQ_K_LAYER_TYPES=5:q8_0,11:q8_0,3:turbo4_0 "$bin/llama-perplexity" -m "$model" -f "$corpus" \
+      -c 512 --chunks 1 -t "$threads" -ctk turbo3_0 -ctv turbo3_0 -lv 4 > "$log" 2>&1 || status=$?
+    [[ $status -eq 0 ]] || { tail -20 "$log"; fail "llama-perplexity with TQ_K_LAYER_TYPES exited with status $status"; }
+    for l in "5: K cache type q8_0" "11: K cache type q8_0" "3: K cache type turbo4_0"; do
+      grep -qF "layer $l (TQ_K_LAYER_TYPES)" "$log" || fail "no 'layer $l' in $log"
+    done
+    grep -E 'Final estimate: PPL = [0-9.]+' "$log" || fail "no final estimate in $log"
+    for bad in "5-q8_0" "5:q9_0" "x:q8_0" "5:q2_k"; do
+      status=0
+      TQ_K_LAYER_TYPES="$bad" "$bin/llama-perplexity" -m "$model" -f "$corpus" -c 512 --chunks 1 \
+        -t "$threads" -ctk turbo3_0 -ctv turbo3_0 > "$log.bad" 2>&1 || status=$?
+      [[ $status -ne 0 ]] || fail "TQ_K_LAYER_TYPES=$bad was accepted"
+      grep -qF "TQ_K_LAYER_TYPES=\"$bad\"" "$log.bad" || { tail -5 "$log.bad"; fail "no message naming TQ_K_LAYER_TYPES=$bad"; }
+    done
+    echo "ok: per-layer types applied and logged; malformed lists refused with a message"
+    ;;
+
   *)
-    echo "usage: test.sh pack NAME | fa PACK ARGS | rows D | ppl-f16 | ppl K V MAX_RATIO | fa-off K V | state" >&2
+    echo "usage: test.sh pack NAME | fa PACK ARGS | rows D | ppl-f16 | ppl K V MAX_RATIO | fa-off K V | state | layer-types" >&2
     exit 2
     ;;
 esac

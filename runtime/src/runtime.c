@@ -301,205 +301,36 @@ tq_status tq_append(tq_runtime *rt, const tq_kv_cache_v0 *cache, uint32_t seq,
 
 /*--- Attention ---------------------------------------------------------*/
 
+/* One attention call, planned: per sequence its kernel (null: no queries)
+ * and token count. `params` is the caller's tq_attention_params_v0 or _v1;
+ * q_indptr and num_q_heads are read from it. */
 typedef struct {
   const tq_kv_cache_v0 *cache;
-  const tq_attention_params_v0 *params;
+  const void *params;
+  const int32_t *q_indptr;
+  uint32_t num_q_heads;
+  uint32_t group;
   const int32_t *identity;
   const float *q;
   float *out;
-  attention_fn *fns; /* per sequence (null: no queries) */
-  uint64_t *tokens;  /* per sequence */
-  uint32_t group;
+  void **fns;
+  uint64_t *tokens;
 } attention_job;
 
-static void attention_item(void *ctx, uint64_t index) {
-  const attention_job *job = ctx;
-  const tq_kv_cache_v0 *c = job->cache;
-  uint32_t seq = (uint32_t)(index / c->num_kv_heads);
-  uint32_t kvh = (uint32_t)(index % c->num_kv_heads);
-  if (!job->fns[seq])
-    return;
-  const int32_t *qp = job->params->q_indptr;
-  uint32_t heads = job->params->num_q_heads;
-  memref3 q = rows_view(job->q, (uint64_t)qp[seq],
-                        (uint64_t)(qp[seq + 1] - qp[seq]), heads,
-                        kvh * job->group, job->group, c->head_dim);
-  memref3 out = rows_view(job->out, (uint64_t)qp[seq],
-                          (uint64_t)(qp[seq + 1] - qp[seq]), heads,
-                          kvh * job->group, job->group, c->head_dim);
-  memref4 k = pool_view(c, c->k_pages, c->k_row_bytes, kvh);
-  memref4 v = pool_view(c, c->v_pages, c->v_row_bytes, kvh);
-  memref1 table = table_view(c, job->identity, seq);
-  job->fns[seq](&q, &k, &v, &table, (int64_t)job->tokens[seq],
-                job->params->scale, &out);
-}
+/* Finds the kernel of one sequence with `rows` queries over `tokens`
+ * tokens, or says why there is none. */
+typedef tq_status (*kernel_finder)(tq_runtime *rt, const attention_job *job,
+                                   int32_t rows, uint64_t tokens, void **out);
 
-static tq_status find_attention(tq_runtime *rt, const tq_kv_cache_v0 *c,
-                                const tq_attention_params_v0 *p, int kind,
-                                uint32_t group, attention_fn *out) {
-  char name[384];
-  if (!tq_attention_kernel_name(c, p, kind, group, name, sizeof name))
-    return TQ_STATUS_INVALID_ARGUMENT;
-  kernel k;
-  tq_status status = lookup(rt, name, INFO_VERSION_PLAIN, &k);
-  if (status != TQ_STATUS_OK)
-    return status;
-  if (k.info[INFO_KIND] != kind || k.info[INFO_HEAD_DIM] != c->head_dim ||
-      k.info[INFO_GROUP] != group ||
-      k.info[INFO_K_ROW_BYTES] != (int64_t)c->k_row_bytes ||
-      k.info[INFO_V_ROW_BYTES] != (int64_t)c->v_row_bytes)
-    return TQ_STATUS_INVALID_ARGUMENT;
-  *out = (attention_fn)k.entry;
-  return TQ_STATUS_OK;
-}
-
-tq_status tq_attention(tq_runtime *rt, const tq_kv_cache_v0 *cache,
-                       const tq_attention_params_v0 *params, const float *q,
-                       float *out) {
-  if (!rt || !params)
-    return TQ_STATUS_INVALID_ARGUMENT;
-  tq_status status = tq_check_attention_call(cache, params, q, out);
-  if (status != TQ_STATUS_OK)
-    return status;
+/* Plans every sequence (nothing runs unless all have a kernel), then runs
+ * the (sequence, kv head) grid of `item` on the pool. */
+static tq_status run_attention(tq_runtime *rt, attention_job *job,
+                               kernel_finder find,
+                               void (*item)(void *, uint64_t)) {
+  const tq_kv_cache_v0 *cache = job->cache;
   if (cache->num_seqs == 0)
     return TQ_STATUS_OK;
-  const uint32_t group = params->num_q_heads / cache->num_kv_heads;
-  size_t per_seq = sizeof(attention_fn) + sizeof(uint64_t);
-  void *scratch = rt->allocator.allocate(
-      rt->allocator.user, per_seq * cache->num_seqs, _Alignof(uint64_t));
-  int32_t *identity = identity_table(rt, cache->num_seqs);
-  if (!scratch || !identity) {
-    if (scratch)
-      rt->allocator.release(rt->allocator.user, scratch);
-    if (identity)
-      rt->allocator.release(rt->allocator.user, identity);
-    return TQ_STATUS_OUT_OF_MEMORY;
-  }
-  attention_job job = {cache, params, identity, q, out,
-                       (attention_fn *)((uint64_t *)scratch + cache->num_seqs),
-                       (uint64_t *)scratch, group};
-  /* Plan: every sequence's kernel and token count, before launching. */
-  for (uint32_t s = 0; s < cache->num_seqs && status == TQ_STATUS_OK; ++s) {
-    int32_t rows = params->q_indptr[s + 1] - params->q_indptr[s];
-    job.fns[s] = NULL;
-    if (rows < 0) {
-      status = TQ_STATUS_INVALID_ARGUMENT;
-      break;
-    }
-    status = tq_kv_cache_tokens(cache, s, &job.tokens[s]);
-    if (status != TQ_STATUS_OK || rows == 0)
-      continue;
-    if (params->causal && (uint64_t)rows > job.tokens[s]) {
-      status = TQ_STATUS_OUT_OF_RANGE;
-      break;
-    }
-    status = find_attention(rt, cache, params,
-                            rows == 1 ? KIND_DECODE : KIND_PREFILL, group,
-                            &job.fns[s]);
-  }
-  if (status == TQ_STATUS_OK)
-    tq_thread_pool_run(rt->pool,
-                       (uint64_t)cache->num_seqs * cache->num_kv_heads,
-                       attention_item, &job);
-  rt->allocator.release(rt->allocator.user, identity);
-  rt->allocator.release(rt->allocator.user, scratch);
-  return status;
-}
-
-/*--- Engine-grade attention (tq_attention_params_v1) -------------------*/
-
-typedef struct {
-  const tq_kv_cache_v0 *cache;
-  const tq_attention_params_v1 *params;
-  const int32_t *identity;
-  const float *q;
-  float *out;
-  void **fns;       /* per sequence (null: no queries) */
-  uint64_t *tokens; /* per sequence */
-  uint32_t group;
-} engine_job;
-
-static const uint16_t zero_half = 0;
-
-static void engine_item(void *ctx, uint64_t index) {
-  const engine_job *job = ctx;
-  const tq_kv_cache_v0 *c = job->cache;
-  const tq_attention_params_v1 *p = job->params;
-  uint32_t seq = (uint32_t)(index / c->num_kv_heads);
-  uint32_t kvh = (uint32_t)(index % c->num_kv_heads);
-  if (!job->fns[seq])
-    return;
-  const uint32_t g = job->group, h0 = kvh * g;
-  const uint64_t r0 = (uint64_t)p->q_indptr[seq];
-  const uint64_t rows = (uint64_t)(p->q_indptr[seq + 1] - p->q_indptr[seq]);
-  const int64_t n = (int64_t)job->tokens[seq];
-  memref3 q = rows_view(job->q, r0, rows, p->num_q_heads, h0, g, c->head_dim);
-  memref3 out =
-      rows_view(job->out, r0, rows, p->num_q_heads, h0, g, c->head_dim);
-  memref4 k = pool_view(c, c->k_pages, c->k_row_bytes, kvh);
-  memref4 v = pool_view(c, c->v_pages, c->v_row_bytes, kvh);
-  memref1 table = table_view(c, job->identity, seq);
-  memref2 mask;
-  if (p->mask) /* rows r0.., the sequence's n tokens */
-    mask = (memref2){(void *)(uintptr_t)p->mask, (void *)(uintptr_t)p->mask,
-                     (int64_t)(r0 * p->mask_row_stride),
-                     {(int64_t)rows, n},
-                     {(int64_t)p->mask_row_stride, 1}};
-  else /* one zero read through zero strides */
-    mask = (memref2){(void *)(uintptr_t)&zero_half,
-                     (void *)(uintptr_t)&zero_half, 0, {(int64_t)rows, n},
-                     {0, 0}};
-  float slopes[g], sinks[g];
-  for (uint32_t j = 0; j < g; ++j) {
-    slopes[j] = p->slopes ? p->slopes[h0 + j] : 1.0f;
-    sinks[j] = p->sinks ? p->sinks[h0 + j] : -__builtin_inff();
-  }
-  memref1 sl = {slopes, slopes, 0, {g}, {1}};
-  memref1 sk = {sinks, sinks, 0, {g}, {1}};
-  if (rows == 1) {
-    float lse[g];
-    memref2 lm = {lse, lse, 0, {1, g}, {g, 1}};
-    ((engine_decode_fn)job->fns[seq])(&q, &k, &v, &table, n, p->scale, &mask,
-                                      &sl, &sk, &out, &lm);
-  } else {
-    ((engine_prefill_fn)job->fns[seq])(&q, &k, &v, &table, n, p->scale,
-                                       &mask, &sl, &sk, &out);
-  }
-}
-
-static tq_status find_engine_kernel(tq_runtime *rt, const tq_kv_cache_v0 *c,
-                                    const tq_attention_params_v1 *p,
-                                    bool decode, uint32_t group, void **out) {
-  char name[384];
-  if (!tq_ggml_attention_kernel_name(decode, c->k_format, c->v_format,
-                                     c->head_dim, c->head_dim, group,
-                                     p->softcap, name, sizeof name))
-    return TQ_STATUS_INVALID_ARGUMENT;
-  kernel k;
-  tq_status status = lookup(
-      rt, name, decode ? INFO_VERSION_GGML_DECODE : INFO_VERSION_PLAIN, &k);
-  if (status != TQ_STATUS_OK)
-    return status;
-  if (k.info[INFO_KIND] != (decode ? KIND_GGML_DECODE : KIND_GGML_PREFILL) ||
-      k.info[INFO_HEAD_DIM] != c->head_dim || k.info[INFO_GROUP] != group ||
-      k.info[INFO_K_ROW_BYTES] != (int64_t)c->k_row_bytes ||
-      k.info[INFO_V_ROW_BYTES] != (int64_t)c->v_row_bytes)
-    return TQ_STATUS_INVALID_ARGUMENT;
-  *out = k.entry;
-  return TQ_STATUS_OK;
-}
-
-tq_status tq_attention_v1(tq_runtime *rt, const tq_kv_cache_v0 *cache,
-                          const tq_attention_params_v1 *params,
-                          const float *q, float *out) {
-  if (!rt || !params)
-    return TQ_STATUS_INVALID_ARGUMENT;
-  tq_status status = tq_check_attention_call_v1(cache, params, q, out);
-  if (status != TQ_STATUS_OK)
-    return status;
-  if (cache->num_seqs == 0)
-    return TQ_STATUS_OK;
-  const uint32_t group = params->num_q_heads / cache->num_kv_heads;
+  job->group = job->num_q_heads / cache->num_kv_heads;
   size_t per_seq = sizeof(void *) + sizeof(uint64_t);
   void *scratch = rt->allocator.allocate(
       rt->allocator.user, per_seq * cache->num_seqs, _Alignof(uint64_t));
@@ -511,32 +342,181 @@ tq_status tq_attention_v1(tq_runtime *rt, const tq_kv_cache_v0 *cache,
       rt->allocator.release(rt->allocator.user, identity);
     return TQ_STATUS_OUT_OF_MEMORY;
   }
-  engine_job job = {cache, params, identity, q, out,
-                    (void **)((uint64_t *)scratch + cache->num_seqs),
-                    (uint64_t *)scratch, group};
-  /* Plan: every sequence's kernel and token count, before launching. */
+  job->identity = identity;
+  job->tokens = (uint64_t *)scratch;
+  job->fns = (void **)(job->tokens + cache->num_seqs);
+  tq_status status = TQ_STATUS_OK;
   for (uint32_t s = 0; s < cache->num_seqs && status == TQ_STATUS_OK; ++s) {
-    int32_t rows = params->q_indptr[s + 1] - params->q_indptr[s];
-    job.fns[s] = NULL;
+    int32_t rows = job->q_indptr[s + 1] - job->q_indptr[s];
+    job->fns[s] = NULL;
     if (rows < 0) {
       status = TQ_STATUS_INVALID_ARGUMENT;
       break;
     }
-    status = tq_kv_cache_tokens(cache, s, &job.tokens[s]);
+    status = tq_kv_cache_tokens(cache, s, &job->tokens[s]);
     if (status != TQ_STATUS_OK || rows == 0)
       continue;
-    if (params->mask && job.tokens[s] > params->mask_row_stride) {
-      status = TQ_STATUS_OUT_OF_RANGE;
-      break;
-    }
-    status = find_engine_kernel(rt, cache, params, rows == 1, group,
-                                &job.fns[s]);
+    status = find(rt, job, rows, job->tokens[s], &job->fns[s]);
   }
   if (status == TQ_STATUS_OK)
     tq_thread_pool_run(rt->pool,
-                       (uint64_t)cache->num_seqs * cache->num_kv_heads,
-                       engine_item, &job);
+                       (uint64_t)cache->num_seqs * cache->num_kv_heads, item,
+                       job);
   rt->allocator.release(rt->allocator.user, identity);
   rt->allocator.release(rt->allocator.user, scratch);
   return status;
+}
+
+/* The views every kernel of a (sequence, kv head) item takes. */
+typedef struct {
+  memref3 q, out;
+  memref4 k, v;
+  memref1 table;
+  uint64_t rows;
+} item_views;
+
+static item_views views_of(const attention_job *job, uint32_t seq,
+                           uint32_t kvh) {
+  const tq_kv_cache_v0 *c = job->cache;
+  const int32_t *qp = job->q_indptr;
+  item_views w;
+  w.rows = (uint64_t)(qp[seq + 1] - qp[seq]);
+  w.q = rows_view(job->q, (uint64_t)qp[seq], w.rows, job->num_q_heads,
+                  kvh * job->group, job->group, c->head_dim);
+  w.out = rows_view(job->out, (uint64_t)qp[seq], w.rows, job->num_q_heads,
+                    kvh * job->group, job->group, c->head_dim);
+  w.k = pool_view(c, c->k_pages, c->k_row_bytes, kvh);
+  w.v = pool_view(c, c->v_pages, c->v_row_bytes, kvh);
+  w.table = table_view(c, job->identity, seq);
+  return w;
+}
+
+/* The kernel `name` of kind `kind` for this cache and group. */
+static tq_status find_kernel(tq_runtime *rt, const tq_kv_cache_v0 *c,
+                             const char *name, int64_t version, int kind,
+                             uint32_t group, void **out) {
+  kernel k;
+  tq_status status = lookup(rt, name, version, &k);
+  if (status != TQ_STATUS_OK)
+    return status;
+  if (k.info[INFO_KIND] != kind || k.info[INFO_HEAD_DIM] != c->head_dim ||
+      k.info[INFO_GROUP] != group ||
+      k.info[INFO_K_ROW_BYTES] != (int64_t)c->k_row_bytes ||
+      k.info[INFO_V_ROW_BYTES] != (int64_t)c->v_row_bytes)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  *out = k.entry;
+  return TQ_STATUS_OK;
+}
+
+static void attention_item(void *ctx, uint64_t index) {
+  const attention_job *job = ctx;
+  uint32_t seq = (uint32_t)(index / job->cache->num_kv_heads);
+  uint32_t kvh = (uint32_t)(index % job->cache->num_kv_heads);
+  if (!job->fns[seq])
+    return;
+  const tq_attention_params_v0 *p = job->params;
+  item_views w = views_of(job, seq, kvh);
+  ((attention_fn)job->fns[seq])(&w.q, &w.k, &w.v, &w.table,
+                                (int64_t)job->tokens[seq], p->scale, &w.out);
+}
+
+static tq_status find_plain(tq_runtime *rt, const attention_job *job,
+                            int32_t rows, uint64_t tokens, void **out) {
+  const tq_attention_params_v0 *p = job->params;
+  if (p->causal && (uint64_t)rows > tokens)
+    return TQ_STATUS_OUT_OF_RANGE;
+  const int kind = rows == 1 ? KIND_DECODE : KIND_PREFILL;
+  char name[384];
+  if (!tq_attention_kernel_name(job->cache, p, kind, job->group, name,
+                                sizeof name))
+    return TQ_STATUS_INVALID_ARGUMENT;
+  return find_kernel(rt, job->cache, name, INFO_VERSION_PLAIN, kind,
+                     job->group, out);
+}
+
+tq_status tq_attention(tq_runtime *rt, const tq_kv_cache_v0 *cache,
+                       const tq_attention_params_v0 *params, const float *q,
+                       float *out) {
+  if (!rt || !params)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  tq_status status = tq_check_attention_call(cache, params, q, out);
+  if (status != TQ_STATUS_OK)
+    return status;
+  attention_job job = {cache, params, params->q_indptr, params->num_q_heads,
+                       0, NULL, q, out, NULL, NULL};
+  return run_attention(rt, &job, find_plain, attention_item);
+}
+
+/*--- Engine-grade attention (tq_attention_params_v1) -------------------*/
+
+static const uint16_t zero_half = 0;
+
+static void engine_item(void *ctx, uint64_t index) {
+  const attention_job *job = ctx;
+  const tq_attention_params_v1 *p = job->params;
+  uint32_t seq = (uint32_t)(index / job->cache->num_kv_heads);
+  uint32_t kvh = (uint32_t)(index % job->cache->num_kv_heads);
+  if (!job->fns[seq])
+    return;
+  item_views w = views_of(job, seq, kvh);
+  const uint32_t g = job->group, h0 = kvh * g;
+  const uint64_t r0 = (uint64_t)p->q_indptr[seq];
+  const int64_t n = (int64_t)job->tokens[seq];
+  memref2 mask;
+  if (p->mask) /* rows r0.., the sequence's n tokens */
+    mask = (memref2){(void *)(uintptr_t)p->mask, (void *)(uintptr_t)p->mask,
+                     (int64_t)(r0 * p->mask_row_stride),
+                     {(int64_t)w.rows, n},
+                     {(int64_t)p->mask_row_stride, 1}};
+  else /* one zero read through zero strides */
+    mask = (memref2){(void *)(uintptr_t)&zero_half,
+                     (void *)(uintptr_t)&zero_half, 0, {(int64_t)w.rows, n},
+                     {0, 0}};
+  float slopes[g], sinks[g];
+  for (uint32_t j = 0; j < g; ++j) {
+    slopes[j] = p->slopes ? p->slopes[h0 + j] : 1.0f;
+    sinks[j] = p->sinks ? p->sinks[h0 + j] : -__builtin_inff();
+  }
+  memref1 sl = {slopes, slopes, 0, {g}, {1}};
+  memref1 sk = {sinks, sinks, 0, {g}, {1}};
+  if (w.rows == 1) {
+    float lse[g];
+    memref2 lm = {lse, lse, 0, {1, g}, {g, 1}};
+    ((engine_decode_fn)job->fns[seq])(&w.q, &w.k, &w.v, &w.table, n,
+                                      p->scale, &mask, &sl, &sk, &w.out, &lm);
+  } else {
+    ((engine_prefill_fn)job->fns[seq])(&w.q, &w.k, &w.v, &w.table, n,
+                                       p->scale, &mask, &sl, &sk, &w.out);
+  }
+}
+
+static tq_status find_engine(tq_runtime *rt, const attention_job *job,
+                             int32_t rows, uint64_t tokens, void **out) {
+  const tq_attention_params_v1 *p = job->params;
+  const tq_kv_cache_v0 *c = job->cache;
+  if (p->mask && tokens > p->mask_row_stride)
+    return TQ_STATUS_OUT_OF_RANGE;
+  const bool decode = rows == 1;
+  char name[384];
+  if (!tq_ggml_attention_kernel_name(decode, c->k_format, c->v_format,
+                                     c->head_dim, c->head_dim, job->group,
+                                     p->softcap, name, sizeof name))
+    return TQ_STATUS_INVALID_ARGUMENT;
+  return find_kernel(rt, c, name,
+                     decode ? INFO_VERSION_GGML_DECODE : INFO_VERSION_PLAIN,
+                     decode ? KIND_GGML_DECODE : KIND_GGML_PREFILL, job->group,
+                     out);
+}
+
+tq_status tq_attention_v1(tq_runtime *rt, const tq_kv_cache_v0 *cache,
+                          const tq_attention_params_v1 *params,
+                          const float *q, float *out) {
+  if (!rt || !params)
+    return TQ_STATUS_INVALID_ARGUMENT;
+  tq_status status = tq_check_attention_call_v1(cache, params, q, out);
+  if (status != TQ_STATUS_OK)
+    return status;
+  attention_job job = {cache, params, params->q_indptr, params->num_q_heads,
+                       0, NULL, q, out, NULL, NULL};
+  return run_attention(rt, &job, find_engine, engine_item);
 }

@@ -133,6 +133,27 @@ struct Batch {
   }
 };
 
+/// Sequence s's K and V rows encoded by lib/Quant (what the append kernels
+/// must have written), [len][KH][row bytes].
+void encodeSequence(const Batch &b, unsigned s, const Format &kf,
+                    const Format &vf, std::vector<uint8_t> &kc,
+                    std::vector<uint8_t> &vc) {
+  kc.assign(size_t(b.lengths[s]) * b.kvHeads * kf.rowBytes(), 0);
+  vc.assign(size_t(b.lengths[s]) * b.kvHeads * vf.rowBytes(), 0);
+  for (size_t r = 0; r < size_t(b.lengths[s]) * b.kvHeads; ++r) {
+    EXPECT_TRUE(kf.encodeRow(std::span<const float>(b.k[s]).subspan(
+                                 r * b.dim, b.dim),
+                             std::span<uint8_t>(kc).subspan(
+                                 r * kf.rowBytes(), kf.rowBytes()))
+                    .ok());
+    EXPECT_TRUE(vf.encodeRow(std::span<const float>(b.v[s]).subspan(
+                                 r * b.dim, b.dim),
+                             std::span<uint8_t>(vc).subspan(
+                                 r * vf.rowBytes(), vf.rowBytes()))
+                    .ok());
+  }
+}
+
 /// Runs attention over the batch and compares each sequence with
 /// lib/Quant's reference over the same encoded rows.
 std::vector<float> checkAttention(tq_runtime *rt, Batch &b, bool causal,
@@ -162,20 +183,8 @@ std::vector<float> checkAttention(tq_runtime *rt, Batch &b, bool causal,
     if (b.queries[s] == 0)
       continue;
     // Encode with the library, as the append kernel must have.
-    std::vector<uint8_t> kc(size_t(b.lengths[s]) * b.kvHeads * kf.rowBytes()),
-        vc(size_t(b.lengths[s]) * b.kvHeads * vf.rowBytes());
-    for (size_t r = 0; r < size_t(b.lengths[s]) * b.kvHeads; ++r) {
-      EXPECT_TRUE(kf.encodeRow(std::span<const float>(b.k[s]).subspan(
-                                   r * b.dim, b.dim),
-                               std::span<uint8_t>(kc).subspan(
-                                   r * kf.rowBytes(), kf.rowBytes()))
-                      .ok());
-      EXPECT_TRUE(vf.encodeRow(std::span<const float>(b.v[s]).subspan(
-                                   r * b.dim, b.dim),
-                               std::span<uint8_t>(vc).subspan(
-                                   r * vf.rowBytes(), vf.rowBytes()))
-                      .ok());
-    }
+    std::vector<uint8_t> kc, vc;
+    encodeSequence(b, s, kf, vf, kc, vc);
     AttentionShape shape{b.queries[s], b.qHeads, b.kvHeads, b.dim,
                          b.lengths[s]};
     AttentionOptions o;
@@ -625,20 +634,8 @@ void checkEngineAttention(tq_runtime *rt, Batch &b, bool withMask,
   for (unsigned s = 0; s < b.lengths.size(); ++s) {
     if (b.queries[s] == 0)
       continue;
-    std::vector<uint8_t> kc(size_t(b.lengths[s]) * b.kvHeads * kf.rowBytes()),
-        vc(size_t(b.lengths[s]) * b.kvHeads * vf.rowBytes());
-    for (size_t r = 0; r < size_t(b.lengths[s]) * b.kvHeads; ++r) {
-      ASSERT_TRUE(kf.encodeRow(std::span<const float>(b.k[s]).subspan(
-                                   r * b.dim, b.dim),
-                               std::span<uint8_t>(kc).subspan(
-                                   r * kf.rowBytes(), kf.rowBytes()))
-                      .ok());
-      ASSERT_TRUE(vf.encodeRow(std::span<const float>(b.v[s]).subspan(
-                                   r * b.dim, b.dim),
-                               std::span<uint8_t>(vc).subspan(
-                                   r * vf.rowBytes(), vf.rowBytes()))
-                      .ok());
-    }
+    std::vector<uint8_t> kc, vc;
+    encodeSequence(b, s, kf, vf, kc, vc);
     std::vector<float> seqMask;
     for (unsigned i = 0; i < b.queries[s] && withMask; ++i)
       for (unsigned t = 0; t < b.lengths[s]; ++t)

@@ -46,7 +46,6 @@ typedef void (*decode_fn)(memref3 *q, memref4 *k, memref4 *v, memref1 *table,
                           memref1 *slopes, memref1 *sinks, memref3 *out,
                           memref2 *lse);
 
-
 struct tq_ggml_pack {
   void *library;
   char path[1024];
@@ -59,7 +58,6 @@ enum { MIN_ROWS_PER_ITEM = 16 };
 /* Tokens per part when a decode splits one head's tokens over threads:
  * below this the merge and the thread hand-off cost more than they save. */
 enum { MIN_TOKENS_PER_PART = 256 };
-
 
 static const int32_t zero_table[1] = {0};
 static const uint16_t zero_half = 0;

@@ -708,6 +708,27 @@ TEST_F(GgmlBridge, ErrorsNameTheCause) {
             TQ_STATUS_INVALID_ARGUMENT);
 }
 
+// A pack whose decode kernel predates the %lse output is refused before
+// any kernel runs (its stand-in aborts if called), with a message saying
+// to rebuild it.
+TEST(GgmlBridgeOpen, PackOfAnOlderCallingConventionIsRefused) {
+  Pack p(TQ_TEST_PREV_CONVENTION_PACK);
+  ASSERT_NE(p.pack, nullptr);
+  Case c{"turbo3_0", "turbo3_0", 64, 1, 4, 1, 100, 1, MaskKind::Causal};
+  Tensors t = makeTensors(c, 3);
+  tq_ggml_attention_v0 call = describe(c, t, 0.125f);
+  char error[512] = "";
+  EXPECT_EQ(tq_ggml_flash_attn_ext(p.pack, &call, 0, 1, error, sizeof error),
+            TQ_STATUS_VERSION_MISMATCH);
+  EXPECT_NE(std::strstr(error, "rebuild the pack"), nullptr) << error;
+  EXPECT_NE(std::strstr(error, "tq_ggml_decode_turbo3_0_turbo3_0_d64_g4"),
+            nullptr)
+      << error;
+  uint64_t bytes;
+  EXPECT_EQ(tq_ggml_flash_attn_ext_scratch(p.pack, &call, 2, &bytes),
+            TQ_STATUS_VERSION_MISMATCH);
+}
+
 TEST(GgmlBridgeOpen, MissingPackSaysHowToBuildOne) {
   tq_ggml_pack *pack = reinterpret_cast<tq_ggml_pack *>(1);
   char error[512];

@@ -774,4 +774,21 @@ TEST_F(RuntimeEngineTest, BadCallsReturnTheirStatus) {
             TQ_STATUS_NOT_FOUND);
 }
 
+// A library whose ggml decode kernel predates %lse (calling convention 1)
+// is refused before anything runs (its stand-in aborts if called).
+TEST(RuntimeEngine, OlderCallingConventionIsRefused) {
+  Runtime r(TQ_TEST_PREV_CONVENTION_PACK);
+  ASSERT_NE(r.rt, nullptr);
+  Batch b = engineBatch("turbo3_0", "turbo3_0", false);
+  b.queries = {1, 1, 1, 0, 1};
+  b.build(5);
+  std::vector<int32_t> qIndptr = {0, 1, 2, 3, 3, 4};
+  std::vector<float> q(4 * 8 * 64, 0.5f), out(q.size());
+  tq_attention_params_v1 p = {TQ_ATTENTION_PARAMS_VERSION_1,
+                              sizeof(p), 8, 0.0f, 0.0f, 0, qIndptr.data(),
+                              nullptr, nullptr, nullptr};
+  EXPECT_EQ(tq_attention_v1(r.rt, &b.cache, &p, q.data(), out.data()),
+            TQ_STATUS_VERSION_MISMATCH);
+}
+
 } // namespace

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Per-channel K scaling folded into a Gemma 3 GGUF's QK-norm weights.
 
-    k-scale-model.py MODEL.gguf CALIBRATION_DIR OUT.gguf
+    k-scale-model.py MODEL.gguf CALIBRATION_DIR OUT.gguf [--clamp C]
 
 CALIBRATION_DIR is a tq-capture-kv capture (Q_L<il>.npy, K_L<il>.npy of every
 layer) of some text. For each layer, channel pair (i, i + D/2) -- the pairs
@@ -11,7 +11,9 @@ attn_q_norm.weight divided by it. RoPE turns each pair by an angle, so it
 commutes with a scale equal on both channels of a pair: every logit q.k is
 unchanged, while the K cache now holds s * k. An isotropic quantiser
 (a rotation, then a codebook) then puts less of its error where queries
-look. A benchmark tool for docs/perf/llama.cpp.md; needs numpy and gguf
+look. The scales are rounded to powers of two, so that scaling is exact
+in floating point. --clamp C keeps s within [1/C, C] (after the geometric mean is set
+to 1). A benchmark tool for docs/perf/llama.cpp.md; needs numpy and gguf
 (PyPI).
 """
 import os
@@ -22,7 +24,7 @@ import numpy as np
 import gguf
 
 
-def pair_scales(q, k):
+def pair_scales(q, k, clamp):
     """q [T, H, D], k [T, 1, D] (post-RoPE) -> s [D], equal within pairs."""
     d = k.shape[-1]
     h = d // 2
@@ -32,13 +34,23 @@ def pair_scales(q, k):
     w = (q2[:h] + q2[h:]) / (kv[:h] + kv[h:] + 1e-12)
     s = (w + 1e-12) ** 0.25
     s /= np.exp(np.mean(np.log(s)))
+    if clamp:
+        s = np.clip(s, 1.0 / clamp, clamp)
+    # Powers of two: multiplying by them is exact in floating point, so the
+    # scaled model's f16 K rows and logits round exactly as the original's.
+    s = np.exp2(np.round(np.log2(s)))
     return np.concatenate([s, s])
 
 
 def main():
-    if len(sys.argv) != 4:
-        sys.exit(__doc__.strip().splitlines()[2].strip())
-    model, calib, out = sys.argv[1:]
+    args = sys.argv[1:]
+    clamp = None
+    if len(args) == 5 and args[3] == "--clamp":
+        clamp = float(args[4])
+        args = args[:3]
+    if len(args) != 3 or (clamp is not None and not clamp > 1.0):
+        sys.exit("usage: " + __doc__.strip().splitlines()[2].strip())
+    model, calib, out = args
     shutil.copyfile(model, out)
     reader = gguf.GGUFReader(out, "r+")
     tensors = {t.name: t for t in reader.tensors}
@@ -48,7 +60,7 @@ def main():
         k = np.load(os.path.join(calib, f"K_L{layer}.npy"))
         if k.shape[1] != 1:
             sys.exit("k-scale-model.py: one KV head per layer is supported")
-        s = pair_scales(q, k)
+        s = pair_scales(q, k, clamp)
         kn = tensors[f"blk.{layer}.attn_k_norm.weight"].data
         qn = tensors[f"blk.{layer}.attn_q_norm.weight"].data
         if kn.dtype != np.float32 or qn.dtype != np.float32:

@@ -83,6 +83,16 @@ tq_status tq_check_cache(const tq_kv_cache_v0 *c) {
   return TQ_STATUS_OK;
 }
 
+/* What every attention params version shares: the query layout, the head
+ * counts, a finite non-negative scale and a non-negative soft-cap. */
+static bool queries_ok(const tq_kv_cache_v0 *c, const int32_t *q_indptr,
+                       uint32_t num_q_heads, float scale, float softcap,
+                       const float *q, const float *out) {
+  return q_indptr && q && out && num_q_heads != 0 &&
+         num_q_heads % c->num_kv_heads == 0 && softcap >= 0.0f &&
+         scale >= 0.0f && scale <= 3.4e38f && q_indptr[0] == 0;
+}
+
 tq_status tq_check_attention_call(const tq_kv_cache_v0 *c,
                                   const tq_attention_params_v0 *p,
                                   const float *q, const float *out) {
@@ -91,9 +101,8 @@ tq_status tq_check_attention_call(const tq_kv_cache_v0 *c,
     return status;
   if (p->version != TQ_ATTENTION_PARAMS_VERSION_0 || p->size != sizeof(*p))
     return TQ_STATUS_VERSION_MISMATCH;
-  if (!p->q_indptr || !q || !out || p->num_q_heads == 0 ||
-      p->num_q_heads % c->num_kv_heads != 0 || !(p->softcap >= 0.0f) ||
-      !(p->scale >= 0.0f) || p->scale > 3.4e38f || p->q_indptr[0] != 0)
+  if (!queries_ok(c, p->q_indptr, p->num_q_heads, p->scale, p->softcap, q,
+                  out))
     return TQ_STATUS_INVALID_ARGUMENT;
   return TQ_STATUS_OK;
 }
@@ -194,10 +203,9 @@ tq_status tq_check_attention_call_v1(const tq_kv_cache_v0 *c,
     return status;
   if (p->version != TQ_ATTENTION_PARAMS_VERSION_1 || p->size != sizeof(*p))
     return TQ_STATUS_VERSION_MISMATCH;
-  if (!p->q_indptr || !q || !out || p->num_q_heads == 0 ||
-      p->num_q_heads % c->num_kv_heads != 0 || !(p->softcap >= 0.0f) ||
-      p->softcap > 1e6f || !(p->scale >= 0.0f) || p->scale > 3.4e38f ||
-      p->q_indptr[0] != 0 || (p->mask && p->mask_row_stride == 0))
+  if (!queries_ok(c, p->q_indptr, p->num_q_heads, p->scale, p->softcap, q,
+                  out) ||
+      p->softcap > 1e6f || (p->mask && p->mask_row_stride == 0))
     return TQ_STATUS_INVALID_ARGUMENT;
   return TQ_STATUS_OK;
 }

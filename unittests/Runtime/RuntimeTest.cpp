@@ -154,12 +154,40 @@ void encodeSequence(const Batch &b, unsigned s, const Format &kf,
   }
 }
 
+/// Sequence s's rows of `out` (finite, no more than 1e-4 off) against
+/// lib/Quant's reference over the rows the library encodes, with `options`.
+void expectSequenceMatchesReference(const Batch &b, unsigned s,
+                                    const std::vector<int32_t> &qIndptr,
+                                    const std::vector<float> &q,
+                                    const std::vector<float> &out,
+                                    const AttentionOptions &options) {
+  Format kf = *Format::get(b.kFormat, b.dim), vf = *Format::get(b.vFormat, b.dim);
+  // Encode with the library, as the append kernel must have.
+  std::vector<uint8_t> kc, vc;
+  encodeSequence(b, s, kf, vf, kc, vc);
+  AttentionShape shape{b.queries[s], b.qHeads, b.kvHeads, b.dim,
+                       b.lengths[s]};
+  size_t first = size_t(qIndptr[s]) * b.qHeads * b.dim;
+  size_t count = size_t(b.queries[s]) * b.qHeads * b.dim;
+  std::vector<double> ref(count);
+  Status st = referenceAttentionQuantized(
+      shape, options, std::span<const float>(q).subspan(first, count), kf, kc,
+      vf, vc, ref);
+  ASSERT_TRUE(st.ok()) << st.message();
+  double worst = 0;
+  for (size_t i = 0; i < count; ++i) {
+    ASSERT_TRUE(std::isfinite(out[first + i])) << "sequence " << s;
+    worst = std::max(worst, std::fabs(out[first + i] - ref[i]));
+  }
+  EXPECT_LT(worst, 1e-4) << "sequence " << s << " (" << b.lengths[s]
+                         << " tokens, " << b.queries[s] << " queries)";
+}
+
 /// Runs attention over the batch and compares each sequence with
 /// lib/Quant's reference over the same encoded rows.
 std::vector<float> checkAttention(tq_runtime *rt, Batch &b, bool causal,
                                   unsigned window, float softcap,
                                   float scale = 0.0f) {
-  Format kf = *Format::get(b.kFormat, b.dim), vf = *Format::get(b.vFormat, b.dim);
   std::vector<int32_t> qIndptr = {0};
   for (unsigned n : b.queries)
     qIndptr.push_back(qIndptr.back() + int32_t(n));
@@ -179,32 +207,14 @@ std::vector<float> checkAttention(tq_runtime *rt, Batch &b, bool causal,
                               qIndptr.data()};
   EXPECT_EQ(tq_attention(rt, &b.cache, &p, q.data(), out.data()),
             TQ_STATUS_OK);
-  for (unsigned s = 0; s < b.lengths.size(); ++s) {
-    if (b.queries[s] == 0)
-      continue;
-    // Encode with the library, as the append kernel must have.
-    std::vector<uint8_t> kc, vc;
-    encodeSequence(b, s, kf, vf, kc, vc);
-    AttentionShape shape{b.queries[s], b.qHeads, b.kvHeads, b.dim,
-                         b.lengths[s]};
-    AttentionOptions o;
-    o.scale = scale;
-    o.causal = causal;
-    o.window = window;
-    o.softcap = softcap;
-    size_t first = size_t(qIndptr[s]) * b.qHeads * b.dim;
-    size_t count = size_t(b.queries[s]) * b.qHeads * b.dim;
-    std::vector<double> ref(count);
-    EXPECT_TRUE(referenceAttentionQuantized(
-                    shape, o, std::span<const float>(q).subspan(first, count),
-                    kf, kc, vf, vc, ref)
-                    .ok());
-    double worst = 0;
-    for (size_t i = 0; i < count; ++i)
-      worst = std::max(worst, std::fabs(out[first + i] - ref[i]));
-    EXPECT_LT(worst, 1e-4) << "sequence " << s << " (" << b.lengths[s]
-                           << " tokens, " << b.queries[s] << " queries)";
-  }
+  AttentionOptions o;
+  o.scale = scale;
+  o.causal = causal;
+  o.window = window;
+  o.softcap = softcap;
+  for (unsigned s = 0; s < b.lengths.size(); ++s)
+    if (b.queries[s] != 0)
+      expectSequenceMatchesReference(b, s, qIndptr, q, out, o);
   return out;
 }
 
@@ -588,7 +598,6 @@ uint16_t halfBits(float x) {
 /// the same mask (f16 values), slopes and sinks.
 void checkEngineAttention(tq_runtime *rt, Batch &b, bool withMask,
                           bool withSlopes, bool withSinks, uint64_t seed) {
-  Format kf = *Format::get(b.kFormat, b.dim), vf = *Format::get(b.vFormat, b.dim);
   std::vector<int32_t> qIndptr = {0};
   for (unsigned n : b.queries)
     qIndptr.push_back(qIndptr.back() + int32_t(n));
@@ -634,8 +643,6 @@ void checkEngineAttention(tq_runtime *rt, Batch &b, bool withMask,
   for (unsigned s = 0; s < b.lengths.size(); ++s) {
     if (b.queries[s] == 0)
       continue;
-    std::vector<uint8_t> kc, vc;
-    encodeSequence(b, s, kf, vf, kc, vc);
     std::vector<float> seqMask;
     for (unsigned i = 0; i < b.queries[s] && withMask; ++i)
       for (unsigned t = 0; t < b.lengths[s]; ++t)
@@ -651,22 +658,7 @@ void checkEngineAttention(tq_runtime *rt, Batch &b, bool withMask,
     o.slopes = seqSlopes;
     if (withSinks)
       o.sinks = sinks;
-    AttentionShape shape{b.queries[s], b.qHeads, b.kvHeads, b.dim,
-                         b.lengths[s]};
-    size_t first = size_t(qIndptr[s]) * b.qHeads * b.dim;
-    size_t count = size_t(b.queries[s]) * b.qHeads * b.dim;
-    std::vector<double> ref(count);
-    Status st = referenceAttentionQuantized(
-        shape, o, std::span<const float>(q).subspan(first, count), kf, kc, vf,
-        vc, ref);
-    ASSERT_TRUE(st.ok()) << st.message();
-    double worst = 0;
-    for (size_t i = 0; i < count; ++i) {
-      ASSERT_TRUE(std::isfinite(out[first + i])) << "sequence " << s;
-      worst = std::max(worst, std::fabs(out[first + i] - ref[i]));
-    }
-    EXPECT_LT(worst, 1e-4) << "sequence " << s << " (" << b.lengths[s]
-                           << " tokens, " << b.queries[s] << " queries)";
+    expectSequenceMatchesReference(b, s, qIndptr, q, out, o);
   }
 }
 

@@ -87,6 +87,8 @@ void mlir::tq::buildHostLoopsToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(createConvertControlFlowToLLVMPass());
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createConvertIndexToLLVMPass());
+  // Lowered n-D vector transfers leave ub.poison behind.
+  pm.addPass(createUBToLLVMConversionPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
 }
 

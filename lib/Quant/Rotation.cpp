@@ -3,8 +3,13 @@
 #include "tq/Quant/Rotation.h"
 #include "tq/Quant/Random.h"
 
+#include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
+#include <deque>
+#include <map>
+#include <mutex>
 #include <string>
 
 namespace tq::quant {
@@ -119,13 +124,25 @@ Result<Rotation> Rotation::blockHadamard(unsigned dim,
   return r;
 }
 
-Result<Rotation> Rotation::haar(unsigned dim, uint64_t seed) {
-  if (dim == 0 || dim > 4096)
-    return Status::error("haar rotation dim " + std::to_string(dim) +
-                         " is outside [1, 4096]");
-  // Columns of a Gaussian matrix, orthonormalised by modified Gram-Schmidt
-  // applied twice (numerically orthogonal to ~1e-15). Gram-Schmidt yields
-  // R with a positive diagonal, which is the sign fix that makes Q Haar.
+/// The Haar matrix of one (dim, seed), drawn once by whoever needs it
+/// first.
+struct Rotation::LazyHaar {
+  unsigned dim;
+  uint64_t seed;
+  std::once_flag once;
+  std::atomic<bool> drawn{false};
+  std::vector<double> q;
+};
+
+namespace {
+
+/// Q of a seeded Gaussian matrix, row-major: its columns orthonormalised by
+/// modified Gram-Schmidt applied twice (numerically orthogonal to ~1e-15).
+/// Gram-Schmidt yields R with a positive diagonal, which is the sign fix
+/// that makes Q Haar. A column that comes out degenerate (probability
+/// zero) is redrawn from the continuing stream, so every seed gives a
+/// rotation.
+std::vector<double> drawHaar(unsigned dim, uint64_t seed) {
   SplitMix64 rng(seed);
   std::vector<double> g(size_t(dim) * dim);
   for (auto &v : g)
@@ -136,33 +153,87 @@ Result<Rotation> Rotation::haar(unsigned dim, uint64_t seed) {
     double *v = &q[size_t(c) * dim];
     for (unsigned i = 0; i < dim; ++i)
       v[i] = g[size_t(i) * dim + c];
-    for (int pass = 0; pass < 2; ++pass)
-      for (unsigned p = 0; p < c; ++p) {
-        const double *u = &q[size_t(p) * dim];
-        double dot = 0;
+    for (;;) {
+      for (int pass = 0; pass < 2; ++pass)
+        for (unsigned p = 0; p < c; ++p) {
+          const double *u = &q[size_t(p) * dim];
+          double dot = 0;
+          for (unsigned i = 0; i < dim; ++i)
+            dot += u[i] * v[i];
+          for (unsigned i = 0; i < dim; ++i)
+            v[i] -= dot * u[i];
+        }
+      double norm = 0;
+      for (unsigned i = 0; i < dim; ++i)
+        norm += v[i] * v[i];
+      norm = std::sqrt(norm);
+      if (norm > 0) {
         for (unsigned i = 0; i < dim; ++i)
-          dot += u[i] * v[i];
-        for (unsigned i = 0; i < dim; ++i)
-          v[i] -= dot * u[i];
+          v[i] /= norm;
+        break;
       }
-    double norm = 0;
-    for (unsigned i = 0; i < dim; ++i)
-      norm += v[i] * v[i];
-    norm = std::sqrt(norm);
-    if (!(norm > 0))
-      return Status::error("haar rotation: degenerate Gaussian draw");
-    for (unsigned i = 0; i < dim; ++i)
-      v[i] /= norm;
+      for (unsigned i = 0; i < dim; ++i)
+        v[i] = rng.gaussian();
+    }
   }
+  std::vector<double> rowMajor(size_t(dim) * dim);
+  for (unsigned i = 0; i < dim; ++i)
+    for (unsigned c = 0; c < dim; ++c)
+      rowMajor[size_t(i) * dim + c] = q[size_t(c) * dim + i];
+  return rowMajor;
+}
+
+} // namespace
+
+Result<Rotation> Rotation::haar(unsigned dim, uint64_t seed) {
+  if (dim == 0 || dim > 4096)
+    return Status::error("haar rotation dim " + std::to_string(dim) +
+                         " is outside [1, 4096]");
+  // One holder per (dim, seed) while any rotation uses it; the last few
+  // of at most 1024 x 1024 (8 MB each) stay alive after that, so the
+  // passes of a compiler, which each rebuild the format, draw it once.
+  constexpr unsigned kKeptDim = 1024;
+  constexpr size_t kKept = 4;
+  static std::mutex mutex;
+  static std::map<std::pair<unsigned, uint64_t>, std::weak_ptr<LazyHaar>> live;
+  static std::deque<std::shared_ptr<LazyHaar>> recent;
   Rotation r;
   r.kind_ = RotationKind::Haar;
   r.dim_ = dim;
   r.seed_ = seed;
-  r.q_.resize(size_t(dim) * dim);
-  for (unsigned i = 0; i < dim; ++i)
-    for (unsigned c = 0; c < dim; ++c)
-      r.q_[size_t(i) * dim + c] = q[size_t(c) * dim + i];
+  std::lock_guard<std::mutex> lock(mutex);
+  std::weak_ptr<LazyHaar> &slot = live[{dim, seed}];
+  r.haar_ = slot.lock();
+  if (!r.haar_) {
+    r.haar_ = std::make_shared<LazyHaar>();
+    r.haar_->dim = dim;
+    r.haar_->seed = seed;
+    slot = r.haar_;
+  }
+  if (dim <= kKeptDim) {
+    auto it = std::find(recent.begin(), recent.end(), r.haar_);
+    if (it != recent.end())
+      recent.erase(it);
+    recent.push_front(r.haar_);
+    if (recent.size() > kKept)
+      recent.pop_back();
+  }
   return r;
+}
+
+bool Rotation::haarDrawn() const {
+  return haar_ && haar_->drawn.load(std::memory_order_acquire);
+}
+
+const std::vector<double> &Rotation::haarQ() const {
+  static const std::vector<double> none;
+  if (!haar_)
+    return none;
+  std::call_once(haar_->once, [&] {
+    haar_->q = drawHaar(haar_->dim, haar_->seed);
+    haar_->drawn.store(true, std::memory_order_release);
+  });
+  return haar_->q;
 }
 
 namespace {
@@ -204,7 +275,7 @@ void Rotation::forward(std::span<float> x) const {
   case RotationKind::BlockHadamard:
     return hadamardBlocks(x.first(dim_), block_, signs1_, signs2_);
   case RotationKind::Haar:
-    return applyDense(x.first(dim_), q_, dim_, /*transpose=*/true);
+    return applyDense(x.first(dim_), haarQ(), dim_, /*transpose=*/true);
   }
 }
 
@@ -216,7 +287,7 @@ void Rotation::inverse(std::span<float> x) const {
   case RotationKind::BlockHadamard:
     return hadamardBlocks(x.first(dim_), block_, signs2_, signs1_);
   case RotationKind::Haar:
-    return applyDense(x.first(dim_), q_, dim_, /*transpose=*/false);
+    return applyDense(x.first(dim_), haarQ(), dim_, /*transpose=*/false);
   }
 }
 
@@ -239,11 +310,13 @@ std::vector<double> Rotation::matrix() const {
         }
     break;
   }
-  case RotationKind::Haar:
+  case RotationKind::Haar: {
+    const std::vector<double> &q = haarQ();
     for (unsigned i = 0; i < dim_; ++i)
       for (unsigned j = 0; j < dim_; ++j)
-        m[size_t(i) * dim_ + j] = q_[size_t(j) * dim_ + i];
+        m[size_t(i) * dim_ + j] = q[size_t(j) * dim_ + i];
     break;
+  }
   }
   return m;
 }

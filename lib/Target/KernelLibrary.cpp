@@ -71,12 +71,19 @@ std::unique_ptr<llvm::TargetMachine> makeTargetMachine(const std::string &cpu,
 /// Lowers `module` with the tq pipelines, lets `annotate` add to the
 /// lowered module, and writes its machine code to `objectPath`.
 bool emitObject(MLIRContext &context, ModuleOp module,
-                const TQPipelineOptions &pipeline, llvm::TargetMachine &tm,
-                const std::string &objectPath, const std::string &name,
-                function_ref<void(ModuleOp)> annotate,
+                const TQPipelineOptions &pipeline, bool passManagerCLOptions,
+                llvm::TargetMachine &tm, const std::string &objectPath,
+                const std::string &name, function_ref<void(ModuleOp)> annotate,
                 std::string &diagnostics, std::string &error) {
   PassManager pm(&context);
   buildTQToLLVMPipeline(pm, pipeline);
+  if (passManagerCLOptions) {
+    if (failed(applyPassManagerCLOptions(pm))) {
+      error = "invalid pass manager options: " + diagnostics;
+      return false;
+    }
+    applyDefaultTimingPassManagerCLOptions(pm);
+  }
   if (failed(pm.run(module))) {
     error = "lowering failed: " + diagnostics;
     return false;
@@ -174,8 +181,8 @@ bool compileKernel(MLIRContext &context, const RuntimeKernelSpec &spec,
   configurePipeline(pipeline, options, tm,
                     spec.kind == RuntimeKernelKind::Decode ||
                         spec.kind == RuntimeKernelKind::GgmlDecode);
-  return emitObject(context, *module, pipeline, tm, objectPath, spec.name(),
-                    addInfo, diagnostics, error);
+  return emitObject(context, *module, pipeline, options.passManagerCLOptions,
+                    tm, objectPath, spec.name(), addInfo, diagnostics, error);
 }
 
 llvm::json::Object describe(const RuntimeKernelSpec &spec) {
@@ -359,8 +366,8 @@ bool compileInput(MLIRContext &context, ModuleOp input,
   };
   TQPipelineOptions pipeline;
   configurePipeline(pipeline, options, tm, /*decode=*/false);
-  return emitObject(context, *module, pipeline, tm, objectPath, name, record,
-                    diagnostics, error);
+  return emitObject(context, *module, pipeline, options.passManagerCLOptions,
+                    tm, objectPath, name, record, diagnostics, error);
 }
 } // namespace
 

@@ -21,6 +21,8 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/Timing.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
@@ -159,6 +161,9 @@ std::vector<unsigned> numberList(const std::string &list, const char *what) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  // --mlir-timing, --mlir-print-ir-after-all, ... apply to every kernel.
+  registerPassManagerCLOptions();
+  registerDefaultTimingManagerCLOptions();
   cl::HideUnrelatedOptions(toolOptions);
   cl::ParseCommandLineOptions(argc, argv,
                               "tq-aot: compile TurboQuant kernel libraries\n");
@@ -327,6 +332,7 @@ int main(int argc, char **argv) {
   KernelLibraryOptions options;
   options.outputDir = outputDir;
   options.cpu = chip;
+  options.passManagerCLOptions = true;
   if (tileSize > 0)
     options.decodeTileSize = options.prefillTileSize = tileSize;
   options.decodeSplits = splits;

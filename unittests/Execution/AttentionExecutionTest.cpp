@@ -277,6 +277,28 @@ TEST_F(Execution, GqaGroups) {
   }
 }
 
+/// Groups larger than one unrolled block of heads (16): the fused products
+/// loop over blocks of 16 (32), of 12 (24) and of 1 (17, prime), with
+/// decode (outputs in registers) and prefill rows (outputs in memory), row
+/// scales (turbo3_0), block scales (q8_0) and QJL residuals (tqprod2).
+TEST_F(Execution, LargeGqaGroupsLoopOverHeadBlocks) {
+  for (unsigned group : {17u, 24u, 32u})
+    for (auto [k, v] :
+         {std::pair{"turbo3_0", "turbo3_0"}, std::pair{"q8_0", "polar4"},
+          std::pair{"tqprod2", "tqprod2"}})
+      for (int64_t queries : {1, 3}) {
+        Config c = make(k, v, 64);
+        c.kvHeads = 2;
+        c.queryHeads = 2 * group;
+        c.numQueries = queries;
+        c.numKeys = 40;
+        c.tileSize = 16;
+        c.causal = queries > 1;
+        c.lookup = mlir::tq::LookupStrategy::tile;
+        check(c);
+      }
+}
+
 /// Causal prefill (queries aligned to the last positions), sliding window,
 /// soft-cap and an additive mask, alone and together.
 TEST_F(Execution, MaskingOptions) {

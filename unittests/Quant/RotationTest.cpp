@@ -98,6 +98,28 @@ TEST(Rotation, SeedsDetermineTheRotation) {
   EXPECT_NE(Rotation::haar(16, 1)->haarQ(), Rotation::haar(16, 2)->haarQ());
 }
 
+/// A dense Haar matrix is O(dim^3) to draw (minutes at 4096): building,
+/// describing or verifying a format that names one must not draw it; the
+/// first product does, once for every rotation of the same (dim, seed).
+TEST(Rotation, HaarIsDrawnOnFirstUseAndShared) {
+  Result<Format> big = Format::get("haar4", 4096);
+  ASSERT_TRUE(big.ok()) << big.status().message();
+  EXPECT_EQ(big->rowBytes(), 4u + 4096u);
+  EXPECT_FALSE(big->spec().rotation->haarDrawn());
+  EXPECT_NE(big->spec().rotation->describe().find("4096"), std::string::npos);
+  EXPECT_FALSE(big->spec().rotation->haarDrawn());
+
+  Rotation a = *Rotation::haar(24, 99), b = *Rotation::haar(24, 99);
+  EXPECT_FALSE(a.haarDrawn());
+  std::vector<float> x(24, 1.0f);
+  a.forward(x);
+  EXPECT_TRUE(a.haarDrawn());
+  EXPECT_TRUE(b.haarDrawn());
+  EXPECT_EQ(&a.haarQ(), &b.haarQ());
+  EXPECT_FALSE(Rotation::identity(8).haarDrawn());
+  EXPECT_TRUE(Rotation::identity(8).haarQ().empty());
+}
+
 TEST(Rotation, InvalidArgumentsAreErrors) {
   EXPECT_FALSE(Rotation::hadamard(std::vector<int8_t>(3, 1)).ok());
   EXPECT_FALSE(Rotation::hadamard({}).ok());

@@ -23,6 +23,7 @@
 #include "tq/Quant/Status.h"
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -64,8 +65,12 @@ public:
   const std::vector<int8_t> &signs2() const { return signs2_; }
   uint64_t seed() const { return seed_; }
   /// Row-major dim x dim matrix of the Haar rotation (empty otherwise):
-  /// forward(x) = Q^T x, i.e. y[i] = sum_j Q[j][i] x[j].
-  const std::vector<double> &haarQ() const { return q_; }
+  /// forward(x) = Q^T x, i.e. y[i] = sum_j Q[j][i] x[j]. Drawn on first
+  /// use (O(dim^3)): a rotation that is only described or verified never
+  /// builds it. Thread-safe; rotations of one (dim, seed) share it.
+  const std::vector<double> &haarQ() const;
+  /// True once the Haar matrix has been drawn (false for other kinds).
+  bool haarDrawn() const;
 
   /// In place, x.size() == dim().
   void forward(std::span<float> x) const;
@@ -86,7 +91,8 @@ private:
   uint64_t seed_ = 0;
   std::vector<int8_t> signs1_;
   std::vector<int8_t> signs2_;
-  std::vector<double> q_;
+  struct LazyHaar;
+  std::shared_ptr<LazyHaar> haar_;
 };
 
 /// Smallest power of two >= n (n >= 1).

@@ -50,6 +50,11 @@ struct KernelLibraryOptions {
   std::string linker = "clang";
   /// The shared library's file name inside outputDir.
   std::string libraryName = "libtqkernels.so";
+  /// Apply MLIR's pass manager and timing command-line options
+  /// (--mlir-timing, --mlir-print-ir-after-all, ...) to every kernel's
+  /// lowering; the tool must have registered them
+  /// (registerPassManagerCLOptions, registerDefaultTimingManagerCLOptions).
+  bool passManagerCLOptions = false;
 };
 
 /// Called before each kernel is compiled: (index, total, name).

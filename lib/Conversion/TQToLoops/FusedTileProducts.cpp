@@ -24,12 +24,57 @@ Value indexConst(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
 }
 
-/// Query head `hh` of kv head `kvHead`'s group.
-Value headOf(OpBuilder &b, Location loc, Value kvHead, int64_t group,
-             int64_t hh) {
-  Value first =
-      arith::MulIOp::create(b, loc, kvHead, indexConst(b, loc, group));
-  return arith::AddIOp::create(b, loc, first, indexConst(b, loc, hh));
+/// Query heads of a GQA group that one unrolled loop body serves: the
+/// largest divisor of `group` no larger than `cap`. The group's blocks run
+/// in a loop, so the IR's size depends on the block, never on the group
+/// (the unrolled body of a 128-head MLA group would be 128 chains of
+/// multiply-adds and as many tensor writes, whose bufferization analysis
+/// grows with the cube of their number).
+int64_t headBlock(int64_t group, int64_t cap) {
+  for (int64_t block = std::min(group, cap); block > 1; --block)
+    if (group % block == 0)
+      return block;
+  return 1;
+}
+
+/// The query heads of one block: the first's index in the cache, and in
+/// kv head `kvh`'s group; heads[hh] = first + hh.
+struct HeadBlock {
+  Value inGroup;
+  SmallVector<Value> heads;
+};
+
+/// A block body: the state after the block's heads.
+using HeadBlockBody =
+    function_ref<Value(OpBuilder &, Location, const HeadBlock &, Value)>;
+
+/// Runs `body` over kv head `kvh`'s group in blocks of `block` heads,
+/// carrying `state`: straight-line where one block is the whole group,
+/// else a loop over the blocks.
+Value forEachHeadBlock(OpBuilder &b, Location loc, Value kvh, int64_t group,
+                       int64_t block, Value state, HeadBlockBody body) {
+  auto run = [&](OpBuilder &b, Location loc, Value inGroup, Value state) {
+    HeadBlock heads;
+    heads.inGroup = inGroup;
+    Value first = arith::AddIOp::create(
+        b, loc, arith::MulIOp::create(b, loc, kvh, indexConst(b, loc, group)),
+        inGroup);
+    for (int64_t hh = 0; hh < block; ++hh)
+      heads.heads.push_back(
+          hh == 0 ? first
+                  : arith::AddIOp::create(b, loc, first, indexConst(b, loc, hh))
+                        .getResult());
+    return body(b, loc, heads, state);
+  };
+  if (block == group)
+    return run(b, loc, indexConst(b, loc, 0), state);
+  auto loop = scf::ForOp::create(
+      b, loc, indexConst(b, loc, 0), indexConst(b, loc, group),
+      indexConst(b, loc, block), ValueRange{state},
+      [&](OpBuilder &b, Location loc, Value inGroup, ValueRange state) {
+        scf::YieldOp::create(b, loc, run(b, loc, inGroup, state[0]));
+      });
+  return loop.getResult(0);
 }
 
 /// Chunks [first, first + count) of a row from its bytes `row`,
@@ -329,7 +374,10 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
   // Loops (t in steps of `step`, kv head, i): each row is decoded once for
   // all query rows and heads; every score is one chain of multiply-adds
   // over the chunks, and the step's chains share one horizontal-sum tree.
-  const int64_t perRow = group * (keys.hasQjl() ? 2 : 1);
+  // A block of at most one vector's lanes of heads per unrolled body (the
+  // step's sums share one tree).
+  const int64_t block = headBlock(group, lanes);
+  const int64_t perRow = block * (keys.hasQjl() ? 2 : 1);
   const bool oneQueryRow =
       cast<RankedTensorType>(query.getType()).getDimSize(0) == 1;
   const int64_t step = scoreRowsPerStep(perRow, lanes);
@@ -337,9 +385,6 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
       b, loc, keys, kvHeads, lanes, step, init,
       [&](OpBuilder &b, Location loc, Value kvh, ArrayRef<DecodedRow> rows,
           Value scores) {
-        SmallVector<Value> heads;
-        for (int64_t hh = 0; hh < group; ++hh)
-          heads.push_back(headOf(b, loc, kvh, group, hh));
         SmallVector<SmallVector<Value>> signs(rows.size());
         SmallVector<Value> qjlWeights;
         for (auto [r, row] : llvm::enumerate(rows)) {
@@ -352,69 +397,76 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
         return forEach(
             b, loc, queries, scores,
             [&](OpBuilder &b, Location loc, Value i, Value scores) {
-              // Per row, one chain per head over the values, then (tqprod)
-              // one per head over the signs; one sum tree for all of them.
-              // Chunk by chunk: the step's rows decode chunk c, which goes
-              // straight into every chain, so the chains stay in
-              // registers and a decoded chunk lives briefly.
-              SmallVector<Value> dots(rows.size() * perRow);
-              auto addChunk = [&](int64_t slot, Value x, Value y) {
-                dots[slot] =
-                    dots[slot]
-                        ? vector::FMAOp::create(b, loc, x, y, dots[slot])
-                              .getResult()
-                        : arith::MulFOp::create(b, loc, x, y).getResult();
-              };
-              for (int64_t c = 0; c < numChunks; ++c) {
-                SmallVector<Value> qc;
-                for (Value h : heads)
-                  qc.push_back(readChunk(b, loc, query, i, h, c * lanes,
-                                         lanes));
-                for (auto [r, row] : llvm::enumerate(rows)) {
-                  Value kc = row.chunks.empty()
-                                 ? decodeChunks(b, loc, keys, row.row, lanes,
-                                                c, 1)[0]
-                                 : row.chunks[c];
-                  for (int64_t hh = 0; hh < group; ++hh)
-                    addChunk(hh * step + r, qc[hh], kc);
-                }
-              }
-              for (int64_t c = 0; c < qjlChunks; ++c)
-                for (int64_t hh = 0; hh < group; ++hh) {
-                  Value pc = readChunk(b, loc, projected, i, heads[hh],
-                                       c * lanes, lanes);
-                  for (size_t r = 0; r < rows.size(); ++r)
-                    addChunk((group + hh) * step + r, pc, signs[r][c]);
-                }
-              // Lane hh * step + r: head hh's score of row r, so each
-              // head's scores of the step are consecutive tokens, scaled
-              // and written as one vector (the write is masked past the
-              // tile's last token, where padding rows repeat it).
-              Value total = sumTree(b, loc, dots);
-              const int64_t valueLanes = group * step;
-              Value sums = sliceLanes(b, loc, total, 0, valueLanes);
-              if (keys.hasQjl())
-                sums = arith::AddFOp::create(
-                    b, loc, sums,
-                    arith::MulFOp::create(
-                        b, loc,
-                        sliceLanes(b, loc, total, valueLanes, valueLanes),
-                        repeatPerHead(b, loc, qjlWeights, group)));
-              if (keys.hasRowScale()) {
-                SmallVector<Value> scales;
-                for (const DecodedRow &row : rows)
-                  scales.push_back(
-                      keys.rowScale(b, loc, row.row, row.t, kvh));
-                sums = arith::MulFOp::create(
-                    b, loc, sums, repeatPerHead(b, loc, scales, group));
-              }
-              for (int64_t hh = 0; hh < group; ++hh)
-                scores = vector::TransferWriteOp::create(
-                             b, loc, sliceLanes(b, loc, sums, hh * step, step),
-                             scores, ValueRange{i, heads[hh], rows[0].t},
-                             ArrayRef<bool>{step == 1})
-                             .getResult();
-              return scores;
+              return forEachHeadBlock(
+                  b, loc, kvh, group, block, scores,
+                  [&](OpBuilder &b, Location loc, const HeadBlock &blockHeads,
+                      Value scores) {
+                    ArrayRef<Value> heads = blockHeads.heads;
+                    // Per row, one chain per head over the values, then
+                    // (tqprod) one per head over the signs; one sum tree for
+                    // all of them. Chunk by chunk: the step's rows decode chunk
+                    // c, which goes straight into every chain, so the chains
+                    // stay in registers and a decoded chunk lives briefly.
+                    SmallVector<Value> dots(rows.size() * perRow);
+                    auto addChunk = [&](int64_t slot, Value x, Value y) {
+                      dots[slot] =
+                          dots[slot]
+                              ? vector::FMAOp::create(b, loc, x, y, dots[slot])
+                                    .getResult()
+                              : arith::MulFOp::create(b, loc, x, y).getResult();
+                    };
+                    for (int64_t c = 0; c < numChunks; ++c) {
+                      SmallVector<Value> qc;
+                      for (Value h : heads)
+                        qc.push_back(
+                            readChunk(b, loc, query, i, h, c * lanes, lanes));
+                      for (auto [r, row] : llvm::enumerate(rows)) {
+                        Value kc = row.chunks.empty()
+                                       ? decodeChunks(b, loc, keys, row.row,
+                                                      lanes, c, 1)[0]
+                                       : row.chunks[c];
+                        for (int64_t hh = 0; hh < block; ++hh)
+                          addChunk(hh * step + r, qc[hh], kc);
+                      }
+                    }
+                    for (int64_t c = 0; c < qjlChunks; ++c)
+                      for (int64_t hh = 0; hh < block; ++hh) {
+                        Value pc = readChunk(b, loc, projected, i, heads[hh],
+                                             c * lanes, lanes);
+                        for (size_t r = 0; r < rows.size(); ++r)
+                          addChunk((block + hh) * step + r, pc, signs[r][c]);
+                      }
+                    // Lane hh * step + r: head hh's score of row r, so each
+                    // head's scores of the step are consecutive tokens, scaled
+                    // and written as one vector (the write is masked past the
+                    // tile's last token, where padding rows repeat it).
+                    Value total = sumTree(b, loc, dots);
+                    const int64_t valueLanes = block * step;
+                    Value sums = sliceLanes(b, loc, total, 0, valueLanes);
+                    if (keys.hasQjl())
+                      sums = arith::AddFOp::create(
+                          b, loc, sums,
+                          arith::MulFOp::create(
+                              b, loc,
+                              sliceLanes(b, loc, total, valueLanes, valueLanes),
+                              repeatPerHead(b, loc, qjlWeights, block)));
+                    if (keys.hasRowScale()) {
+                      SmallVector<Value> scales;
+                      for (const DecodedRow &row : rows)
+                        scales.push_back(
+                            keys.rowScale(b, loc, row.row, row.t, kvh));
+                      sums = arith::MulFOp::create(
+                          b, loc, sums, repeatPerHead(b, loc, scales, block));
+                    }
+                    for (int64_t hh = 0; hh < block; ++hh)
+                      scores =
+                          vector::TransferWriteOp::create(
+                              b, loc, sliceLanes(b, loc, sums, hh * step, step),
+                              scores, ValueRange{i, heads[hh], rows[0].t},
+                              ArrayRef<bool>{step == 1})
+                              .getResult();
+                    return scores;
+                  });
             });
       },
       // One query row (decode kernels) decodes in the chain loop, chunk by
@@ -425,13 +477,12 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
 
 namespace {
 
-/// tensor<group x tokens>: probs[0, heads[hh], t] times the scale of row
-/// (t, kvh), for a format whose decoding leaves the row scale out.
+/// tensor<group x tokens>: probs[0, kvh * group + hh, t] times the scale
+/// of row (t, kvh), for a format whose decoding leaves the row scale out.
 Value scaledWeights(OpBuilder &b, Location loc, Value probs,
-                    const VectorRowDecoder &values, Value tokens,
-                    Value kvh, ArrayRef<Value> heads) {
+                    const VectorRowDecoder &values, Value tokens, Value kvh,
+                    int64_t group) {
   assert(values.hasRowScale() && "the weights are the probabilities");
-  const int64_t group = heads.size();
   Value init = tensor::EmptyOp::create(
       b, loc,
       SmallVector<OpFoldResult>{b.getIndexAttr(group),
@@ -452,19 +503,47 @@ Value scaledWeights(OpBuilder &b, Location loc, Value probs,
                    ValueRange{t})
             .getResult();
       });
-  return forEach(b, loc, tokens, init,
-                 [&](OpBuilder &b, Location loc, Value t, Value weights) {
-                   Value scale =
-                       tensor::ExtractOp::create(b, loc, scales, ValueRange{t});
-                   for (int64_t hh = 0; hh < group; ++hh) {
-                     Value p = tensor::ExtractOp::create(
-                         b, loc, probs, ValueRange{c0, heads[hh], t});
-                     weights = tensor::InsertOp::create(
+  Value first = arith::MulIOp::create(b, loc, kvh, indexConst(b, loc, group));
+  return forEach(
+      b, loc, indexConst(b, loc, group), init,
+      [&](OpBuilder &b, Location loc, Value hh, Value weights) {
+        Value h = arith::AddIOp::create(b, loc, first, hh);
+        return forEach(
+            b, loc, tokens, weights,
+            [&](OpBuilder &b, Location loc, Value t, Value weights) {
+              Value p = tensor::ExtractOp::create(b, loc, probs,
+                                                  ValueRange{c0, h, t});
+              Value scale =
+                  tensor::ExtractOp::create(b, loc, scales, ValueRange{t});
+              return tensor::InsertOp::create(
                          b, loc, arith::MulFOp::create(b, loc, p, scale),
-                         weights, ValueRange{indexConst(b, loc, hh), t});
-                   }
-                   return weights;
-                 });
+                         weights, ValueRange{hh, t})
+                  .getResult();
+            });
+      });
+}
+
+/// Writes chunk `chunks[hh]` of every head of `heads` to
+/// out[0, heads[hh], offset ...]: one 2-D write for the block (one write per
+/// head would make a chain of tensor writes as long as the group).
+Value writeHeadChunks(OpBuilder &b, Location loc, ArrayRef<Value> chunks,
+                      Value out, const HeadBlock &heads, int64_t offset) {
+  Value c0 = indexConst(b, loc, 0);
+  if (chunks.size() == 1)
+    return writeChunk(b, loc, chunks[0], out, c0, heads.heads[0], offset);
+  auto chunkType = cast<VectorType>(chunks[0].getType());
+  auto tileType = VectorType::get(
+      {int64_t(chunks.size()), chunkType.getDimSize(0)}, b.getF32Type());
+  Value tile =
+      arith::ConstantOp::create(b, loc, DenseElementsAttr::get(tileType, 0.0f));
+  for (auto [hh, chunk] : llvm::enumerate(chunks))
+    tile = vector::InsertOp::create(b, loc, chunk, tile,
+                                    ArrayRef<int64_t>{int64_t(hh)});
+  return vector::TransferWriteOp::create(
+             b, loc, tile, out,
+             ValueRange{c0, heads.heads[0], indexConst(b, loc, offset)},
+             ArrayRef<bool>{true, true})
+      .getResult();
 }
 
 /// One query row: a few chunks of every head's output stay in
@@ -477,78 +556,90 @@ Value accumulateInRegisters(OpBuilder &b, Location loc, Value probs,
                             int64_t lanes) {
   const int64_t valueChunks = values.width() / lanes;
   const int64_t numChunks = valueChunks + values.qjlRows() / lanes;
+  // Heads whose accumulators share a token loop; larger groups loop over
+  // such blocks.
+  const int64_t block = headBlock(group, kAccumulatorBudget);
   const int64_t perPass =
-      std::clamp<int64_t>(kAccumulatorBudget / group, 1, numChunks);
+      std::clamp<int64_t>(kAccumulatorBudget / block, 1, numChunks);
   Value c0 = indexConst(b, loc, 0);
   values.computeRowFactors(b, loc, kvHeads);
   Value prefetch = values.prefetchBuffer(b, loc);
   return forEach(
       b, loc, indexConst(b, loc, kvHeads), out,
       [&](OpBuilder &b, Location loc, Value kvh, Value out) {
-        SmallVector<Value> heads;
-        for (int64_t hh = 0; hh < group; ++hh)
-          heads.push_back(headOf(b, loc, kvh, group, hh));
         // Each head's weights times the rows' scales, once for all passes
         // (the passes then broadcast a weight straight from memory);
         // without a row scale the probabilities are the weights.
-        Value weights = values.hasRowScale()
-                            ? scaledWeights(b, loc, probs, values, tokens,
-                                            kvh, heads)
-                            : Value();
-        auto weightOf = [&](OpBuilder &b, Location loc, int64_t hh,
-                            Value t) -> Value {
-          if (weights)
-            return tensor::ExtractOp::create(
-                b, loc, weights, ValueRange{indexConst(b, loc, hh), t});
-          return tensor::ExtractOp::create(b, loc, probs,
-                                           ValueRange{c0, heads[hh], t});
-        };
-        for (int64_t first = 0; first < numChunks; first += perPass) {
-          const int64_t count = std::min(perPass, numChunks - first);
-          // Accumulator (hh, c) at hh * count + c.
-          SmallVector<Value> zeros(
-              group * count,
-              splatF32(b, loc, f32Const(b, loc, 0.0f), lanes));
-          auto loop = scf::ForOp::create(
-              b, loc, c0, tokens, indexConst(b, loc, 1), zeros,
-              [&](OpBuilder &b, Location loc, Value t, ValueRange accs) {
-                if (first == 0)
-                  values.prefetchNextRange(b, loc, prefetch, t, kvh);
-                RowBytes row = values.rowBytes(b, loc, t, kvh);
-                const int64_t inValues =
-                    std::clamp<int64_t>(valueChunks - first, 0, count);
-                SmallVector<Value> v =
-                    decodeChunks(b, loc, values, row, lanes, first, inValues);
-                for (int64_t c = first + inValues; c < first + count; ++c)
-                  v.push_back(values.decodeSigns(
-                      b, loc, row, (c - valueChunks) * lanes, lanes));
-                Value signWeight = inValues < count
-                                       ? values.qjlWeight(b, loc, row)
-                                       : Value();
-                SmallVector<Value> next;
-                for (int64_t hh = 0; hh < group; ++hh) {
-                  Value p = weightOf(b, loc, hh, t);
-                  Value weight = splatF32(b, loc, p, lanes);
-                  Value signW =
-                      signWeight
-                          ? splatF32(b, loc,
-                                     arith::MulFOp::create(b, loc, p,
-                                                           signWeight),
-                                     lanes)
-                          : Value();
-                  for (int64_t c = 0; c < count; ++c)
-                    next.push_back(vector::FMAOp::create(
-                        b, loc, c < inValues ? weight : signW, v[c],
-                        accs[hh * count + c]));
+        Value weights =
+            values.hasRowScale()
+                ? scaledWeights(b, loc, probs, values, tokens, kvh, group)
+                : Value();
+        return forEachHeadBlock(
+            b, loc, kvh, group, block, out,
+            [&](OpBuilder &b, Location loc, const HeadBlock &blockHeads,
+                Value out) {
+              ArrayRef<Value> heads = blockHeads.heads;
+              auto weightOf = [&](OpBuilder &b, Location loc, int64_t hh,
+                                  Value t) -> Value {
+                if (weights)
+                  return tensor::ExtractOp::create(
+                      b, loc, weights,
+                      ValueRange{arith::AddIOp::create(b, loc,
+                                                       blockHeads.inGroup,
+                                                       indexConst(b, loc, hh)),
+                                 t});
+                return tensor::ExtractOp::create(b, loc, probs,
+                                                 ValueRange{c0, heads[hh], t});
+              };
+              for (int64_t first = 0; first < numChunks; first += perPass) {
+                const int64_t count = std::min(perPass, numChunks - first);
+                // Accumulator (hh, c) at hh * count + c.
+                SmallVector<Value> zeros(
+                    block * count,
+                    splatF32(b, loc, f32Const(b, loc, 0.0f), lanes));
+                auto loop = scf::ForOp::create(
+                    b, loc, c0, tokens, indexConst(b, loc, 1), zeros,
+                    [&](OpBuilder &b, Location loc, Value t, ValueRange accs) {
+                      if (first == 0)
+                        values.prefetchNextRange(b, loc, prefetch, t, kvh);
+                      RowBytes row = values.rowBytes(b, loc, t, kvh);
+                      const int64_t inValues =
+                          std::clamp<int64_t>(valueChunks - first, 0, count);
+                      SmallVector<Value> v = decodeChunks(
+                          b, loc, values, row, lanes, first, inValues);
+                      for (int64_t c = first + inValues; c < first + count; ++c)
+                        v.push_back(values.decodeSigns(
+                            b, loc, row, (c - valueChunks) * lanes, lanes));
+                      Value signWeight = inValues < count
+                                             ? values.qjlWeight(b, loc, row)
+                                             : Value();
+                      SmallVector<Value> next;
+                      for (int64_t hh = 0; hh < block; ++hh) {
+                        Value p = weightOf(b, loc, hh, t);
+                        Value weight = splatF32(b, loc, p, lanes);
+                        Value signW = signWeight
+                                          ? splatF32(b, loc,
+                                                     arith::MulFOp::create(
+                                                         b, loc, p, signWeight),
+                                                     lanes)
+                                          : Value();
+                        for (int64_t c = 0; c < count; ++c)
+                          next.push_back(vector::FMAOp::create(
+                              b, loc, c < inValues ? weight : signW, v[c],
+                              accs[hh * count + c]));
+                      }
+                      scf::YieldOp::create(b, loc, next);
+                    });
+                for (int64_t c = 0; c < count; ++c) {
+                  SmallVector<Value> chunks;
+                  for (int64_t hh = 0; hh < block; ++hh)
+                    chunks.push_back(loop.getResult(hh * count + c));
+                  out = writeHeadChunks(b, loc, chunks, out, blockHeads,
+                                        (first + c) * lanes);
                 }
-                scf::YieldOp::create(b, loc, next);
-              });
-          for (int64_t hh = 0; hh < group; ++hh)
-            for (int64_t c = 0; c < count; ++c)
-              out = writeChunk(b, loc, loop.getResult(hh * count + c), out,
-                               c0, heads[hh], (first + c) * lanes);
-        }
-        return out;
+              }
+              return out;
+            });
       });
 }
 
@@ -596,28 +687,35 @@ Value accumulateInMemory(OpBuilder &b, Location loc, Value probs,
         return forEach(
             b, loc, queries, out,
             [&](OpBuilder &b, Location loc, Value i, Value out) {
-              for (int64_t hh = 0; hh < group; ++hh) {
-                Value h = headOf(b, loc, kvh, group, hh);
-                SmallVector<Value> w, ws;
-                for (size_t r = 0; r < rows.size(); ++r) {
-                  Value p = tensor::ExtractOp::create(
-                      b, loc, probs, ValueRange{i, h, rows[r].t});
-                  if (rows[r].valid)
-                    p = arith::SelectOp::create(b, loc, rows[r].valid, p,
-                                                f32Const(b, loc, 0.0f));
-                  p = applyRowScale(b, loc, values, p, rows[r].row, rows[r].t,
-                                    kvh);
-                  w.push_back(splatF32(b, loc, p, lanes));
-                  if (signs)
-                    ws.push_back(splatF32(
-                        b, loc, arith::MulFOp::create(b, loc, p, signWeight[r]),
-                        lanes));
-                }
-                out = accumulate(out, i, h, w, valueChunks, 0);
-                if (signs)
-                  out = accumulate(out, i, h, ws, sign, width);
-              }
-              return out;
+              // A loop over the group's heads (unrolled, a large group's
+              // chain of tensor updates would swamp bufferization).
+              Value first =
+                  arith::MulIOp::create(b, loc, kvh, indexConst(b, loc, group));
+              return forEach(
+                  b, loc, indexConst(b, loc, group), out,
+                  [&](OpBuilder &b, Location loc, Value hh, Value out) {
+                    Value h = arith::AddIOp::create(b, loc, first, hh);
+                    SmallVector<Value> w, ws;
+                    for (size_t r = 0; r < rows.size(); ++r) {
+                      Value p = tensor::ExtractOp::create(
+                          b, loc, probs, ValueRange{i, h, rows[r].t});
+                      if (rows[r].valid)
+                        p = arith::SelectOp::create(b, loc, rows[r].valid, p,
+                                                    f32Const(b, loc, 0.0f));
+                      p = applyRowScale(b, loc, values, p, rows[r].row,
+                                        rows[r].t, kvh);
+                      w.push_back(splatF32(b, loc, p, lanes));
+                      if (signs)
+                        ws.push_back(splatF32(
+                            b, loc,
+                            arith::MulFOp::create(b, loc, p, signWeight[r]),
+                            lanes));
+                    }
+                    out = accumulate(out, i, h, w, valueChunks, 0);
+                    if (signs)
+                      out = accumulate(out, i, h, ws, sign, width);
+                    return out;
+                  });
             });
       });
 }

@@ -152,32 +152,36 @@ func.func @score_tile_rows(%q: tensor<?x2x128xf32>, %kb: tensor<5x1x50xi8>) -> t
 // -----
 
 // One query row: the rows' scales are gathered (a loop over the tokens)
-// and each head's weights multiplied by them (a second loop, over
-// contiguous tokens: it vectorises), then the weighted sum keeps its output
-// in loop-carried vectors (2 heads x 8 chunks = 16 accumulators, one pass
-// over the tokens) and writes each chunk once after the token loop; lanes
+// and each head's weights multiplied by them (a loop over the group's
+// heads around one over contiguous tokens: it vectorises), then the
+// weighted sum keeps its output in loop-carried vectors (2 heads x 8
+// chunks = 16 accumulators, one pass over the tokens) and writes each
+// chunk of both heads once after the token loop, as one 2-D write; lanes
 // are in row order (each chunk's fields are word reads of the row).
 // CHECK-LABEL: func @accumulate_tile_one_row
 // CHECK: %[[CACHE:.*]] = tensor.cast %{{.*}} : tensor<1x5x1x50xi8> to tensor<?x?x1x50xi8>
 // CHECK: %[[SCALES:.*]] = scf.for %[[U:.*]] = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<5xf32>)
 // CHECK: %[[UROW:.*]] = arith.addi %c0{{.*}}, %[[U]] : index
 // CHECK: vector.transfer_read %[[CACHE]][%{{.*}}, %[[UROW]], %{{.*}}, %c0{{.*}}]{{.*}} vector<2xi8>
-// CHECK: %[[W:.*]] = scf.for %[[S:.*]] = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<2x5xf32>)
+// CHECK: %[[W:.*]] = scf.for %[[HH:.*]] = %c0{{.*}} to %c2{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<2x5xf32>)
+// CHECK: %[[H:.*]] = arith.addi %{{.*}}, %[[HH]] : index
+// CHECK: scf.for %[[S:.*]] = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<2x5xf32>)
+// CHECK: %[[P0:.*]] = tensor.extract %arg0[%c0{{.*}}, %[[H]], %[[S]]] : tensor<1x2x5xf32>
 // CHECK: %[[SC:.*]] = tensor.extract %[[SCALES]][%[[S]]] : tensor<5xf32>
-// CHECK: %[[P0:.*]] = tensor.extract %arg0[%c0{{.*}}, %{{.*}}, %[[S]]] : tensor<1x2x5xf32>
 // CHECK: %[[PS:.*]] = arith.mulf %[[P0]], %[[SC]] : f32
-// CHECK: tensor.insert %[[PS]] into %{{.*}}[%c0{{.*}}, %[[S]]] : tensor<2x5xf32>
+// CHECK: tensor.insert %[[PS]] into %{{.*}}[%[[HH]], %[[S]]] : tensor<2x5xf32>
 // CHECK: %[[ACCS:.*]]:16 = scf.for %[[T:.*]] = %c0{{.*}} to %c5{{.*}} iter_args({{.*}}) -> (vector<16xf32>, {{.*}}vector<16xf32>) {
 // CHECK: %[[TROW:.*]] = arith.addi %c0{{.*}}, %[[T]] : index
 // CHECK: vector.transfer_read %[[CACHE]][%{{.*}}, %[[TROW]], %{{.*}}, %c2{{.*}}]{{.*}} vector<4xi8>
 // CHECK: tq.lane_lookup
-// CHECK: %[[W0:.*]] = tensor.extract %[[W]][%c0{{.*}}, %[[T]]] : tensor<2x5xf32>
+// CHECK: %[[W0:.*]] = tensor.extract %[[W]][%{{.*}}, %[[T]]] : tensor<2x5xf32>
 // CHECK: %[[B0:.*]] = vector.broadcast %[[W0]] : f32 to vector<16xf32>
 // CHECK-COUNT-8: vector.fma %[[B0]],
-// CHECK: tensor.extract %[[W]][%c1{{.*}}, %[[T]]] : tensor<2x5xf32>
+// CHECK: tensor.extract %[[W]][%{{.*}}, %[[T]]] : tensor<2x5xf32>
 // CHECK-COUNT-8: vector.fma
 // CHECK: scf.yield
-// CHECK-COUNT-16: vector.transfer_write %[[ACCS]]#{{[0-9]+}}
+// CHECK-COUNT-8: vector.transfer_write {{.*}} : vector<2x16xf32>, tensor<1x2x128xf32>
+// CHECK-NOT: vector.transfer_write
 // CHECK-NOT: vector.shuffle
 // CHECK: return
 func.func @accumulate_tile_one_row(%p: tensor<1x2x5xf32>, %vb: tensor<5x1x50xi8>) -> tensor<1x2x128xf32> {
@@ -191,12 +195,15 @@ func.func @accumulate_tile_one_row(%p: tensor<1x2x5xf32>, %vb: tensor<5x1x50xi8>
 // Any number of query rows (prefill): tokens come in pairs (the second
 // clamped to the last token and weighted 0 past it); each pair's V rows
 // are decoded once and update every query row's output chunks in place,
-// one load and one store per chunk for both tokens.
+// one load and one store per chunk for both tokens. The group's heads are
+// a loop, not unrolled: the IR does not grow with the group.
 // CHECK-LABEL: func @accumulate_tile_rows
 // CHECK: scf.for %[[T:.*]] = %c0{{.*}} to %c5{{.*}} step %c2{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<?x2x128xf32>)
 // CHECK: %[[T1:.*]] = arith.minui
 // CHECK: tq.lane_lookup
-// CHECK: scf.for %[[I:.*]] = %c0{{.*}} to %{{.*}} iter_args(%[[OUT:.*]] = %{{.*}}) -> (tensor<?x2x128xf32>)
+// CHECK: scf.for %[[I:.*]] = %c0{{.*}} to %{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<?x2x128xf32>)
+// CHECK: scf.for %[[HH:.*]] = %c0{{.*}} to %c2{{.*}} iter_args(%[[OUT:.*]] = %{{.*}}) -> (tensor<?x2x128xf32>)
+// CHECK: arith.addi %{{.*}}, %[[HH]] : index
 // CHECK: tensor.extract %arg0[%[[I]], %{{.*}}, %[[T]]]
 // CHECK: %[[P1:.*]] = tensor.extract %arg0[%[[I]], %{{.*}}, %[[T1]]]
 // CHECK: arith.select %{{.*}}, %[[P1]], %{{.*}} : f32
@@ -250,7 +257,7 @@ func.func @score_tile_tqprod(%q: tensor<1x2x32xf32>, %kb: tensor<3x1x16xi8>) -> 
 // CHECK-LABEL: func @accumulate_tile_tqprod
 // CHECK: scf.for {{.*}} iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
 // CHECK: arith.uitofp %{{.*}} : vector<16xi32> to vector<16xf32>
-// CHECK: vector.transfer_write %{{.*}} : vector<16xf32>, tensor<1x2x64xf32>
+// CHECK: vector.transfer_write %{{.*}} : vector<2x16xf32>, tensor<1x2x64xf32>
 // CHECK: %[[SUMS:.*]] = tensor.extract_slice %{{.*}}[0, 0, 32] [1, 2, 32] [1, 1, 1] : tensor<1x2x64xf32> to tensor<1x2x32xf32>
 // CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction", "parallel"]} ins(%[[SUMS]], %{{.*}} : tensor<1x2x32xf32>, tensor<32x32xf32>)
 func.func @accumulate_tile_tqprod(%p: tensor<1x2x3xf32>, %vb: tensor<3x1x16xi8>) -> tensor<1x2x32xf32> {
@@ -452,4 +459,40 @@ func.func @quantize(%x: tensor<4x1x64xf32>) -> tensor<4x1x68xi8> {
 func.func @softmax_lse(%s: tensor<1x4x?xf32>, %sinks: tensor<4xf32>) -> (tensor<1x4x?xf32>, tensor<1x4xf32>) {
   %p, %l = tq.softmax %s sinks(%sinks : tensor<4xf32>) {scale = 1.0 : f32} : tensor<1x4x?xf32> -> tensor<1x4x?xf32>, tensor<1x4xf32>
   return %p, %l : tensor<1x4x?xf32>, tensor<1x4xf32>
+}
+
+// -----
+
+// A GQA group of 32 (one kv head): scores and the weighted sum run the
+// group in blocks of 16 heads, a loop over the blocks, so the unrolled
+// body (16 multiply-add chains over 4 chunks, 16 accumulators per chunk)
+// and the number of tensor writes do not grow with the group. Each
+// block's output chunk is one 2-D write.
+// CHECK-LABEL: func @large_group
+// CHECK: scf.for %{{.*}} = %c0{{.*}} to %c32{{.*}} step %c16{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<1x32x5xf32>)
+// CHECK-COUNT-64: vector.transfer_read {{.*}} : tensor<1x32x64xf32>, vector<16xf32>
+// CHECK-NOT: vector.transfer_read {{.*}} : tensor<1x32x64xf32>, vector<16xf32>
+// CHECK: scf.for %{{.*}} = %c0{{.*}} to %c32{{.*}} step %c16{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<1x32x64xf32>)
+// CHECK: scf.for {{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>) {
+// CHECK-COUNT-16: vector.fma
+// CHECK-NOT: vector.fma
+// CHECK: scf.yield
+// CHECK: vector.transfer_write {{.*}} : vector<16x16xf32>, tensor<1x32x64xf32>
+func.func @large_group(%q: tensor<1x32x64xf32>, %kb: tensor<5x1x34xi8>, %p: tensor<1x32x5xf32>) -> (tensor<1x32x5xf32>, tensor<1x32x64xf32>) {
+  %k = tq.from_bytes %kb : tensor<5x1x34xi8> -> !tq.cache<5x1x64, #tq.format<"polar4">>
+  %s = tq.score %q, %k {lookup = #tq.lookup<tile>} : tensor<1x32x64xf32>, !tq.cache<5x1x64, #tq.format<"polar4">> -> tensor<1x32x5xf32>
+  %a = tq.accumulate %p, %k {lookup = #tq.lookup<tile>} : tensor<1x32x5xf32>, !tq.cache<5x1x64, #tq.format<"polar4">> -> tensor<1x32x64xf32>
+  return %s, %a : tensor<1x32x5xf32>, tensor<1x32x64xf32>
+}
+
+// -----
+
+// A prime group of 17 has no block between 1 and 16 that divides it: the
+// blocks are single heads (one chain, one accumulator per chunk).
+// CHECK-LABEL: func @prime_group
+// CHECK: scf.for %{{.*}} = %c0{{.*}} to %c17{{.*}} step %c1{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<1x17x5xf32>)
+func.func @prime_group(%q: tensor<1x17x64xf32>, %kb: tensor<5x1x34xi8>) -> tensor<1x17x5xf32> {
+  %k = tq.from_bytes %kb : tensor<5x1x34xi8> -> !tq.cache<5x1x64, #tq.format<"polar4">>
+  %s = tq.score %q, %k {lookup = #tq.lookup<tile>} : tensor<1x17x64xf32>, !tq.cache<5x1x64, #tq.format<"polar4">> -> tensor<1x17x5xf32>
+  return %s : tensor<1x17x5xf32>
 }

@@ -80,9 +80,13 @@ def TQApproximateMath : Pass<"tq-approximate-math"> {
     leaving only arith ops and bit casts.
     The CPU pipelines use it so softmax loops vectorise; the GPU targets
     use `tq-native-exp2` (the hardware instruction) instead.
+    Only f32 scalars and vectors are rewritten (the approximation builds
+    vector broadcasts for vectors); tensors and other element types are
+    left to the usual lowering.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
-                           "::mlir::math::MathDialect"];
+                           "::mlir::math::MathDialect",
+                           "::mlir::vector::VectorDialect"];
 }
 
 def TQNativeExp2 : Pass<"tq-native-exp2"> {

@@ -25,3 +25,13 @@ func.func @others(%x: f64, %v: vector<4xf32>) -> (f64, vector<4xf32>) {
   %s = math.exp2 %v : vector<4xf32>
   return %r, %s : f64, vector<4xf32>
 }
+
+// The CPU pass over the same input: the vector exp2 that tq-native-exp2
+// leaves alone is approximated, the f64 one is not (regression: the vector
+// case used to crash the pass, whose patterns built vector ops without the
+// vector dialect loaded).
+// RUN: tq-opt %s --tq-approximate-math | FileCheck %s --check-prefix=APPROX
+// APPROX-LABEL: func.func @others
+// APPROX: math.exp2 %{{.*}} : f64
+// APPROX-NOT: math.exp2
+// APPROX: return

@@ -19,7 +19,7 @@ config.substitutions.append(
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
-    ["tq-aot", "tq-bench", "tq-opt", "tq-quant", "tq-run"],
+    ["tq-aot", "tq-bench", "tq-gpu-check", "tq-opt", "tq-quant", "tq-run"],
     [config.tqc_tools_dir])
 
 # Tests that need the golden vectors from ../shared/golden declare

@@ -11,8 +11,10 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
+#include <cassert>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 using namespace mlir;
 using namespace mlir::tq;
@@ -52,11 +54,21 @@ std::string RuntimeKernelSpec::name() const {
     n += "_causal";
   if (window > 0)
     n += "_w" + std::to_string(window);
-  if (softcap > 0.0f) {
-    // Soft-cap in hundredths keeps the name a C identifier.
-    n += "_sc" + std::to_string(int64_t(std::lround(softcap * 100.0f)));
-  }
+  if (softcap > 0.0f)
+    n += "_sc" + softcapSuffix(softcap);
   return n;
+}
+
+std::string mlir::tq::softcapSuffix(float softcap) {
+  assert(softcap > 0.0f && softcap <= kMaxSoftcap && "soft-cap out of range");
+  const long long hundredths = std::llround(double(softcap) * 100.0);
+  if (float(double(hundredths) / 100.0) == softcap)
+    return std::to_string(hundredths);
+  uint32_t bits;
+  std::memcpy(&bits, &softcap, sizeof bits);
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "x%08x", unsigned(bits));
+  return hex;
 }
 
 namespace {
@@ -369,8 +381,13 @@ mlir::tq::buildRuntimeKernel(OpBuilder &b, Location loc,
       return emitError() << "ggml attention kernels take causal and window "
                             "masking from the mask; build them without",
              failure();
-    if (spec.window < 0 || !(spec.softcap >= 0.0f))
-      return emitError() << "window and softcap must be non-negative",
+    if (spec.window < 0)
+      return emitError() << "window must be non-negative, got "
+                         << spec.window,
+             failure();
+    if (!(spec.softcap >= 0.0f && spec.softcap <= kMaxSoftcap))
+      return emitError() << "softcap must be finite and in [0, "
+                         << kMaxSoftcap << "], got " << spec.softcap,
              failure();
     if (spec.centred)
       return emitError() << "attention kernels read centred keys as they are "

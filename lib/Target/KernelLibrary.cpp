@@ -54,6 +54,18 @@ std::unique_ptr<llvm::TargetMachine> makeTargetMachine(const std::string &cpu,
     return nullptr;
   std::string cpuName = cpu;
   std::string features;
+  if (cpu != "host") {
+    // LLVM would only warn, then abort on the first instruction the
+    // generic CPU lacks.
+    std::unique_ptr<llvm::MCSubtargetInfo> info(
+        target->createMCSubtargetInfo(triple, "", ""));
+    if (!info || !info->isCPUStringValid(cpu)) {
+      error = "unknown CPU '" + cpu + "' for " + triple.str() +
+              " (give an LLVM CPU name such as znver5, sapphirerapids or "
+              "x86-64-v3, or host)";
+      return nullptr;
+    }
+  }
   if (cpu == "host") {
     cpuName = llvm::sys::getHostCPUName().str();
     for (const auto &f : llvm::sys::getHostCPUFeatures())

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void *default_allocate(void *user, size_t bytes, size_t alignment) {
   (void)user;
@@ -90,6 +91,7 @@ static bool queries_ok(const tq_kv_cache_v0 *c, const int32_t *q_indptr,
                        const float *q, const float *out) {
   return q_indptr && q && out && num_q_heads != 0 &&
          num_q_heads % c->num_kv_heads == 0 && softcap >= 0.0f &&
+         softcap <= TQ_MAX_SOFTCAP &&
          scale >= 0.0f && scale <= 3.4e38f && q_indptr[0] == 0;
 }
 
@@ -130,9 +132,25 @@ bool tq_attention_kernel_name(const tq_kv_cache_v0 *c,
     n += snprintf(name + n, size - (size_t)n, "_causal");
   if (n >= 0 && (size_t)n < size && p->window)
     n += snprintf(name + n, size - (size_t)n, "_w%u", p->window);
-  if (n >= 0 && (size_t)n < size && p->softcap > 0.0f)
-    n += snprintf(name + n, size - (size_t)n, "_sc%lld",
-                  (long long)(p->softcap * 100.0f + 0.5f));
+  if (n < 0 || (size_t)n >= size)
+    return false;
+  if (p->softcap > 0.0f || p->softcap != p->softcap)
+    return tq_softcap_suffix(p->softcap, name + n, size - (size_t)n);
+  return true;
+}
+
+bool tq_softcap_suffix(float softcap, char *out, size_t size) {
+  if (!(softcap > 0.0f && softcap <= TQ_MAX_SOFTCAP))
+    return false;
+  const long long hundredths = llround((double)softcap * 100.0);
+  int n;
+  if ((float)((double)hundredths / 100.0) == softcap) {
+    n = snprintf(out, size, "_sc%lld", hundredths);
+  } else {
+    uint32_t bits;
+    memcpy(&bits, &softcap, sizeof bits);
+    n = snprintf(out, size, "_scx%08x", (unsigned)bits);
+  }
   return n >= 0 && (size_t)n < size;
 }
 
@@ -186,12 +204,8 @@ bool tq_ggml_attention_kernel_name(bool decode, const char *k_format,
                    (long long)dk, vdim, (long long)group);
   if (n < 0 || (size_t)n >= size)
     return false;
-  if (softcap > 0.0f) {
-    int m = snprintf(name + n, size - (size_t)n, "_sc%ld",
-                     lroundf(softcap * 100.0f));
-    if (m < 0 || (size_t)m >= size - (size_t)n)
-      return false;
-  }
+  if (softcap > 0.0f || softcap != softcap)
+    return tq_softcap_suffix(softcap, name + n, size - (size_t)n);
   return true;
 }
 
@@ -205,7 +219,7 @@ tq_status tq_check_attention_call_v1(const tq_kv_cache_v0 *c,
     return TQ_STATUS_VERSION_MISMATCH;
   if (!queries_ok(c, p->q_indptr, p->num_q_heads, p->scale, p->softcap, q,
                   out) ||
-      p->softcap > 1e6f || (p->mask && p->mask_row_stride == 0))
+      (p->mask && p->mask_row_stride == 0))
     return TQ_STATUS_INVALID_ARGUMENT;
   return TQ_STATUS_OK;
 }

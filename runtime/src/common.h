@@ -107,6 +107,15 @@ bool tq_is_identifier(const char *s);
 /* The kernel tq-aot names for this attention call, e.g.
  * "tq_decode_turbo3_0_turbo3_0_d128_g4_causal". False when it does not fit
  * or a format name is not an identifier. */
+/* The largest soft-cap a kernel takes (the compiler's kMaxSoftcap). */
+#define TQ_MAX_SOFTCAP 1.0e6f
+
+/* The kernel-name suffix of soft-cap `softcap` in (0, TQ_MAX_SOFTCAP]:
+ * "_sc" and its hundredths where they give the value back exactly, else
+ * "_scx" and its IEEE bits in hex (the compiler's softcapSuffix). False
+ * for a value out of range or a buffer too small. */
+bool tq_softcap_suffix(float softcap, char *out, size_t size);
+
 bool tq_attention_kernel_name(const tq_kv_cache_v0 *c,
                               const tq_attention_params_v0 *p, int kind,
                               uint32_t group, char *name, size_t size);

@@ -373,8 +373,9 @@ static tq_status plan_call(const tq_ggml_pack *pack,
     REJECT("q, k, v and dst need data");
   if (!(c->scale > 0.0f) || !isfinite(c->scale))
     REJECT("scale must be finite and positive, got %g", c->scale);
-  if (!(c->softcap >= 0.0f) || c->softcap > 1e6f)
-    REJECT("softcap must be in [0, 1e6], got %g", c->softcap);
+  if (!(c->softcap >= 0.0f) || c->softcap > TQ_MAX_SOFTCAP)
+    REJECT("softcap must be in [0, %g], got %g", (double)TQ_MAX_SOFTCAP,
+           c->softcap);
   if (!(c->max_bias >= 0.0f) || !isfinite(c->max_bias))
     REJECT("max_bias must be finite and non-negative, got %g", c->max_bias);
   for (int i = 0; i < 4; ++i)

@@ -24,7 +24,11 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/Timing.h"
 #include "llvm/ADT/StringExtras.h"
+#include "ToolOptions.h"
+
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -164,9 +168,9 @@ int main(int argc, char **argv) {
   // --mlir-timing, --mlir-print-ir-after-all, ... apply to every kernel.
   registerPassManagerCLOptions();
   registerDefaultTimingManagerCLOptions();
-  cl::HideUnrelatedOptions(toolOptions);
-  cl::ParseCommandLineOptions(argc, argv,
-                              "tq-aot: compile TurboQuant kernel libraries\n");
+  ::tq::tools::parseCommandLine(argc, argv, "tq-aot",
+                              "tq-aot: compile TurboQuant kernel libraries\n",
+                              toolOptions);
   std::optional<GpuTarget> gpu;
   if (target == "nvptx" || target == "amdgcn") {
     std::string why;
@@ -180,8 +184,13 @@ int main(int argc, char **argv) {
   } else if (target != "cpu") {
     fail("unknown target '" + target + "' (cpu, nvptx or amdgcn)");
   }
-  if (window < 0 || softcap < 0.0f || tileSize < 0 || splits <= 0)
-    fail("--window, --softcap and --tile-size must be >= 0, --splits > 0");
+  if (window < 0 || tileSize < 0 || splits <= 0)
+    fail("--window and --tile-size must be >= 0, --splits > 0");
+  if (!(softcap >= 0.0f && softcap <= kMaxSoftcap))
+    fail(llvm::formatv("--softcap must be finite and in [0, {0}], got {1}",
+                       llvm::format("%g", double(kMaxSoftcap)),
+                       llvm::format("%g", double(softcap.getValue())))
+             .str());
 
   const bool ggml = abi == "ggml";
   if (!ggml && abi != "runtime")

@@ -23,6 +23,8 @@
 #include "TimingSamples.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "ToolOptions.h"
+
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -358,9 +360,9 @@ void timeInterleaved(std::vector<std::unique_ptr<Case>> &cases,
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions(toolOptions);
-  cl::ParseCommandLineOptions(argc, argv,
-                              "tq-bench: decode throughput vs roofline\n");
+  ::tq::tools::parseCommandLine(argc, argv, "tq-bench",
+                              "tq-bench: decode throughput vs roofline\n",
+                              toolOptions);
   if (kvHeads == 0 || qHeads % kvHeads != 0)
     fail("--q-heads must be a multiple of --kv-heads");
   if (repeat == 0)

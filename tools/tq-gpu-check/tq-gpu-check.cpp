@@ -23,6 +23,7 @@
 #include "tq/Quant/Format.h"
 #include "tq/Quant/Random.h"
 #include "tq/Quant/Stats.h"
+#include "tq/Version.h"
 #include "tq/tq_runtime.h"
 
 #include <chrono>
@@ -416,6 +417,11 @@ int main(int argc, char **argv) {
                         batches = {1, 8, 64};
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
+    if (a == "--version") {
+      std::printf("tq-gpu-check (tqc %s (git %s))\n", TQC_VERSION,
+                  TQC_GIT_REVISION);
+      return 0;
+    }
     auto value = [&]() -> const char * {
       if (i + 1 >= argc)
         fail("missing value after " + a);

@@ -10,6 +10,8 @@
 #include "tq/Dialect/TQ/Transforms/Passes.h"
 #include "tq/Pipelines/Pipelines.h"
 
+#include "ToolOptions.h"
+
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
@@ -17,6 +19,7 @@
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
 int main(int argc, char **argv) {
+  ::tq::tools::addVersionPrinter("tq-opt");
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry);

@@ -13,6 +13,7 @@
 
 #include "tq/Quant/Format.h"
 #include "tq/Quant/Stats.h"
+#include "tq/Version.h"
 
 #include <cerrno>
 #include <cstdint>
@@ -322,6 +323,11 @@ int runDemo(const Args &args) {
 } // namespace
 
 int main(int argc, char **argv) {
+  if (argc >= 2 && std::strcmp(argv[1], "--version") == 0) {
+    std::printf("tq-quant (tqc %s (git %s))\n", TQC_VERSION,
+                TQC_GIT_REVISION);
+    return 0;
+  }
   if (argc >= 2 && (std::strcmp(argv[1], "--help") == 0 ||
                     std::strcmp(argv[1], "-h") == 0 ||
                     std::strcmp(argv[1], "help") == 0)) {

@@ -23,6 +23,8 @@
 #include "CacheFlusher.h"
 #include "TimingSamples.h"
 
+#include "ToolOptions.h"
+
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
@@ -169,12 +171,12 @@ void compileKernels(const std::string &dir, bool prefill) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
-  cl::HideUnrelatedOptions(toolOptions);
-  cl::ParseCommandLineOptions(argc, argv,
+  ::tq::tools::parseCommandLine(argc, argv, "tq-run",
                               "tq-run: run TurboQuant attention on files\n\n"
                               "  Q is [n_q][H][D], K and V are [n_kv][KH][D],"
                               " O is [n_q][H][D]\n  (little-endian float32, "
-                              "row-major).\n");
+                              "row-major).\n",
+                              toolOptions);
   if (command != "attention")
     fail("unknown command '" + command + "' (attention)");
   for (const std::string &f : {kFormat.getValue(), vFormat.getValue()})

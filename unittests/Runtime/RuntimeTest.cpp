@@ -536,6 +536,19 @@ TEST_F(RuntimeTest, MalformedDescriptorsAreRejected) {
   bp.causal = 1; // the plain library has no causal kernels
   EXPECT_EQ(tq_attention(r.rt, &good.cache, &bp, q.data(), out.data()),
             TQ_STATUS_NOT_FOUND);
+  // Soft-caps name kernels: a non-finite or huge one is refused before a
+  // name is built from it (it used to overflow the conversion).
+  for (float softcap : {INFINITY, NAN, 1.0e7f, 9.0e16f}) {
+    bp = p;
+    bp.softcap = softcap;
+    EXPECT_EQ(tq_attention(r.rt, &good.cache, &bp, q.data(), out.data()),
+              TQ_STATUS_INVALID_ARGUMENT)
+        << softcap;
+  }
+  bp = p;
+  bp.softcap = 30.004f; // named by its bits; the library has none
+  EXPECT_EQ(tq_attention(r.rt, &good.cache, &bp, q.data(), out.data()),
+            TQ_STATUS_NOT_FOUND);
   EXPECT_EQ(tq_attention(r.rt, &good.cache, &p, nullptr, out.data()),
             TQ_STATUS_INVALID_ARGUMENT);
   uint64_t tokens = 0;
@@ -747,10 +760,13 @@ TEST_F(RuntimeEngineTest, BadCallsReturnTheirStatus) {
   bad.softcap = 30.0f; // the pack has no soft-capped kernels
   EXPECT_EQ(tq_attention_v1(r.rt, &b.cache, &bad, q.data(), out.data()),
             TQ_STATUS_NOT_FOUND);
-  bad = p;
-  bad.softcap = INFINITY;
-  EXPECT_EQ(tq_attention_v1(r.rt, &b.cache, &bad, q.data(), out.data()),
-            TQ_STATUS_INVALID_ARGUMENT);
+  for (float softcap : {INFINITY, NAN, 1.0e7f, -1.0f}) {
+    bad = p;
+    bad.softcap = softcap;
+    EXPECT_EQ(tq_attention_v1(r.rt, &b.cache, &bad, q.data(), out.data()),
+              TQ_STATUS_INVALID_ARGUMENT)
+        << softcap;
+  }
   bad = p;
   bad.num_q_heads = 6; // 3 per KV head: no g3 kernel
   EXPECT_EQ(tq_attention_v1(r.rt, &b.cache, &bad, q.data(), out.data()),

@@ -91,12 +91,22 @@ struct RuntimeKernelSpec {
   unsigned group = 1; // query heads per kv head
   bool causal = false;
   int64_t window = 0;
+  /// Logit soft-cap: 0 (none) or finite in (0, kMaxSoftcap].
   float softcap = 0.0f;
 
   /// The symbol name the runtime looks up, e.g.
   /// "tq_decode_turbo3_0_turbo3_0_d128_g4" or "tq_append_polar3_d96".
   std::string name() const;
 };
+
+/// The largest logit soft-cap a kernel takes (models use 30-50).
+constexpr float kMaxSoftcap = 1.0e6f;
+
+/// The name suffix of soft-cap `softcap` (finite, in (0, kMaxSoftcap]):
+/// its hundredths ("3000" for 30) where they give the value back exactly,
+/// else "x" and its IEEE bits in hex ("x3dcccccd"), so no two values share
+/// a name and no value overflows. runtime/src/common.c spells it the same.
+std::string softcapSuffix(float softcap);
 
 /// "append", "decode", "prefill", "ggml_decode", "ggml_prefill" or
 /// "dequantize".

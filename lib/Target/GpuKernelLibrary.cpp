@@ -5,6 +5,7 @@
 #include "tq/Conversion/TQToGPU/GpuKernels.h"
 #include "tq/Conversion/TQToGPU/GpuPipeline.h"
 #include "tq/Quant/Format.h"
+#include "tq/Target/LLVMTools.h"
 
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/Diagnostics.h"
@@ -83,31 +84,19 @@ llvm::json::Object describe(const RuntimeKernelSpec &spec,
   return o;
 }
 
-/// amdgcn: assembles and links the code object with the LLVM tools.
+/// amdgcn: assembles and links the code object with the LLVM tools of the
+/// LLVM tqc was built with.
 bool linkCodeObject(const GpuTarget &target, const std::string &assembly,
                     const std::string &object, const std::string &hsaco,
                     std::string &error) {
-  auto run = [&](StringRef tool, ArrayRef<StringRef> args) {
-    llvm::ErrorOr<std::string> path = llvm::sys::findProgramByName(tool);
-    if (!path) {
-      error = "cannot find '" + tool.str() + "' on PATH (needed for amdgcn)";
-      return false;
-    }
-    SmallVector<StringRef> argv = {*path};
-    argv.append(args.begin(), args.end());
-    std::string message;
-    if (llvm::sys::ExecuteAndWait(*path, argv, std::nullopt, {}, 0, 0,
-                                  &message) != 0) {
-      error = tool.str() + " failed" + (message.empty() ? "" : ": " + message);
-      return false;
-    }
-    return true;
-  };
   std::string triple = "-triple=" + target.triple().str();
   std::string cpu = "-mcpu=" + target.chip().str();
-  bool ok = run("llvm-mc", {triple, cpu, "-filetype=obj", assembly, "-o",
-                            object}) &&
-            run("ld.lld", {"-shared", object, "-o", hsaco});
+  bool ok = runLLVMTool("llvm-mc",
+                        {triple, cpu, "-filetype=obj", assembly, "-o", object},
+                        error) &&
+            runLLVMTool("ld.lld", {"-shared", object, "-o", hsaco}, error);
+  if (!ok)
+    error += " (needed for amdgcn)";
   llvm::sys::fs::remove(object);
   return ok;
 }

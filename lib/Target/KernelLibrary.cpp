@@ -2,6 +2,8 @@
 
 #include "tq/Target/KernelLibrary.h"
 
+#include "tq/Target/LLVMTools.h"
+
 #include "tq/Dialect/TQ/IR/TQDialect.h"
 #include "tq/Pipelines/Pipelines.h"
 #include "tq/Quant/Format.h"
@@ -444,25 +446,18 @@ bool mlir::tq::writeKernelLibrary(MLIRContext &context,
   }
 
   // Link the objects into the shared library the runtime loads.
-  llvm::ErrorOr<std::string> driver =
-      llvm::sys::findProgramByName(options.linker);
-  if (!driver) // Any C compiler driver links a shared library.
-    driver = llvm::sys::findProgramByName("cc");
-  if (!driver) {
-    error = "cannot find the linker driver '" + options.linker +
-            "' (nor 'cc') on PATH";
-    return false;
-  }
+  // Any C compiler driver links a shared library: this LLVM's clang first.
+  StringRef driver = options.linker;
+  if (!findLLVMTool(driver))
+    driver = "cc";
   std::string library = options.outputDir + "/" + options.libraryName;
-  std::vector<llvm::StringRef> args = {*driver, "-shared", "-o", library};
+  SmallVector<StringRef> args = {"-shared", "-o", library};
   for (const std::string &o : objects)
     args.push_back(o);
   args.push_back("-lm");
   std::string linkError;
-  if (llvm::sys::ExecuteAndWait(*driver, args, std::nullopt, {}, 0, 0,
-                                &linkError) != 0) {
-    error = "linking " + library + " failed" +
-            (linkError.empty() ? "" : ": " + linkError);
+  if (!runLLVMTool(driver, args, linkError)) {
+    error = "linking " + library + " failed: " + linkError;
     return false;
   }
 

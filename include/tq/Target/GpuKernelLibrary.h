@@ -6,7 +6,8 @@
 //   tq_kernels.gpu.mlir the kernels at gpu-dialect level, before lowering
 //   tq_kernels.ptx      nvptx: the module's PTX (loaded by the CUDA driver)
 //   tq_kernels.s        amdgcn: the module's AMDGCN assembly, and
-//   tq_kernels.hsaco    the code object (llvm-mc + ld.lld from PATH)
+//   tq_kernels.hsaco    the code object (llvm-mc + ld.lld of the LLVM tqc was
+//                       built with; see LLVMTools.h)
 // Each attention kernel also exports `<name>_info`, the same int64 array
 // the CPU kernels carry, as a device global the runtime checks.
 //

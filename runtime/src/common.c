@@ -3,6 +3,7 @@
 #include "common.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -222,4 +223,17 @@ tq_status tq_check_attention_call_v1(const tq_kv_cache_v0 *c,
       (p->mask && p->mask_row_stride == 0))
     return TQ_STATUS_INVALID_ARGUMENT;
   return TQ_STATUS_OK;
+}
+
+/* tq_last_error's message, per thread. */
+static _Thread_local char last_error[1024];
+
+const char *tq_last_error(void) { return last_error; }
+
+tq_status tq_fail(tq_status status, const char *format, ...) {
+  va_list args;
+  va_start(args, format);
+  vsnprintf(last_error, sizeof last_error, format, args);
+  va_end(args);
+  return status;
 }

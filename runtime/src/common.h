@@ -59,6 +59,11 @@ enum {
   KIND_DEQUANTIZE = 5
 };
 
+/* Records the cause of a failure for tq_last_error (printf format) and
+ * returns `status`. */
+tq_status tq_fail(tq_status status, const char *format, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* Info versions, the kernels' calling conventions: ggml decode kernels
  * gained their %lse output in version 2. */
 enum { INFO_VERSION_PLAIN = 1, INFO_VERSION_GGML_DECODE = 2 };

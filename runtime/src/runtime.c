@@ -49,6 +49,7 @@ struct tq_runtime {
   tq_allocator_v0 allocator;
   void *library;
   tq_thread_pool *pool;
+  char library_path[1024]; /* for messages (truncated) */
 };
 
 const char *tq_status_string(tq_status status) {
@@ -99,9 +100,13 @@ tq_status tq_runtime_create(const tq_runtime_options_v0 *options,
   rt->allocator = alloc;
   rt->library = dlopen(options->library_path, RTLD_NOW | RTLD_LOCAL);
   if (!rt->library) {
+    const char *why = dlerror();
     alloc.release(alloc.user, rt);
-    return TQ_STATUS_UNAVAILABLE;
+    return tq_fail(TQ_STATUS_UNAVAILABLE, "cannot load kernel library '%s': %s",
+                   options->library_path, why ? why : "unknown error");
   }
+  snprintf(rt->library_path, sizeof rt->library_path, "%s",
+           options->library_path);
   uint32_t threads = options->num_threads;
   if (threads == 0) {
     long online = sysconf(_SC_NPROCESSORS_ONLN);
@@ -165,9 +170,17 @@ static tq_status lookup(tq_runtime *rt, const char *name, int64_t version,
     return TQ_STATUS_INVALID_ARGUMENT;
   out->info = dlsym(rt->library, symbol);
   if (!out->entry || !out->info)
-    return TQ_STATUS_NOT_FOUND;
-  return out->info[INFO_VERSION] == version ? TQ_STATUS_OK
-                                            : TQ_STATUS_VERSION_MISMATCH;
+    return tq_fail(TQ_STATUS_NOT_FOUND,
+                   "no kernel '%s' in '%s' (build it with tq-aot; see "
+                   "docs/tq-aot.md)",
+                   name, rt->library_path);
+  if (out->info[INFO_VERSION] != version)
+    return tq_fail(TQ_STATUS_VERSION_MISMATCH,
+                   "kernel '%s' in '%s' has calling convention %lld, this "
+                   "runtime needs %lld: rebuild the library",
+                   name, rt->library_path, (long long)out->info[INFO_VERSION],
+                   (long long)version);
+  return TQ_STATUS_OK;
 }
 
 /*--- Views -------------------------------------------------------------*/
@@ -269,7 +282,10 @@ static tq_status find_append(tq_runtime *rt, const char *format,
   if (status != TQ_STATUS_OK)
     return status;
   if (!tq_append_info_matches(k.info, head_dim, row_bytes))
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "kernel '%s' does not match the cache's head dim %u and "
+                   "row bytes %u",
+                   name, head_dim, row_bytes);
   *out = (append_fn)k.entry;
   return TQ_STATUS_OK;
 }
@@ -281,15 +297,19 @@ tq_status tq_append(tq_runtime *rt, const tq_kv_cache_v0 *cache, uint32_t seq,
     return TQ_STATUS_INVALID_ARGUMENT;
   tq_status status =
       tq_check_append_call(cache, seq, start, num_rows, k_rows, v_rows);
-  if (status != TQ_STATUS_OK || num_rows == 0)
+  if (status != TQ_STATUS_OK)
     return status;
   append_job job = {cache, NULL, NULL, NULL, seq, start, num_rows,
                     k_rows, v_rows};
+  /* The kernels are looked up even for zero rows: a cache the library
+   * cannot serve fails on its first call, not on its first row. */
   if ((status = find_append(rt, cache->k_format, cache->head_dim,
                             cache->k_row_bytes, &job.k_fn)) != TQ_STATUS_OK ||
       (status = find_append(rt, cache->v_format, cache->head_dim,
                             cache->v_row_bytes, &job.v_fn)) != TQ_STATUS_OK)
     return status;
+  if (num_rows == 0)
+    return TQ_STATUS_OK;
   int32_t *identity = identity_table(rt, cache->num_seqs);
   if (!identity)
     return TQ_STATUS_OUT_OF_MEMORY;
@@ -403,7 +423,15 @@ static tq_status find_kernel(tq_runtime *rt, const tq_kv_cache_v0 *c,
       k.info[INFO_GROUP] != group ||
       k.info[INFO_K_ROW_BYTES] != (int64_t)c->k_row_bytes ||
       k.info[INFO_V_ROW_BYTES] != (int64_t)c->v_row_bytes)
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "kernel '%s' was built for head dim %lld, group %lld and "
+                   "rows of %lld / %lld bytes; the cache has head dim %u, "
+                   "group %u and rows of %u / %u bytes",
+                   name, (long long)k.info[INFO_HEAD_DIM],
+                   (long long)k.info[INFO_GROUP],
+                   (long long)k.info[INFO_K_ROW_BYTES],
+                   (long long)k.info[INFO_V_ROW_BYTES], c->head_dim, group,
+                   c->k_row_bytes, c->v_row_bytes);
   *out = k.entry;
   return TQ_STATUS_OK;
 }

@@ -364,6 +364,15 @@ TEST_F(RuntimeTest, CreateErrors) {
                              "/nonexistent/libtqkernels.so", 1, 0};
   EXPECT_EQ(tq_runtime_create(&o, nullptr, &rt), TQ_STATUS_UNAVAILABLE);
   EXPECT_EQ(rt, nullptr);
+  // The message names the path and says why the loader refused it.
+  EXPECT_NE(std::string(tq_last_error())
+                .find("cannot load kernel library "
+                      "'/nonexistent/libtqkernels.so': "),
+            std::string::npos)
+      << tq_last_error();
+  EXPECT_NE(std::string(tq_last_error()).find("No such file"),
+            std::string::npos)
+      << tq_last_error();
   EXPECT_EQ(tq_runtime_create(nullptr, nullptr, &rt),
             TQ_STATUS_INVALID_ARGUMENT);
   o.size = 8;
@@ -511,6 +520,17 @@ TEST_F(RuntimeTest, MalformedDescriptorsAreRejected) {
             TQ_STATUS_INVALID_ARGUMENT);
   EXPECT_EQ(tq_append(nullptr, &good.cache, 1, 0, 1, rows.data(), rows.data()),
             TQ_STATUS_INVALID_ARGUMENT);
+  // A format the library has no kernels for fails on the first call, even
+  // one with no rows to write, and the message names the kernel.
+  tq_kv_cache_v0 unserved = good.cache;
+  unserved.k_format = "tq3_0";
+  EXPECT_EQ(tq_append(r.rt, &unserved, 1, 0, 0, rows.data(), rows.data()),
+            TQ_STATUS_NOT_FOUND);
+  EXPECT_NE(std::string(tq_last_error()).find("no kernel 'tq_append_tq3_0_d64'"),
+            std::string::npos)
+      << tq_last_error();
+  EXPECT_EQ(tq_append(r.rt, &good.cache, 1, 0, 0, rows.data(), rows.data()),
+            TQ_STATUS_OK);
   tq_attention_params_v0 bp = p;
   bp.num_q_heads = 3; // not a multiple of 2 kv heads
   EXPECT_EQ(tq_attention(r.rt, &good.cache, &bp, q.data(), out.data()),
@@ -536,6 +556,13 @@ TEST_F(RuntimeTest, MalformedDescriptorsAreRejected) {
   bp.causal = 1; // the plain library has no causal kernels
   EXPECT_EQ(tq_attention(r.rt, &good.cache, &bp, q.data(), out.data()),
             TQ_STATUS_NOT_FOUND);
+  // The status alone does not say which kernel: tq_last_error does, with
+  // the library it looked in.
+  EXPECT_NE(std::string(tq_last_error())
+                .find("no kernel 'tq_decode_turbo3_0_q8_0_d64_g1_causal' in '" +
+                      plain + "'"),
+            std::string::npos)
+      << tq_last_error();
   // Soft-caps name kernels: a non-finite or huge one is refused before a
   // name is built from it (it used to overflow the conversion).
   for (float softcap : {INFINITY, NAN, 1.0e7f, 9.0e16f}) {

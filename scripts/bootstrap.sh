@@ -4,7 +4,7 @@
 set -euo pipefail
 
 APT_PACKAGES=(
-  cmake ninja-build g++ python3 python3-pip patch
+  cmake ninja-build g++ python3 python3-pip patch pkg-config
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools lld-22 clang-22
   libclang-rt-22-dev
   libgtest-dev

@@ -69,3 +69,42 @@ func.func @f64_exp(%x: f64) -> (f64, f64) {
   %b = math.exp %x : f64
   return %a, %b : f64, f64
 }
+
+// A floor of f32 vectors is truncated lane-wise, with vector constants.
+// CHECK-LABEL: func.func @floor_vector
+// CHECK: arith.fptosi %arg0 : vector<4xf32> to vector<4xi32>
+// CHECK: arith.select %{{.*}}, %{{.*}}, %{{.*}} : vector<4xi1>, vector<4xf32>
+// CHECK-NOT: math.floor
+// CHECK: return
+func.func @floor_vector(%x: vector<4xf32>) -> vector<4xf32> {
+  %y = math.floor %x : vector<4xf32>
+  return %y : vector<4xf32>
+}
+
+// A scalar f32 exp is approximated directly (no ln 2 scaling first): the
+// result is 2^k (an exponent built by shifting k + 127 into place) times a
+// polynomial.
+// CHECK-LABEL: func.func @exp_f32
+// CHECK-NOT: 0.693147182 : f32
+// CHECK: arith.constant 127 : i32
+// CHECK: arith.shli
+// CHECK: arith.bitcast %{{.*}} : i32 to f32
+// CHECK-NOT: math.
+// CHECK: return
+func.func @exp_f32(%x: f32) -> f32 {
+  %y = math.exp %x : f32
+  return %y : f32
+}
+
+// Negative: f16 exp, exp2 and floor are left alone: the polynomial and the
+// truncation are f32 ones.
+// CHECK-LABEL: func.func @f16
+// CHECK: math.exp %{{.*}} : f16
+// CHECK: math.exp2 %{{.*}} : f16
+// CHECK: math.floor %{{.*}} : f16
+func.func @f16(%x: f16) -> (f16, f16, f16) {
+  %a = math.exp %x : f16
+  %b = math.exp2 %x : f16
+  %c = math.floor %x : f16
+  return %a, %b, %c : f16, f16, f16
+}

@@ -35,3 +35,15 @@ func.func @others(%x: f64, %v: vector<4xf32>) -> (f64, vector<4xf32>) {
 // APPROX: math.exp2 %{{.*}} : f64
 // APPROX-NOT: math.exp2
 // APPROX: return
+
+// Negative: f16 exp2 has no f32 intrinsic, and math.exp is not exp2: both
+// stay for the usual lowering.
+// CHECK-LABEL: func.func @not_f32_exp2
+// CHECK: math.exp2 %{{.*}} : f16
+// CHECK: math.exp %{{.*}} : f32
+// CHECK-NOT: llvm.call_intrinsic
+func.func @not_f32_exp2(%h: f16, %x: f32) -> (f16, f32) {
+  %a = math.exp2 %h : f16
+  %b = math.exp %x : f32
+  return %a, %b : f16, f32
+}

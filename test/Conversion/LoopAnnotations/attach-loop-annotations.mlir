@@ -36,3 +36,30 @@ llvm.func @both() {
 ^bb1:
   llvm.return
 }
+
+// A conditional back edge (a do-while loop's latch) gets its hint the
+// same way.
+// CHECK-LABEL: llvm.func @cond_latch
+// CHECK: llvm.cond_br %{{.*}}, ^bb1, ^bb2 {loop_annotation = #[[HINT]]}
+// CHECK-NOT: llvm.loop_annotation
+// WITHOUT-LABEL: llvm.func @cond_latch
+// WITHOUT: llvm.cond_br %{{.*}}, ^bb1, ^bb2 {llvm.loop_annotation = #loop_annotation}
+llvm.func @cond_latch(%c: i1) {
+  llvm.br ^bb1
+^bb1:
+  llvm.cond_br %c, ^bb1, ^bb2 {llvm.loop_annotation = #no_unroll}
+^bb2:
+  llvm.return
+}
+
+// Negative: branches without a hint are left as they are.
+// CHECK-LABEL: llvm.func @no_hint
+// CHECK: llvm.cond_br %{{.*}}, ^bb1, ^bb2{{$}}
+// CHECK: llvm.br ^bb2{{$}}
+llvm.func @no_hint(%c: i1) {
+  llvm.cond_br %c, ^bb1, ^bb2
+^bb1:
+  llvm.br ^bb2
+^bb2:
+  llvm.return
+}

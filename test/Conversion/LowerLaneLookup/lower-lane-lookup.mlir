@@ -70,3 +70,51 @@ func.func @two_bits(%idx: vector<8xi32>) -> vector<8xf32> {
   %c = tq.lane_lookup %idx [-1.0, 0.0, 1.0, 2.0] : vector<8xi32> -> vector<8xf32>
   return %c : vector<8xf32>
 }
+
+// -----
+
+// A one-entry table needs no index bit: the select tree is the constant.
+// TREE-LABEL: func @one_entry
+// TREE-NEXT: %[[C:.*]] = arith.constant dense<5.000000e-01> : vector<16xf32>
+// TREE-NEXT: return %[[C]]
+func.func @one_entry(%idx: vector<16xi32>) -> vector<16xf32> {
+  %c = tq.lane_lookup %idx [0.5] : vector<16xi32> -> vector<16xf32>
+  return %c : vector<16xf32>
+}
+
+// -----
+
+// 32 lanes: two AVX-512 permutes joined by one shuffle; four AVX2
+// permutes joined pairwise (three shuffles).
+// AVX512-LABEL: func @lanes32
+// AVX512: %[[A:.*]] = llvm.call_intrinsic "llvm.x86.avx512.permvar.sf.512"
+// AVX512: %[[B:.*]] = llvm.call_intrinsic "llvm.x86.avx512.permvar.sf.512"
+// AVX512: %[[R:.*]] = vector.shuffle %[[A]], %[[B]] {{.*}} : vector<16xf32>, vector<16xf32>
+// AVX512-NEXT: return %[[R]] : vector<32xf32>
+// AVX2-LABEL: func @lanes32
+// AVX2-COUNT-4: llvm.call_intrinsic "llvm.x86.avx2.permps"
+// AVX2-COUNT-2: vector.shuffle {{.*}} : vector<8xf32>, vector<8xf32>
+// AVX2: %[[R:.*]] = vector.shuffle {{.*}} : vector<16xf32>, vector<16xf32>
+// AVX2-NEXT: return %[[R]] : vector<32xf32>
+func.func @lanes32(%idx: vector<32xi32>) -> vector<32xf32> {
+  %c = tq.lane_lookup %idx [0.0, 1.0] : vector<32xi32> -> vector<32xf32>
+  return %c : vector<32xf32>
+}
+
+// -----
+
+// Negative for the permutes: 48 lanes are three permute widths, which the
+// pairwise concatenation cannot join (it needs a power of two of them):
+// every ISA takes the select tree (one bit, one select).
+// TREE-LABEL: func @lanes48
+// TREE: arith.select %{{.*}} : vector<48xi1>, vector<48xf32>
+// AVX512-LABEL: func @lanes48
+// AVX512-NOT: llvm.call_intrinsic
+// AVX512: arith.select %{{.*}} : vector<48xi1>, vector<48xf32>
+// AVX2-LABEL: func @lanes48
+// AVX2-NOT: llvm.call_intrinsic
+// AVX2: arith.select %{{.*}} : vector<48xi1>, vector<48xf32>
+func.func @lanes48(%idx: vector<48xi32>) -> vector<48xf32> {
+  %c = tq.lane_lookup %idx [0.0, 1.0] : vector<48xi32> -> vector<48xf32>
+  return %c : vector<48xf32>
+}

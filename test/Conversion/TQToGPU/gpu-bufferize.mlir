@@ -67,3 +67,44 @@ module attributes {gpu.container_module} {
     }
   }
 }
+
+// -----
+
+// A device function (a gpu.func without `kernel`) gets private
+// temporaries too; a global that host code still reads stays in the
+// builtin module next to the gpu.module's copy.
+// CHECK-LABEL: module attributes {gpu.container_module}
+// CHECK: memref.global "private" constant @[[G:__constant_4xf32]] : memref<4xf32>
+// CHECK: func.func @host
+// CHECK: memref.get_global @[[G]]
+// CHECK: gpu.module @m
+// CHECK: memref.global "private" constant @[[G]] : memref<4xf32>
+// CHECK: gpu.func @dev(
+// CHECK-NEXT: %[[A:.*]] = memref.alloca() {{.*}} : memref<4xf32, #gpu.address_space<private>>
+// CHECK-NEXT: %[[GA:.*]] = memref.memory_space_cast %[[A]]
+// CHECK-NOT: memref.alloc()
+// CHECK: linalg.generic {{.*}} outs(%[[GA]] : memref<4xf32>)
+#id = affine_map<(d0) -> (d0)>
+module attributes {gpu.container_module} {
+  func.func @host(%out: memref<4xf32>) {
+    %cst = arith.constant dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>
+    bufferization.materialize_in_destination %cst in restrict writable %out
+        : (tensor<4xf32>, memref<4xf32>) -> ()
+    return
+  }
+  gpu.module @m {
+    gpu.func @dev(%out: memref<4xf32>) {
+      %cst = arith.constant dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>
+      %e = tensor.empty() : tensor<4xf32>
+      %a = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]}
+          ins(%cst : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+      ^bb0(%in: f32, %o: f32):
+        %s = arith.addf %in, %in : f32
+        linalg.yield %s : f32
+      } -> tensor<4xf32>
+      bufferization.materialize_in_destination %a in restrict writable %out
+          : (tensor<4xf32>, memref<4xf32>) -> ()
+      gpu.return
+    }
+  }
+}

@@ -77,3 +77,88 @@ module attributes {gpu.container_module} {
     }
   }
 }
+
+// -----
+
+// Block ids y and z are the trailing arguments after x; thread ids y and z
+// are 0 (blocks are one-dimensional); a private attribution is a stack
+// allocation in the default memory space.
+// CHECK-LABEL: func.func @ids(
+// CHECK-SAME: %[[OUT:.*]]: memref<?xindex>, %{{.*}}: index, %[[BY:.*]]: index, %[[BZ:.*]]: index, %{{.*}}: index, %{{.*}}: memref<?xi8>)
+// CHECK: %[[TMP:.*]] = memref.alloca() : memref<4xf32>
+// CHECK: %[[ZERO:.*]] = arith.constant 0 : index
+// CHECK: memref.store %[[ZERO]], %[[OUT]]
+// CHECK: memref.store %[[ZERO]], %[[OUT]]
+// CHECK: memref.store %[[BY]], %[[OUT]]
+// CHECK: memref.store %[[BZ]], %[[OUT]]
+// CHECK: memref.store %{{.*}}, %[[TMP]][%{{.*}}] : memref<4xf32>
+// CHECK-NOT: gpu.
+module attributes {gpu.container_module} {
+  gpu.module @m {
+    gpu.func @ids(%out: memref<?xindex>)
+        private(%tmp : memref<4xf32, #gpu.address_space<private>>)
+        kernel {
+      %ty = gpu.thread_id y
+      %tz = gpu.thread_id z
+      %by = gpu.block_id y
+      %bz = gpu.block_id z
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %c2 = arith.constant 2 : index
+      %c3 = arith.constant 3 : index
+      memref.store %ty, %out[%c0] : memref<?xindex>
+      memref.store %tz, %out[%c1] : memref<?xindex>
+      memref.store %by, %out[%c2] : memref<?xindex>
+      memref.store %bz, %out[%c3] : memref<?xindex>
+      %f = arith.constant 1.0 : f32
+      memref.store %f, %tmp[%c0] : memref<4xf32, #gpu.address_space<private>>
+      gpu.return
+    }
+  }
+}
+
+// -----
+
+// Each shuffle mode calls its own emulator function.
+// CHECK-DAG: func.func private @tq_emu_shuffle_up_f32(f32, i32, i32) -> f32
+// CHECK-DAG: func.func private @tq_emu_shuffle_down_f32(f32, i32, i32) -> f32
+// CHECK-DAG: func.func private @tq_emu_shuffle_idx_f32(f32, i32, i32) -> f32
+// CHECK-LABEL: func.func @shuffles(
+// CHECK: %[[A:.*]] = call @tq_emu_shuffle_up_f32(%{{.*}}, %[[OFF:.*]], %[[W:.*]]) : (f32, i32, i32) -> f32
+// CHECK: %[[B:.*]] = call @tq_emu_shuffle_down_f32(%[[A]], %[[OFF]], %[[W]])
+// CHECK: %[[C:.*]] = call @tq_emu_shuffle_idx_f32(%[[B]], %[[OFF]], %[[W]])
+// CHECK: %[[D:.*]] = call @tq_emu_shuffle_up_f32(%[[C]], %[[OFF]], %[[W]])
+// CHECK: memref.store %[[D]]
+module attributes {gpu.container_module} {
+  gpu.module @m {
+    gpu.func @shuffles(%out: memref<?xf32>) kernel {
+      %f = arith.constant 1.0 : f32
+      %c1 = arith.constant 1 : i32
+      %w = arith.constant 32 : i32
+      %a, %v1 = gpu.shuffle up %f, %c1, %w : f32
+      %b, %v2 = gpu.shuffle down %a, %c1, %w : f32
+      %c, %v3 = gpu.shuffle idx %b, %c1, %w : f32
+      %d, %v4 = gpu.shuffle up %c, %c1, %w : f32
+      %c0 = arith.constant 0 : index
+      memref.store %d, %out[%c0] : memref<?xf32>
+      gpu.return
+    }
+  }
+}
+
+// -----
+
+// A kernel with control flow between blocks has no straight-line host
+// function to become.
+module attributes {gpu.container_module} {
+  gpu.module @m {
+    // expected-error @below {{expected a single-block kernel body}}
+    gpu.func @branchy(%out: memref<?xf32>, %c: i1) kernel {
+      cf.cond_br %c, ^bb1, ^bb2
+    ^bb1:
+      gpu.return
+    ^bb2:
+      gpu.return
+    }
+  }
+}

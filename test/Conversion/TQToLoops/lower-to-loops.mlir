@@ -496,3 +496,404 @@ func.func @prime_group(%q: tensor<1x17x64xf32>, %kb: tensor<5x1x34xi8>) -> tenso
   %s = tq.score %q, %k {lookup = #tq.lookup<tile>} : tensor<1x17x64xf32>, !tq.cache<5x1x64, #tq.format<"polar4">> -> tensor<1x17x5xf32>
   return %s : tensor<1x17x5xf32>
 }
+
+// -----
+
+// A gather of a scale * C[idx] format decodes whole rows with vector ops:
+// per (token, head) row, the index planes widened to one lane per value,
+// one tq.lane_lookup of the 8 levels, times the row's fp16 scale, written
+// as one 128-lane row.
+// CHECK-LABEL: func @gather_rows
+// CHECK: scf.for %[[T:.*]] = %{{.*}} to %c5{{.*}} iter_args(
+// CHECK: scf.for %[[H:.*]] = %{{.*}} iter_args(%[[OUT:.*]] = %{{.*}}) -> (tensor<5x1x128xf32>)
+// CHECK: vector.transfer_read %{{.*}} : tensor<?x?x1x50xi8>, vector<50xi8>
+// CHECK: %[[C:.*]] = tq.lane_lookup %{{.*}} [{{.*}}] : vector<128xi32> -> vector<128xf32>
+// CHECK: vector.bitcast %{{.*}} : vector<2xi8> to vector<1xf16>
+// CHECK: %[[ROW:.*]] = arith.mulf %{{.*}}, %[[C]] : vector<128xf32>
+// CHECK: vector.transfer_write %[[ROW]], %[[OUT]][%[[T]], %[[H]], %{{.*}}] {{.*}} : vector<128xf32>, tensor<5x1x128xf32>
+// CHECK-NOT: tq.gather
+func.func @gather_rows(%kb: tensor<5x1x50xi8>) -> tensor<5x1x128xf32> {
+  %k = tq.from_bytes %kb : tensor<5x1x50xi8> -> !tq.cache<5x1x128, #tq.format<"turbo3_0">>
+  %g = tq.gather %k : !tq.cache<5x1x128, #tq.format<"turbo3_0">> -> tensor<5x1x128xf32>
+  return %g : tensor<5x1x128xf32>
+}
+
+// -----
+
+// haar4 rows are renormalised: a reduction of squared centroids per row,
+// then scale / sqrt (0 for a zero row) multiplies every element.
+// CHECK-LABEL: func @gather_haar
+// CHECK: %[[NORMSQ:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction"]{{.*}} outs(%{{.*}} : tensor<3x1xf32>)
+// CHECK: %[[F:.*]] = linalg.generic {{.*}} ins(%[[NORMSQ]] : tensor<3x1xf32>)
+// CHECK:   math.sqrt
+// CHECK:   arith.divf
+// CHECK: linalg.generic {{.*}} ins(%[[F]] : tensor<3x1xf32>) outs(%{{.*}} : tensor<3x1x32xf32>)
+// CHECK-NOT: tq.lane_lookup
+func.func @gather_haar(%kb: tensor<3x1x36xi8>) -> tensor<3x1x32xf32> {
+  %k = tq.from_bytes %kb : tensor<3x1x36xi8> -> !tq.cache<3x1x32, #tq.format<"haar4">>
+  %g = tq.gather %k : !tq.cache<3x1x32, #tq.format<"haar4">> -> tensor<3x1x32xf32>
+  return %g : tensor<3x1x32xf32>
+}
+
+// -----
+
+// tqprod rows add the QJL reconstruction S^T sign (a reduction against the
+// constant 32x32 projection) weighted by scale * ||r|| * c.
+// CHECK-LABEL: func @gather_tqprod
+// CHECK: %[[CORR:.*]] = linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%{{.*}} : tensor<32x32xf32>) outs(%{{.*}} : tensor<3x1x32xf32>)
+// CHECK: linalg.generic {{.*}} ins(%[[CORR]] : tensor<3x1x32xf32>) outs(%{{.*}} : tensor<3x1x32xf32>)
+func.func @gather_tqprod(%kb: tensor<3x1x16xi8>) -> tensor<3x1x32xf32> {
+  %k = tq.from_bytes %kb : tensor<3x1x16xi8> -> !tq.cache<3x1x32, #tq.format<"tqprod3">>
+  %g = tq.gather %k : !tq.cache<3x1x32, #tq.format<"tqprod3">> -> tensor<3x1x32xf32>
+  return %g : tensor<3x1x32xf32>
+}
+
+// -----
+
+// The default lookup (select) for a weighted sum: one loop nest over
+// (query, head, dim, token), the token loop innermost as the reduction;
+// kv head = head / 2; each element is the block's scale times the
+// centroid read from the 16-entry table.
+// CHECK-DAG: #[[PMAP:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+// CHECK-DAG: #[[OMAP:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+// CHECK-LABEL: func @accumulate_select
+// CHECK: %[[CB:.*]] = arith.constant dense<{{.*}}> : tensor<16xf32>
+// CHECK: linalg.generic {indexing_maps = [#[[PMAP]], #[[OMAP]]], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%arg0 : tensor<1x2x5xf32>) outs(%{{.*}} : tensor<1x2x64xf32>)
+// CHECK: %[[H:.*]] = linalg.index 1
+// CHECK: arith.divui %[[H]], %c2
+// CHECK: arith.andi %{{.*}}, %c15_i32
+// CHECK: tensor.extract %[[CB]][%{{.*}}] : tensor<16xf32>
+// CHECK-NOT: vector.
+// CHECK-NOT: tq.
+func.func @accumulate_select(%p: tensor<1x2x5xf32>, %vb: tensor<5x1x34xi8>) -> tensor<1x2x64xf32> {
+  %v = tq.from_bytes %vb : tensor<5x1x34xi8> -> !tq.cache<5x1x64, #tq.format<"polar4">>
+  %a = tq.accumulate %p, %v : tensor<1x2x5xf32>, !tq.cache<5x1x64, #tq.format<"polar4">> -> tensor<1x2x64xf32>
+  return %a : tensor<1x2x64xf32>
+}
+
+// -----
+
+// lookup = tile falls back to the element-wise loop nest when the query's
+// width is not known to be the padded head dim (dynamic).
+// CHECK-LABEL: func @score_tile_dynamic_width
+// CHECK-NOT: tq.lane_lookup
+// CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "parallel", "reduction"]{{.*}} ins(%arg0 : tensor<1x2x?xf32>) outs(%{{.*}} : tensor<1x2x5xf32>)
+// CHECK-NOT: vector.
+func.func @score_tile_dynamic_width(%q: tensor<1x2x?xf32>, %kb: tensor<5x1x34xi8>) -> tensor<1x2x5xf32> {
+  %k = tq.from_bytes %kb : tensor<5x1x34xi8> -> !tq.cache<5x1x64, #tq.format<"polar4">>
+  %s = tq.score %q, %k {lookup = #tq.lookup<tile>} : tensor<1x2x?xf32>, !tq.cache<5x1x64, #tq.format<"polar4">> -> tensor<1x2x5xf32>
+  return %s : tensor<1x2x5xf32>
+}
+
+// -----
+
+// Dense products: GQA is the affine map h floordiv (q_heads / kv_heads).
+// tq.qk reduces over the head dim (innermost); tq.pv reduces over the
+// tokens outside the head dim, so the innermost loop streams rows.
+// CHECK-DAG: #[[Q:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+// CHECK-DAG: #[[KV:.*]] = affine_map<(d0, d1, d2, d3) -> (d2, d1 floordiv 2, d3)>
+// CHECK-DAG: #[[OUT:.*]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+// CHECK-LABEL: func @dense_products
+// CHECK: %[[N:.*]] = tensor.dim %arg1, %c0
+// CHECK: %[[E:.*]] = tensor.empty(%[[N]]) : tensor<1x4x?xf32>
+// CHECK: %[[Z:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[E]] : tensor<1x4x?xf32>)
+// CHECK: %[[S:.*]] = linalg.generic {indexing_maps = [#[[Q]], #[[KV]], #[[OUT]]], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%arg0, %arg1 : tensor<1x4x8xf32>, tensor<?x2x8xf32>) outs(%[[Z]] : tensor<1x4x?xf32>)
+// CHECK:   arith.mulf
+// CHECK:   arith.addf
+// CHECK: %[[O:.*]] = linalg.generic {indexing_maps = [#[[OUT]], #[[KV]], #[[Q]]], iterator_types = ["parallel", "parallel", "reduction", "parallel"]} ins(%arg2, %arg1 : tensor<1x4x?xf32>, tensor<?x2x8xf32>)
+// CHECK: return %[[S]], %[[O]]
+func.func @dense_products(%q: tensor<1x4x8xf32>, %k: tensor<?x2x8xf32>, %p: tensor<1x4x?xf32>) -> (tensor<1x4x?xf32>, tensor<1x4x8xf32>) {
+  %s = tq.qk %q, %k : tensor<1x4x8xf32>, tensor<?x2x8xf32> -> tensor<1x4x?xf32>
+  %o = tq.pv %p, %k : tensor<1x4x?xf32>, tensor<?x2x8xf32> -> tensor<1x4x8xf32>
+  return %s, %o : tensor<1x4x?xf32>, tensor<1x4x8xf32>
+}
+
+// -----
+
+// Every masking option in the softmax's first loop nest, in order: scale,
+// soft-cap (tanh), the f16 mask widened (a -inf cell hides its key) and
+// scaled by the head's ALiBi slope, then causal (key <= position) and
+// window (position - key < 3) visibility; hidden keys are -inf. Then the
+// row max, exp (0 for a row that sees nothing) and the normalisation.
+// CHECK-LABEL: func @softmax_options
+// CHECK: linalg.generic {{.*}} ins(%arg0, %arg1, %arg2 : tensor<2x4x?xf32>, tensor<2x?xf16>, tensor<4xf32>)
+// CHECK: ^bb0(%[[X:.*]]: f32, %[[M:.*]]: f16, %[[SLOPE:.*]]: f32, %{{.*}}: f32):
+// CHECK:   arith.mulf %[[X]], %{{.*}} : f32
+// CHECK:   arith.divf
+// CHECK:   math.tanh
+// CHECK:   %[[MF:.*]] = arith.extf %[[M]] : f16 to f32
+// CHECK:   %[[HIDDEN:.*]] = arith.cmpf oeq, %[[MF]], %{{.*}} : f32
+// CHECK:   arith.mulf %[[MF]], %[[SLOPE]] : f32
+// CHECK:   arith.select %[[HIDDEN]]
+// CHECK:   %[[CAUSAL:.*]] = arith.cmpi sle
+// CHECK:   %[[W:.*]] = arith.constant 3 : index
+// CHECK:   %[[INWINDOW:.*]] = arith.cmpi slt, %{{.*}}, %[[W]] : index
+// CHECK:   %[[VISIBLE:.*]] = arith.andi %[[CAUSAL]], %[[INWINDOW]] : i1
+// CHECK:   arith.select %[[VISIBLE]]
+// CHECK: arith.maximumf
+// CHECK: math.exp
+// CHECK: arith.divf
+// CHECK-NOT: tq.softmax
+func.func @softmax_options(%s: tensor<2x4x?xf32>, %m: tensor<2x?xf16>, %slopes: tensor<4xf32>) -> tensor<2x4x?xf32> {
+  %p = tq.softmax %s mask(%m : tensor<2x?xf16>) slopes(%slopes : tensor<4xf32>) {scale = 0.5 : f32, causal, window = 3, softcap = 20.0 : f32} : tensor<2x4x?xf32> -> tensor<2x4x?xf32>
+  return %p : tensor<2x4x?xf32>
+}
+
+// -----
+
+// A softmax without options applies only the scale: no tanh, no mask, no
+// position test.
+// CHECK-LABEL: func @softmax_plain
+// CHECK-NOT: math.tanh
+// CHECK-NOT: arith.cmpi
+// CHECK: math.exp
+// CHECK-NOT: math.log
+// CHECK: return
+func.func @softmax_plain(%s: tensor<1x4x8xf32>) -> tensor<1x4x8xf32> {
+  %p = tq.softmax %s {scale = 0.5 : f32} : tensor<1x4x8xf32> -> tensor<1x4x8xf32>
+  return %p : tensor<1x4x8xf32>
+}
+
+// -----
+
+// The flash ops: tq.num_tokens reads the pool's token count; the online
+// softmax masks the tile at key offset %t0 (causal: key t0 + t against
+// position n - queries + i), takes the tile max, the correction
+// exp(max - new_max) (1 while nothing was seen), exp(x - new_max) (0 while
+// nothing was seen) and the new sum, updating max and sum in place;
+// merge_tile is acc * correction + tile in place; normalize divides by
+// the sum (0 where it is 0).
+// CHECK-LABEL: func @flash_ops
+// CHECK-SAME: (%{{.*}}: tensor<?x1x34xi8>, %[[S:.*]]: tensor<1x2x?xf32>, %[[MAX:.*]]: tensor<1x2xf32>, %[[SUM:.*]]: tensor<1x2xf32>, %[[T0:.*]]: index, %[[ACC:.*]]: tensor<1x2x64xf32>)
+// CHECK: %[[N:.*]] = tensor.dim %{{.*}}, %c1{{.*}} : tensor<?x?x1x34xi8>
+// CHECK: %[[FIRST:.*]] = arith.subi %[[N]], %{{.*}} : index
+// CHECK: %[[MASKED:.*]] = linalg.generic {{.*}} ins(%[[S]] : tensor<1x2x?xf32>)
+// CHECK:   %[[POS:.*]] = arith.addi %[[FIRST]], %{{.*}} : index
+// CHECK:   %[[KEY:.*]] = arith.addi %[[T0]], %{{.*}} : index
+// CHECK:   arith.cmpi sle, %[[KEY]], %[[POS]] : index
+// CHECK: %[[TILEMAX:.*]] = linalg.generic {{.*}} ins(%[[MASKED]] : tensor<1x2x?xf32>)
+// CHECK: %[[CORR:.*]] = linalg.generic {{.*}} ins(%[[MAX]], %[[TILEMAX]] : tensor<1x2xf32>, tensor<1x2xf32>)
+// CHECK:   arith.constant 1.000000e+00 : f32
+// CHECK: %[[NEWMAX:.*]] = linalg.generic {{.*}} ins(%[[TILEMAX]] : tensor<1x2xf32>) outs(%[[MAX]] : tensor<1x2xf32>)
+// CHECK: %[[P:.*]] = linalg.generic {{.*}} ins(%[[MASKED]], %[[NEWMAX]] : tensor<1x2x?xf32>, tensor<1x2xf32>)
+// CHECK: %[[SCALED:.*]] = linalg.generic {{.*}} ins(%[[CORR]] : tensor<1x2xf32>) outs(%[[SUM]] : tensor<1x2xf32>)
+// CHECK: %[[NEWSUM:.*]] = linalg.generic {{.*}} ins(%[[P]] : tensor<1x2x?xf32>) outs(%[[SCALED]] : tensor<1x2xf32>)
+// CHECK: %[[MERGED:.*]] = linalg.generic {{.*}} ins(%[[CORR]], %[[ACC]] : tensor<1x2xf32>, tensor<1x2x64xf32>) outs(%[[ACC]] : tensor<1x2x64xf32>)
+// CHECK:   arith.mulf
+// CHECK:   arith.addf
+// CHECK: %[[OUT:.*]] = linalg.generic {{.*}} ins(%[[MERGED]], %[[NEWSUM]] : tensor<1x2x64xf32>, tensor<1x2xf32>)
+// CHECK:   arith.cmpf ogt
+// CHECK:   arith.divf
+// CHECK: return %[[N]], %[[P]], %[[NEWMAX]], %[[NEWSUM]], %[[OUT]]
+func.func @flash_ops(%kb: tensor<?x1x34xi8>, %s: tensor<1x2x?xf32>, %m: tensor<1x2xf32>, %l: tensor<1x2xf32>, %t0: index, %acc: tensor<1x2x64xf32>) -> (index, tensor<1x2x?xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2x64xf32>) {
+  %k = tq.from_bytes %kb : tensor<?x1x34xi8> -> !tq.cache<?x1x64, #tq.format<"polar4">>
+  %n = tq.num_tokens %k : !tq.cache<?x1x64, #tq.format<"polar4">>
+  %p, %m1, %l1, %c = tq.online_softmax %s, %m, %l, %t0, %n {scale = 1.0 : f32, causal} : tensor<1x2x?xf32>, tensor<1x2xf32> -> tensor<1x2x?xf32>
+  %a = tq.merge_tile %acc, %c, %acc : tensor<1x2x64xf32>, tensor<1x2xf32>
+  %o = tq.normalize %a, %l1 : tensor<1x2x64xf32>, tensor<1x2xf32>
+  return %n, %p, %m1, %l1, %o : index, tensor<1x2x?xf32>, tensor<1x2xf32>, tensor<1x2xf32>, tensor<1x2x64xf32>
+}
+
+// -----
+
+// tq.combine: the global max over the splits, the weighted sums of the
+// partial sums and of the accumulators (a split that saw nothing weighs
+// 0), then their quotient (0 where nothing was visible).
+// CHECK-DAG: #[[PARTS:.*]] = affine_map<(d0, d1, d2) -> (d2, d0, d1)>
+// CHECK-DAG: #[[ROWS:.*]] = affine_map<(d0, d1, d2) -> (d0, d1)>
+// CHECK-LABEL: func @combine
+// CHECK: %[[M:.*]] = linalg.generic {indexing_maps = [#[[PARTS]], #[[ROWS]]], iterator_types = ["parallel", "parallel", "reduction"]} ins(%arg0 : tensor<3x1x2xf32>)
+// CHECK:   arith.maximumf
+// CHECK: %[[L:.*]] = linalg.generic {{.*}} ins(%arg0, %arg1, %[[M]] : tensor<3x1x2xf32>, tensor<3x1x2xf32>, tensor<1x2xf32>)
+// CHECK:   math.exp
+// CHECK: %[[A:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%arg0, %[[M]], %arg2 : tensor<3x1x2xf32>, tensor<1x2xf32>, tensor<3x1x2x64xf32>)
+// CHECK: %[[O:.*]] = linalg.generic {{.*}} ins(%[[A]], %[[L]] : tensor<1x2x64xf32>, tensor<1x2xf32>)
+// CHECK:   arith.divf
+// CHECK: return %[[O]]
+func.func @combine(%m: tensor<3x1x2xf32>, %l: tensor<3x1x2xf32>, %a: tensor<3x1x2x64xf32>) -> tensor<1x2x64xf32> {
+  %o = tq.combine %m, %l, %a : tensor<3x1x2xf32>, tensor<3x1x2x64xf32> -> tensor<1x2x64xf32>
+  return %o : tensor<1x2x64xf32>
+}
+
+// -----
+
+// A static cache's token count is a constant; a token range's is its size
+// (the range is addressed by its readers, the pool is unchanged).
+// CHECK-LABEL: func @token_counts
+// CHECK-SAME: (%{{.*}}: tensor<7x1x34xi8>, %{{.*}}: index, %[[SIZE:.*]]: index)
+// CHECK: %[[C7:.*]] = arith.constant 7 : index
+// CHECK: %[[R:.*]] = arith.addi %[[C7]], %[[SIZE]] : index
+// CHECK: return %[[R]]
+func.func @token_counts(%kb: tensor<7x1x34xi8>, %t0: index, %size: index) -> index {
+  %k = tq.from_bytes %kb : tensor<7x1x34xi8> -> !tq.cache<7x1x64, #tq.format<"polar4">>
+  %kt = tq.slice_tokens %k[%t0, %size] : !tq.cache<7x1x64, #tq.format<"polar4">> -> !tq.cache<?x1x64, #tq.format<"polar4">>
+  %n = tq.num_tokens %k : !tq.cache<7x1x64, #tq.format<"polar4">>
+  %m = tq.num_tokens %kt : !tq.cache<?x1x64, #tq.format<"polar4">>
+  %s = arith.addi %n, %m : index
+  return %s : index
+}
+
+// -----
+
+// The identity rotation is its input; a Haar rotation is a product with
+// its constant dense matrix, accumulated in f64; the inverse uses the
+// transposed matrix.
+// CHECK-LABEL: func @rotations
+// CHECK: %[[R:.*]] = arith.constant dense<{{\[\[}}[[R00:[-0-9.e]+]], [[R01:[-0-9.e]+]], {{.*}}> : tensor<4x4xf64>
+// CHECK: linalg.generic {{.*}} ins(%arg0, %[[R]] : tensor<2x4xf32>, tensor<4x4xf64>)
+// CHECK:   arith.extf %{{.*}} : f32 to f64
+// CHECK: arith.truncf %{{.*}} : f64 to f32
+// CHECK: %[[RT:.*]] = arith.constant dense<{{\[\[}}[[R00]], {{[-0-9.e]+}}, {{.*}}], {{\[}}[[R01]], {{.*}}> : tensor<4x4xf64>
+// CHECK: linalg.generic {{.*}} ins(%arg0, %[[RT]] : tensor<2x4xf32>, tensor<4x4xf64>)
+// CHECK: return %arg0,
+func.func @rotations(%x: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>) {
+  %a = tq.rotate %x {rotation = #tq.rotation<kind = identity, dim = 4>} : tensor<2x4xf32>
+  %b = tq.rotate %x {rotation = #tq.rotation<kind = haar, dim = 4, seed = 3>} : tensor<2x4xf32>
+  %c = tq.rotate %x {rotation = #tq.rotation<kind = haar, dim = 4, seed = 3>, inverse} : tensor<2x4xf32>
+  return %a, %b, %c : tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>
+}
+
+// -----
+
+// Negative: pads with low padding or a dynamic padded size, and slices
+// that do not start at 0, are not the zero padding of a head; they stay
+// for the usual bufferization.
+// CHECK-LABEL: func @other_pads_and_slices
+// CHECK: tensor.pad %arg0 low[1, 0] high[0, 1]
+// CHECK: tensor.pad %arg0 low[0, 0] high[0, %arg1]
+// CHECK: tensor.extract_slice %arg0[0, 1] [2, 2] [1, 1]
+// CHECK-NOT: linalg.generic
+func.func @other_pads_and_slices(%x: tensor<2x3xf32>, %n: index) -> (tensor<3x4xf32>, tensor<2x?xf32>, tensor<2x2xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %a = tensor.pad %x low[1, 0] high[0, 1] {
+  ^bb0(%i: index, %j: index):
+    tensor.yield %zero : f32
+  } : tensor<2x3xf32> to tensor<3x4xf32>
+  %b = tensor.pad %x low[0, 0] high[0, %n] {
+  ^bb0(%i: index, %j: index):
+    tensor.yield %zero : f32
+  } : tensor<2x3xf32> to tensor<2x?xf32>
+  %c = tensor.extract_slice %x[0, 1] [2, 2] [1, 1] : tensor<2x3xf32> to tensor<2x2xf32>
+  return %a, %b, %c : tensor<3x4xf32>, tensor<2x?xf32>, tensor<2x2xf32>
+}
+
+// -----
+
+// Negative: the dense products need static head counts (the GQA group is
+// a constant of the affine map); with a dynamic one the op stays illegal
+// and the conversion fails.
+func.func @qk_dynamic_heads(%q: tensor<1x?x8xf32>, %k: tensor<4x2x8xf32>) -> tensor<1x?x4xf32> {
+  // expected-error @+1 {{failed to legalize operation 'tq.qk'}}
+  %s = tq.qk %q, %k : tensor<1x?x8xf32>, tensor<4x2x8xf32> -> tensor<1x?x4xf32>
+  return %s : tensor<1x?x4xf32>
+}
+
+// -----
+
+func.func @pv_dynamic_heads(%p: tensor<1x4x4xf32>, %v: tensor<4x?x8xf32>) -> tensor<1x4x8xf32> {
+  // expected-error @+1 {{failed to legalize operation 'tq.pv'}}
+  %o = tq.pv %p, %v : tensor<1x4x4xf32>, tensor<4x?x8xf32> -> tensor<1x4x8xf32>
+  return %o : tensor<1x4x8xf32>
+}
+
+// -----
+
+// Negative: the fused ops need a static number of query heads (the GQA
+// group decides which cache rows a head reads), for every lookup.
+func.func @score_dynamic_heads(%q: tensor<1x?x64xf32>, %kb: tensor<5x1x34xi8>) -> tensor<1x?x5xf32> {
+  %k = tq.from_bytes %kb : tensor<5x1x34xi8> -> !tq.cache<5x1x64, #tq.format<"polar4">>
+  // expected-error @+1 {{failed to legalize operation 'tq.score'}}
+  %s = tq.score %q, %k : tensor<1x?x64xf32>, !tq.cache<5x1x64, #tq.format<"polar4">> -> tensor<1x?x5xf32>
+  return %s : tensor<1x?x5xf32>
+}
+
+// -----
+
+func.func @accumulate_dynamic_heads(%p: tensor<1x?x5xf32>, %kb: tensor<5x1x34xi8>) -> tensor<1x?x64xf32> {
+  %k = tq.from_bytes %kb : tensor<5x1x34xi8> -> !tq.cache<5x1x64, #tq.format<"polar4">>
+  // expected-error @+1 {{failed to legalize operation 'tq.accumulate'}}
+  %a = tq.accumulate %p, %k {lookup = #tq.lookup<tile>} : tensor<1x?x5xf32>, !tq.cache<5x1x64, #tq.format<"polar4">> -> tensor<1x?x64xf32>
+  return %a : tensor<1x?x64xf32>
+}
+
+// -----
+
+// Each format family's encoder: an index is the count of thresholds a
+// value reaches, one compare per threshold of the codebook (2^bits - 1);
+// the scale is stored as fp16 except by haar4 (f32); the bytes are a pool
+// of one page.
+// CHECK-LABEL: func @quantize_f16
+// CHECK-SAME: -> tensor<?x?x1x128xi8>
+// CHECK-NOT: arith.cmpf oge
+// CHECK: arith.truncf %{{.*}} : f32 to f16
+// CHECK-NOT: tq.
+func.func @quantize_f16(%x: tensor<2x1x64xf32>) -> !tq.cache<2x1x64, #tq.format<"f16">> {
+  %c = tq.quantize %x : tensor<2x1x64xf32> -> !tq.cache<2x1x64, #tq.format<"f16">>
+  return %c : !tq.cache<2x1x64, #tq.format<"f16">>
+}
+
+// -----
+
+// CHECK-LABEL: func @quantize_turbo3
+// CHECK-SAME: -> tensor<?x?x1x50xi8>
+// CHECK: math.sqrt
+// CHECK-COUNT-7: arith.cmpf oge
+// CHECK-NOT: arith.cmpf oge
+// CHECK: arith.truncf %{{.*}} : f32 to f16
+// CHECK-NOT: tq.
+func.func @quantize_turbo3(%x: tensor<2x1x64xf32>) -> !tq.cache<2x1x64, #tq.format<"turbo3_0">> {
+  %c = tq.quantize %x : tensor<2x1x64xf32> -> !tq.cache<2x1x64, #tq.format<"turbo3_0">>
+  return %c : !tq.cache<2x1x64, #tq.format<"turbo3_0">>
+}
+
+// -----
+
+// CHECK-LABEL: func @quantize_tq3
+// CHECK-SAME: -> tensor<?x?x1x28xi8>
+// CHECK: math.absf
+// CHECK-COUNT-7: arith.cmpf oge
+// CHECK-NOT: arith.cmpf oge
+// CHECK-NOT: tq.
+func.func @quantize_tq3(%x: tensor<2x1x64xf32>) -> !tq.cache<2x1x64, #tq.format<"tq3_0">> {
+  %c = tq.quantize %x : tensor<2x1x64xf32> -> !tq.cache<2x1x64, #tq.format<"tq3_0">>
+  return %c : !tq.cache<2x1x64, #tq.format<"tq3_0">>
+}
+
+// -----
+
+// CHECK-LABEL: func @quantize_polar3
+// CHECK-SAME: -> tensor<?x?x1x26xi8>
+// CHECK-COUNT-7: arith.cmpf oge
+// CHECK-NOT: arith.cmpf oge
+// CHECK-NOT: tq.
+func.func @quantize_polar3(%x: tensor<2x1x64xf32>) -> !tq.cache<2x1x64, #tq.format<"polar3">> {
+  %c = tq.quantize %x : tensor<2x1x64xf32> -> !tq.cache<2x1x64, #tq.format<"polar3">>
+  return %c : !tq.cache<2x1x64, #tq.format<"polar3">>
+}
+
+// -----
+
+// tqprod3: a 2-bit polar index (3 thresholds) plus the QJL signs of the
+// residual and its norm (a second fp16 field).
+// CHECK-LABEL: func @quantize_tqprod3
+// CHECK-SAME: -> tensor<?x?x1x16xi8>
+// CHECK-COUNT-2: math.sqrt
+// CHECK-COUNT-2: arith.truncf %{{.*}} : f32 to f16
+// CHECK-NOT: tq.
+func.func @quantize_tqprod3(%x: tensor<2x1x32xf32>) -> !tq.cache<2x1x32, #tq.format<"tqprod3">> {
+  %c = tq.quantize %x : tensor<2x1x32xf32> -> !tq.cache<2x1x32, #tq.format<"tqprod3">>
+  return %c : !tq.cache<2x1x32, #tq.format<"tqprod3">>
+}
+
+// -----
+
+// CHECK-LABEL: func @quantize_haar4
+// CHECK-SAME: -> tensor<?x?x1x36xi8>
+// CHECK-COUNT-15: arith.cmpf oge
+// CHECK-NOT: arith.cmpf oge
+// CHECK-NOT: arith.truncf %{{.*}} : f32 to f16
+// CHECK-NOT: tq.
+func.func @quantize_haar4(%x: tensor<2x1x32xf32>) -> !tq.cache<2x1x32, #tq.format<"haar4">> {
+  %c = tq.quantize %x : tensor<2x1x32xf32> -> !tq.cache<2x1x32, #tq.format<"haar4">>
+  return %c : !tq.cache<2x1x32, #tq.format<"haar4">>
+}

@@ -68,3 +68,54 @@ func.func @lse(%q: tensor<1x4x64xf32>, %k: !tq.cache<?x1x64, #tq.format<"q8_0">>
   %o, %l = tq.attention %q, %k, %v : tensor<1x4x64xf32>, !tq.cache<?x1x64, #tq.format<"q8_0">>, !tq.cache<?x1x64, #tq.format<"q8_0">> -> tensor<1x4x64xf32>, tensor<1x4xf32>
   return %o, %l : tensor<1x4x64xf32>, tensor<1x4xf32>
 }
+
+// -----
+
+// K and V with different head dims (DeepSeek's MLA: 576 and 512): the
+// keys keep the query's head dim, the values give the result's. Neither
+// is padded: no slice. The default scale is 1/sqrt(576).
+// CHECK-LABEL: func @mla
+// CHECK-SAME: (%[[Q:.*]]: tensor<1x16x576xf32>, %[[K:.*]]: !tq.cache<?x1x576, #tq.format<"q8_0">>, %[[V:.*]]: !tq.cache<?x1x512, #tq.format<"turbo3_0">>)
+// CHECK: %[[KG:.*]] = tq.gather %[[K]] : !tq.cache<?x1x576, #tq.format<"q8_0">> -> tensor<?x1x576xf32>
+// CHECK-NEXT: %[[S:.*]] = tq.qk %[[Q]], %[[KG]] : tensor<1x16x576xf32>, tensor<?x1x576xf32> -> tensor<1x16x?xf32>
+// CHECK-NEXT: %[[P:.*]] = tq.softmax %[[S]] {scale = 0.0416666679 : f32}
+// CHECK-NEXT: %[[VG:.*]] = tq.gather %[[V]] : !tq.cache<?x1x512, #tq.format<"turbo3_0">> -> tensor<?x1x512xf32>
+// CHECK-NEXT: %[[VR:.*]] = tq.rotate %[[VG]] {inverse, rotation = #rotation} : tensor<?x1x512xf32>
+// CHECK-NEXT: %[[O:.*]] = tq.pv %[[P]], %[[VR]] : tensor<1x16x?xf32>, tensor<?x1x512xf32> -> tensor<1x16x512xf32>
+// CHECK-NEXT: return %[[O]]
+func.func @mla(%q: tensor<1x16x576xf32>, %k: !tq.cache<?x1x576, #tq.format<"q8_0">>, %v: !tq.cache<?x1x512, #tq.format<"turbo3_0">>) -> tensor<1x16x512xf32> {
+  %o = tq.attention %q, %k, %v : tensor<1x16x576xf32>, !tq.cache<?x1x576, #tq.format<"q8_0">>, !tq.cache<?x1x512, #tq.format<"turbo3_0">> -> tensor<1x16x512xf32>
+  return %o : tensor<1x16x512xf32>
+}
+
+// -----
+
+// A dense Haar rotation (haar4) un-rotates the keys the same way; a padded
+// dynamic-token cache is sliced to tensor.dim rows.
+// CHECK-LABEL: func @haar_dynamic_slice
+// CHECK: %[[C0:.*]] = arith.constant 0 : index
+// CHECK: %[[KG:.*]] = tq.gather %arg1 : !tq.cache<?x1x96, #tq.format<"haar4">> -> tensor<?x1x96xf32>
+// CHECK: tq.rotate %[[KG]] {inverse, rotation = #tq.rotation<kind = haar, dim = 96, seed = {{[0-9]+}}>} : tensor<?x1x96xf32>
+// CHECK: %[[VG:.*]] = tq.gather %arg2 : !tq.cache<?x1x80, #tq.format<"polar4">> -> tensor<?x1x128xf32>
+// CHECK: %[[VR:.*]] = tq.rotate %[[VG]] {inverse, rotation = #rotation} : tensor<?x1x128xf32>
+// CHECK: %[[N:.*]] = tensor.dim %[[VR]], %[[C0]] : tensor<?x1x128xf32>
+// CHECK: %[[VS:.*]] = tensor.extract_slice %[[VR]][0, 0, 0] [%[[N]], 1, 80] [1, 1, 1] : tensor<?x1x128xf32> to tensor<?x1x80xf32>
+// CHECK: tq.pv %{{.*}}, %[[VS]] : tensor<2x2x?xf32>, tensor<?x1x80xf32> -> tensor<2x2x80xf32>
+func.func @haar_dynamic_slice(%q: tensor<2x2x96xf32>, %k: !tq.cache<?x1x96, #tq.format<"haar4">>, %v: !tq.cache<?x1x80, #tq.format<"polar4">>) -> tensor<2x2x80xf32> {
+  %o = tq.attention %q, %k, %v : tensor<2x2x96xf32>, !tq.cache<?x1x96, #tq.format<"haar4">>, !tq.cache<?x1x80, #tq.format<"polar4">> -> tensor<2x2x80xf32>
+  return %o : tensor<2x2x80xf32>
+}
+
+// -----
+
+// Every tq.attention is decomposed, each with its own options.
+// CHECK-LABEL: func @two
+// CHECK-NOT: tq.attention
+// CHECK: tq.softmax %{{.*}} {causal, scale = 1.250000e-01 : f32}
+// CHECK: tq.softmax %{{.*}} {scale = 1.000000e+00 : f32, window = 2 : i64}
+// CHECK-NOT: tq.attention
+func.func @two(%q: tensor<1x2x64xf32>, %k: !tq.cache<?x1x64, #tq.format<"q8_0">>) -> (tensor<1x2x64xf32>, tensor<1x2x64xf32>) {
+  %a = tq.attention %q, %k, %k {causal} : tensor<1x2x64xf32>, !tq.cache<?x1x64, #tq.format<"q8_0">>, !tq.cache<?x1x64, #tq.format<"q8_0">> -> tensor<1x2x64xf32>
+  %b = tq.attention %q, %k, %k {scale = 1.0 : f32, window = 2} : tensor<1x2x64xf32>, !tq.cache<?x1x64, #tq.format<"q8_0">>, !tq.cache<?x1x64, #tq.format<"q8_0">> -> tensor<1x2x64xf32>
+  return %a, %b : tensor<1x2x64xf32>, tensor<1x2x64xf32>
+}

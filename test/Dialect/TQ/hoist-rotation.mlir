@@ -86,3 +86,163 @@ func.func @plain(%q: tensor<1x2x4xf32>, %k: tensor<5x1x4xf32>) -> tensor<1x2x5xf
   %s = tq.qk %q, %k : tensor<1x2x4xf32>, tensor<5x1x4xf32> -> tensor<1x2x5xf32>
   return %s : tensor<1x2x5xf32>
 }
+
+// -----
+
+// Negative: no rotation feeds the values either; again nothing to say.
+// CHECK-LABEL: func @plain_values
+// CHECK-NEXT: %[[O:.*]] = tq.pv %arg0, %arg1
+// CHECK-NEXT: return %[[O]]
+func.func @plain_values(%p: tensor<1x2x5xf32>, %v: tensor<5x1x4xf32>) -> tensor<1x2x4xf32> {
+  %o = tq.pv %p, %v : tensor<1x2x5xf32>, tensor<5x1x4xf32> -> tensor<1x2x4xf32>
+  return %o : tensor<1x2x4xf32>
+}
+
+// -----
+
+#r = #tq.rotation<kind = hadamard, dim = 4, block = 4, signs1 = [1, -1, 1, 1]>
+
+// A value-side rotation without a slice moves to the output in the same
+// direction (forward here); the output needs no slice.
+// CHECK-LABEL: func @forward_values
+// CHECK-NEXT: %[[A:.*]] = tq.pv %arg0, %arg1 : tensor<1x2x5xf32>, tensor<5x1x4xf32> -> tensor<1x2x4xf32>
+// CHECK-NEXT: %[[O:.*]] = tq.rotate %[[A]] {rotation = #rotation} : tensor<1x2x4xf32>
+// CHECK-NEXT: return %[[O]]
+func.func @forward_values(%p: tensor<1x2x5xf32>, %vg: tensor<5x1x4xf32>) -> tensor<1x2x4xf32> {
+  %vr = tq.rotate %vg {rotation = #r} : tensor<5x1x4xf32>
+  %o = tq.pv %p, %vr : tensor<1x2x5xf32>, tensor<5x1x4xf32> -> tensor<1x2x4xf32>
+  return %o : tensor<1x2x4xf32>
+}
+
+// -----
+
+#r = #tq.rotation<kind = hadamard, dim = 4, block = 4, signs1 = [1, -1, 1, 1]>
+
+// A slice of all tokens of a dynamic cache (its size a tensor.dim of the
+// rotated rows) only drops padding and is peeled like a static one.
+// CHECK-LABEL: func @dynamic_tokens
+// CHECK: %[[QP:.*]] = tensor.pad %arg0 low[0, 0, 0] high[0, 0, 1]
+// CHECK: %[[QR:.*]] = tq.rotate %[[QP]] {rotation = #rotation} : tensor<1x2x4xf32>
+// CHECK: tq.qk %[[QR]], %arg1 : tensor<1x2x4xf32>, tensor<?x1x4xf32> -> tensor<1x2x?xf32>
+// CHECK-NOT: tensor.extract_slice
+func.func @dynamic_tokens(%q: tensor<1x2x3xf32>, %kg: tensor<?x1x4xf32>) -> tensor<1x2x?xf32> {
+  %c0 = arith.constant 0 : index
+  %kr = tq.rotate %kg {rotation = #r, inverse} : tensor<?x1x4xf32>
+  %n = tensor.dim %kr, %c0 : tensor<?x1x4xf32>
+  %k = tensor.extract_slice %kr[0, 0, 0] [%n, 1, 3] [1, 1, 1] : tensor<?x1x4xf32> to tensor<?x1x3xf32>
+  %s = tq.qk %q, %k : tensor<1x2x3xf32>, tensor<?x1x3xf32> -> tensor<1x2x?xf32>
+  return %s : tensor<1x2x?xf32>
+}
+
+// -----
+
+#r = #tq.rotation<kind = hadamard, dim = 4, block = 4, signs1 = [1, -1, 1, 1]>
+
+// Negative: a dynamic token count that is not the rotated rows' own (an
+// argument, or the size of another tensor) may drop tokens.
+// CHECK-LABEL: func @unknown_token_count
+// CHECK: tq.rotate %arg1 {inverse, rotation = #rotation} : tensor<?x1x4xf32>
+// CHECK: tq.qk %arg0, %{{.*}} : tensor<1x2x3xf32>, tensor<?x1x3xf32>
+// CHECK: tq.qk %arg0, %{{.*}} : tensor<1x2x3xf32>, tensor<?x1x3xf32>
+// CHECK-NOT: tq.rotate
+func.func @unknown_token_count(%q: tensor<1x2x3xf32>, %kg: tensor<?x1x4xf32>, %n: index, %other: tensor<?x1x4xf32>) -> (tensor<1x2x?xf32>, tensor<1x2x?xf32>) {
+  %c0 = arith.constant 0 : index
+  %kr = tq.rotate %kg {rotation = #r, inverse} : tensor<?x1x4xf32>
+  %k = tensor.extract_slice %kr[0, 0, 0] [%n, 1, 3] [1, 1, 1] : tensor<?x1x4xf32> to tensor<?x1x3xf32>
+  // expected-remark @+1 {{rotation not hoisted: the slice drops tokens, not only padding}}
+  %s = tq.qk %q, %k : tensor<1x2x3xf32>, tensor<?x1x3xf32> -> tensor<1x2x?xf32>
+  %m = tensor.dim %other, %c0 : tensor<?x1x4xf32>
+  %k2 = tensor.extract_slice %kr[0, 0, 0] [%m, 1, 3] [1, 1, 1] : tensor<?x1x4xf32> to tensor<?x1x3xf32>
+  // expected-remark @+1 {{rotation not hoisted: the slice drops tokens, not only padding}}
+  %s2 = tq.qk %q, %k2 : tensor<1x2x3xf32>, tensor<?x1x3xf32> -> tensor<1x2x?xf32>
+  return %s, %s2 : tensor<1x2x?xf32>, tensor<1x2x?xf32>
+}
+
+// -----
+
+#r = #tq.rotation<kind = hadamard, dim = 4, block = 4, signs1 = [1, -1, 1, 1]>
+
+// Negative: the slice keeps one of two kv heads; the other head's rows
+// are not padding.
+// CHECK-LABEL: func @head_slice
+// CHECK: tq.rotate %arg1 {inverse, rotation = #rotation} : tensor<5x2x4xf32>
+// CHECK: tq.pv %arg0, %{{.*}} : tensor<1x2x5xf32>, tensor<5x1x3xf32>
+func.func @head_slice(%p: tensor<1x2x5xf32>, %vg: tensor<5x2x4xf32>) -> tensor<1x2x3xf32> {
+  %vr = tq.rotate %vg {rotation = #r, inverse} : tensor<5x2x4xf32>
+  %v = tensor.extract_slice %vr[0, 0, 0] [5, 1, 3] [1, 1, 1] : tensor<5x2x4xf32> to tensor<5x1x3xf32>
+  // expected-remark @+1 {{rotation not hoisted: the slice drops kv heads, not only padding}}
+  %o = tq.pv %p, %v : tensor<1x2x5xf32>, tensor<5x1x3xf32> -> tensor<1x2x3xf32>
+  return %o : tensor<1x2x3xf32>
+}
+
+// -----
+
+#r = #tq.rotation<kind = hadamard, dim = 4, block = 4, signs1 = [1, -1, 1, 1]>
+
+// Negative: a slice starting at token 1 drops a token, not padding.
+// CHECK-LABEL: func @token_offset
+// CHECK: tq.rotate %arg1 {inverse, rotation = #rotation} : tensor<5x1x4xf32>
+// CHECK: tq.qk %arg0, %{{.*}} : tensor<1x2x4xf32>, tensor<4x1x4xf32>
+func.func @token_offset(%q: tensor<1x2x4xf32>, %kg: tensor<5x1x4xf32>) -> tensor<1x2x4xf32> {
+  %kr = tq.rotate %kg {rotation = #r, inverse} : tensor<5x1x4xf32>
+  %k = tensor.extract_slice %kr[1, 0, 0] [4, 1, 4] [1, 1, 1] : tensor<5x1x4xf32> to tensor<4x1x4xf32>
+  // expected-remark @+1 {{rotation not hoisted: the slice of the rotated rows does not start at 0 in dimension 0, so the dropped entries are not the zero padding}}
+  %s = tq.qk %q, %k : tensor<1x2x4xf32>, tensor<4x1x4xf32> -> tensor<1x2x4xf32>
+  return %s : tensor<1x2x4xf32>
+}
+
+// -----
+
+#r = #tq.rotation<kind = hadamard, dim = 4, block = 4, signs1 = [1, -1, 1, 1]>
+
+// Negative: every other entry of each row (stride 2) is not a prefix, so
+// the dropped entries are not the padding.
+// CHECK-LABEL: func @strided_slice
+// CHECK: tq.rotate %arg1 {inverse, rotation = #rotation} : tensor<5x1x4xf32>
+// CHECK: tq.qk %arg0, %{{.*}} : tensor<1x2x2xf32>, tensor<5x1x2xf32>
+func.func @strided_slice(%q: tensor<1x2x2xf32>, %kg: tensor<5x1x4xf32>) -> tensor<1x2x5xf32> {
+  %kr = tq.rotate %kg {rotation = #r, inverse} : tensor<5x1x4xf32>
+  %k = tensor.extract_slice %kr[0, 0, 0] [5, 1, 2] [1, 1, 2] : tensor<5x1x4xf32> to tensor<5x1x2xf32>
+  // expected-remark @+1 {{rotation not hoisted: the slice of the rotated rows is strided in dimension 2}}
+  %s = tq.qk %q, %k : tensor<1x2x2xf32>, tensor<5x1x2xf32> -> tensor<1x2x5xf32>
+  return %s : tensor<1x2x5xf32>
+}
+
+// -----
+
+#r = #tq.rotation<kind = hadamard, dim = 4, block = 4, signs1 = [1, -1, 1, 1]>
+
+// Negative: the rows were rotated in another shape and reshaped by a
+// rank-reducing slice; the pattern only peels rank-3 padding slices.
+// CHECK-LABEL: func @rank_reducing_slice
+// CHECK: tq.rotate %arg1 {inverse, rotation = #rotation} : tensor<5x1x1x4xf32>
+// CHECK: tq.qk %arg0, %{{.*}} : tensor<1x2x4xf32>, tensor<5x1x4xf32>
+func.func @rank_reducing_slice(%q: tensor<1x2x4xf32>, %kg: tensor<5x1x1x4xf32>) -> tensor<1x2x5xf32> {
+  %kr = tq.rotate %kg {rotation = #r, inverse} : tensor<5x1x1x4xf32>
+  %k = tensor.extract_slice %kr[0, 0, 0, 0] [5, 1, 1, 4] [1, 1, 1, 1] : tensor<5x1x1x4xf32> to tensor<5x1x4xf32>
+  // expected-remark @+1 {{rotation not hoisted: the rotated rows are reshaped by a rank-changing slice}}
+  %s = tq.qk %q, %k : tensor<1x2x4xf32>, tensor<5x1x4xf32> -> tensor<1x2x5xf32>
+  return %s : tensor<1x2x5xf32>
+}
+
+// -----
+
+#r = #tq.rotation<kind = haar, dim = 8, seed = 2>
+
+// One rotated tensor used as both keys and values: each use hoists on its
+// own side, and the K/V-side rotation, left without users, is erased.
+// CHECK-LABEL: func @keys_and_values
+// CHECK-NOT: tq.rotate %arg1
+// CHECK: %[[QR:.*]] = tq.rotate %arg0 {rotation = #tq.rotation<kind = haar, dim = 8, seed = 2>} : tensor<1x2x8xf32>
+// CHECK: %[[S:.*]] = tq.qk %[[QR]], %arg1
+// CHECK: %[[P:.*]] = tq.softmax %[[S]]
+// CHECK: %[[A:.*]] = tq.pv %[[P]], %arg1
+// CHECK: %[[O:.*]] = tq.rotate %[[A]] {inverse, rotation = #tq.rotation<kind = haar, dim = 8, seed = 2>} : tensor<1x2x8xf32>
+// CHECK-NEXT: return %[[O]]
+func.func @keys_and_values(%q: tensor<1x2x8xf32>, %g: tensor<6x1x8xf32>) -> tensor<1x2x8xf32> {
+  %kv = tq.rotate %g {rotation = #r, inverse} : tensor<6x1x8xf32>
+  %s = tq.qk %q, %kv : tensor<1x2x8xf32>, tensor<6x1x8xf32> -> tensor<1x2x6xf32>
+  %p = tq.softmax %s {scale = 1.0 : f32} : tensor<1x2x6xf32> -> tensor<1x2x6xf32>
+  %o = tq.pv %p, %kv : tensor<1x2x6xf32>, tensor<6x1x8xf32> -> tensor<1x2x8xf32>
+  return %o : tensor<1x2x8xf32>
+}

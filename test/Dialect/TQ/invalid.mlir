@@ -523,3 +523,523 @@ func.func @softmax_lse_heads(%s: tensor<1x8x10xf32>) {
   %p, %l = tq.softmax %s {scale = 1.0 : f32} : tensor<1x8x10xf32> -> tensor<1x8x10xf32>, tensor<1x4xf32>
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Attribute and type parameters (further cases)
+//===----------------------------------------------------------------------===//
+
+// expected-error @+1 {{unknown format '' (known: tq3_0,}}
+func.func @f() attributes {a = #tq.format<"">} { return }
+
+// -----
+
+// expected-error @+1 {{codebook bits must be in [1, 8], got 0}}
+func.func @f() attributes {a = #tq.codebook<bits = 0, centroids = [0.0], thresholds = []>} { return }
+
+// -----
+
+// A decision threshold outside its two centroids would quantise values to
+// a cell that is not the nearest.
+// expected-error @+1 {{invalid codebook: codebook: threshold 0 must lie between centroids 0 and 1}}
+func.func @f() attributes {a = #tq.codebook<bits = 1, centroids = [-1.0, 1.0], thresholds = [2.0]>} { return }
+
+// -----
+
+// All three codebook parameters are required.
+// expected-error @+1 {{expected ','}}
+func.func @f() attributes {a = #tq.codebook<bits = 1, centroids = [-1.0, 1.0]>} { return }
+
+// -----
+
+// expected-error @+1 {{rotation dim must be positive}}
+func.func @f() attributes {a = #tq.rotation<kind = identity, dim = 0>} { return }
+
+// -----
+
+// expected-error @+1 {{identity rotation takes only a dim}}
+func.func @f() attributes {a = #tq.rotation<kind = identity, dim = 4, block = 4>} { return }
+
+// -----
+
+// expected-error @+1 {{identity rotation takes only a dim}}
+func.func @f() attributes {a = #tq.rotation<kind = identity, dim = 4, seed = 1>} { return }
+
+// -----
+
+// A full Hadamard transform needs a power-of-two dim.
+// expected-error @+1 {{hadamard block size 6 is not a power of two}}
+func.func @f() attributes {a = #tq.rotation<kind = hadamard, dim = 6, block = 6, signs1 = [1, 1, 1, 1, 1, 1]>} { return }
+
+// -----
+
+// expected-error @+1 {{block_hadamard rotation needs signs1}}
+func.func @f() attributes {a = #tq.rotation<kind = block_hadamard, dim = 8, block = 4>} { return }
+
+// -----
+
+// expected-error @+1 {{block_hadamard rotation takes literal signs, not a seed}}
+func.func @f() attributes {a = #tq.rotation<kind = block_hadamard, dim = 8, block = 4, signs1 = [1, 1, 1, 1], seed = 2>} { return }
+
+// -----
+
+// expected-error @+1 {{signs2[3] is 2; sign vectors hold +1 or -1}}
+func.func @f() attributes {a = #tq.rotation<kind = block_hadamard, dim = 8, block = 4, signs1 = [1, 1, 1, 1], signs2 = [1, 1, 1, 2]>} { return }
+
+// -----
+
+// expected-error @+1 {{haar rotation dim 0 is outside [1, 4096]}}
+func.func @f() attributes {a = #tq.rotation<kind = haar, dim = 0>} { return }
+
+// -----
+
+// expected-error @+1 {{haar rotation takes a dim and a seed only}}
+func.func @f() attributes {a = #tq.rotation<kind = haar, dim = 4, block = 2>} { return }
+
+// -----
+
+// expected-error @+1 {{haar rotation takes a dim and a seed only}}
+func.func @f() attributes {a = #tq.rotation<kind = haar, dim = 4, signs2 = [1, 1, 1, 1]>} { return }
+
+// -----
+
+// expected-error @+2 {{expected ::mlir::tq::RotationKind to be one of: identity, hadamard, block_hadamard, haar}}
+// expected-error @+1 {{failed to parse TQ_RotationAttr parameter 'kind'}}
+func.func @f() attributes {a = #tq.rotation<kind = spin, dim = 4>} { return }
+
+// -----
+
+// expected-error @+1 {{struct is missing required parameter: kind}}
+func.func @f() attributes {a = #tq.rotation<dim = 4>} { return }
+
+// -----
+
+// expected-error @+2 {{expected ::mlir::tq::LookupStrategy to be one of: select, lut, tile}}
+// expected-error @+1 {{failed to parse TQ_LookupStrategyAttr parameter 'value'}}
+func.func @f() attributes {a = #tq.lookup<fast>} { return }
+
+// -----
+
+// expected-error @+1 {{cache shape is tokens x kv_heads x head_dim, got 4 dimensions}}
+func.func @f(%c: !tq.cache<8x2x2x128, #tq.format<"turbo3_0">>) { return }
+
+// -----
+
+// expected-error @+1 {{cache kv_heads must be a static positive size}}
+func.func @f(%c: !tq.cache<8x0x128, #tq.format<"turbo3_0">>) { return }
+
+// -----
+
+// expected-error @+1 {{cache head_dim must be a static positive size}}
+func.func @f(%c: !tq.cache<8x2x0, #tq.format<"turbo3_0">>) { return }
+
+// -----
+
+// The format library's limit on head dims.
+// expected-error @+1 {{head dim 5000 is outside [1, 4096]}}
+func.func @f(%c: !tq.cache<8x2x5000, #tq.format<"turbo3_0">>) { return }
+
+// -----
+
+// The second parameter must be a #tq.format.
+// expected-error @+1 {{invalid kind of attribute specified}}
+func.func @f(%c: !tq.cache<8x2x128, #tq.rotation<kind = identity, dim = 4>>) { return }
+
+// -----
+
+// expected-error @+1 {{expected ','}}
+func.func @f(%c: !tq.cache<8x2x128>) { return }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Cache views and encoding (further cases)
+//===----------------------------------------------------------------------===//
+
+func.func @f(%b: tensor<3x8x50xi8>) {
+  // expected-error @+1 {{'tq.from_bytes' op bytes tokens is 3, expected 4}}
+  %c = tq.from_bytes %b : tensor<3x8x50xi8> -> !tq.cache<4x8x128, #tq.format<"turbo3_0">>
+  return
+}
+
+// -----
+
+func.func @f(%c: !tq.cache<4x8x128, #tq.format<"turbo3_0">>) {
+  // expected-error @+1 {{'tq.to_bytes' op bytes tokens is 5, expected 4}}
+  %b = tq.to_bytes %c : !tq.cache<4x8x128, #tq.format<"turbo3_0">> -> tensor<5x8x50xi8>
+  return
+}
+
+// -----
+
+func.func @f(%pool: tensor<?x16x8x50xi8>, %table: tensor<?xi64>, %n: index) {
+  // Page tables hold i32 page numbers.
+  // expected-error @+1 {{'tq.from_pages' op operand #1 must be 1D tensor of 32-bit signless integer values, but got 'tensor<?xi64>'}}
+  %k = tq.from_pages %pool[%table], %n : tensor<?x16x8x50xi8>, tensor<?xi64> -> !tq.cache<?x8x128, #tq.format<"turbo3_0">>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<16x2x80xf32>) {
+  // expected-error @+1 {{'tq.quantize' op input tokens is 16, expected 8}}
+  %c = tq.quantize %x : tensor<16x2x80xf32> -> !tq.cache<8x2x80, #tq.format<"polar3">>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<16x4x80xf32>) {
+  // expected-error @+1 {{'tq.quantize' op input kv heads is 4, expected 2}}
+  %c = tq.quantize %x : tensor<16x4x80xf32> -> !tq.cache<16x2x80, #tq.format<"polar3">>
+  return
+}
+
+// -----
+
+func.func @f(%c: !tq.cache<16x2x80, #tq.format<"polar3">>) {
+  // expected-error @+1 {{'tq.gather' op result tokens is 8, expected 16}}
+  %g = tq.gather %c : !tq.cache<16x2x80, #tq.format<"polar3">> -> tensor<8x2x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x?xf32>) {
+  // The rotated dimension must be static (it is the rotation's dim).
+  // expected-error @+1 {{'tq.rotate' op last dimension is ?, the rotation acts on 4}}
+  %r = tq.rotate %x {rotation = #tq.rotation<kind = identity, dim = 4>} : tensor<2x?xf32>
+  return
+}
+
+// -----
+
+func.func @f(%x: tensor<2x4xf32>) {
+  // expected-error @+1 {{'tq.rotate' op requires the same type for all operands and results}}
+  %r = "tq.rotate"(%x) {rotation = #tq.rotation<kind = identity, dim = 4>} : (tensor<2x4xf32>) -> tensor<1x4xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Step-by-step attention (further cases)
+//===----------------------------------------------------------------------===//
+
+func.func @f(%q: tensor<1x8x64xf32>, %k: tensor<?x0x64xf32>) {
+  // expected-error @+1 {{'tq.qk' op query heads (8) must be a multiple of kv heads (0)}}
+  %s = tq.qk %q, %k : tensor<1x8x64xf32>, tensor<?x0x64xf32> -> tensor<1x8x?xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x8x64xf32>, %k: tensor<?x2x64xf32>) {
+  // expected-error @+1 {{'tq.qk' op result queries is 2, expected 1}}
+  %s = tq.qk %q, %k : tensor<1x8x64xf32>, tensor<?x2x64xf32> -> tensor<2x8x?xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<2x8x10xf32>) {
+  // expected-error @+1 {{'tq.softmax' op requires attribute 'scale'}}
+  %p = tq.softmax %s : tensor<2x8x10xf32> -> tensor<2x8x10xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<2x8x10xf32>) {
+  // expected-error @+1 {{'tq.softmax' op scale must be finite and positive, got INF}}
+  %p = tq.softmax %s {scale = 0x7F800000 : f32} : tensor<2x8x10xf32> -> tensor<2x8x10xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<2x8x10xf32>) {
+  // expected-error @+1 {{'tq.softmax' op softcap must be finite and non-negative, got INF}}
+  %p = tq.softmax %s {scale = 1.0 : f32, softcap = 0x7F800000 : f32} : tensor<2x8x10xf32> -> tensor<2x8x10xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<2x8x10xf32>) {
+  // expected-error @+1 {{'tq.softmax' op softcap must be finite and non-negative, got nan}}
+  %p = tq.softmax %s {scale = 1.0 : f32, softcap = 0x7FC00000 : f32} : tensor<2x8x10xf32> -> tensor<2x8x10xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<2x8x10xf32>, %m: tensor<3x10xf32>) {
+  // expected-error @+1 {{'tq.softmax' op mask queries is 3, expected 2}}
+  %p = tq.softmax %s mask(%m : tensor<3x10xf32>) {scale = 1.0 : f32} : tensor<2x8x10xf32> -> tensor<2x8x10xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<2x8x10xf32>, %sl: tensor<8xf32>) {
+  // expected-error @+1 {{'tq.softmax' op slopes scale the mask, but there is no mask}}
+  %p = tq.softmax %s slopes(%sl : tensor<8xf32>) {scale = 1.0 : f32} : tensor<2x8x10xf32> -> tensor<2x8x10xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<2x8x10xf32>, %m: tensor<2x10xf32>, %sl: tensor<4xf32>) {
+  // expected-error @+1 {{'tq.softmax' op slopes (one per query head) is 4, expected 8}}
+  %p = tq.softmax %s mask(%m : tensor<2x10xf32>) slopes(%sl : tensor<4xf32>) {scale = 1.0 : f32} : tensor<2x8x10xf32> -> tensor<2x8x10xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<2x8x10xf32>) {
+  // expected-error @+1 {{'tq.softmax' op lse queries is 3, expected 2}}
+  %p, %l = tq.softmax %s {scale = 1.0 : f32} : tensor<2x8x10xf32> -> tensor<2x8x10xf32>, tensor<3x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<1x8x10xf32>, %v: tensor<10x3x64xf32>) {
+  // expected-error @+1 {{'tq.pv' op query heads (8) must be a multiple of kv heads (3)}}
+  %o = tq.pv %p, %v : tensor<1x8x10xf32>, tensor<10x3x64xf32> -> tensor<1x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<1x8x10xf32>, %v: tensor<10x2x64xf32>) {
+  // expected-error @+1 {{'tq.pv' op result queries is 2, expected 1}}
+  %o = tq.pv %p, %v : tensor<1x8x10xf32>, tensor<10x2x64xf32> -> tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Fused ops (further cases)
+//===----------------------------------------------------------------------===//
+
+func.func @f(%q: tensor<1x8x128xf32>, %k: !tq.cache<10x2x128, #tq.format<"turbo3_0">>) {
+  // expected-error @+1 {{'tq.score' op result tokens is 9, expected 10}}
+  %s = tq.score %q, %k : tensor<1x8x128xf32>, !tq.cache<10x2x128, #tq.format<"turbo3_0">> -> tensor<1x8x9xf32>
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<1x6x?xf32>, %v: !tq.cache<?x4x128, #tq.format<"polar2">>) {
+  // expected-error @+1 {{'tq.accumulate' op query heads (6) must be a multiple of kv heads (4)}}
+  %a = tq.accumulate %p, %v : tensor<1x6x?xf32>, !tq.cache<?x4x128, #tq.format<"polar2">> -> tensor<1x6x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%p: tensor<1x8x?xf32>, %v: !tq.cache<?x4x128, #tq.format<"polar2">>) {
+  // expected-error @+1 {{'tq.accumulate' op result heads is 4, expected 8}}
+  %a = tq.accumulate %p, %v : tensor<1x8x?xf32>, !tq.cache<?x4x128, #tq.format<"polar2">> -> tensor<1x4x128xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// tq.attention (further cases)
+//===----------------------------------------------------------------------===//
+
+func.func @f(%q: tensor<1x8x128xf32>, %k: !tq.cache<?x2x128, #tq.format<"turbo3_0">>, %v: !tq.cache<?x2x128, #tq.format<"turbo3_0">>) {
+  // expected-error @+1 {{'tq.attention' op window must be non-negative, got -4}}
+  %o = tq.attention %q, %k, %v {window = -4} : tensor<1x8x128xf32>, !tq.cache<?x2x128, #tq.format<"turbo3_0">>, !tq.cache<?x2x128, #tq.format<"turbo3_0">> -> tensor<1x8x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x8x128xf32>, %k: !tq.cache<?x2x128, #tq.format<"turbo3_0">>, %v: !tq.cache<?x2x128, #tq.format<"turbo3_0">>) {
+  // expected-error @+1 {{'tq.attention' op softcap must be finite and non-negative, got -1.000000e+00}}
+  %o = tq.attention %q, %k, %v {softcap = -1.0 : f32} : tensor<1x8x128xf32>, !tq.cache<?x2x128, #tq.format<"turbo3_0">>, !tq.cache<?x2x128, #tq.format<"turbo3_0">> -> tensor<1x8x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x8x128xf32>, %k: !tq.cache<?x2x128, #tq.format<"turbo3_0">>, %v: !tq.cache<?x2x128, #tq.format<"turbo3_0">>) {
+  // expected-error @+1 {{'tq.attention' op scale must be finite and positive, got nan}}
+  %o = tq.attention %q, %k, %v {scale = 0x7FC00000 : f32} : tensor<1x8x128xf32>, !tq.cache<?x2x128, #tq.format<"turbo3_0">>, !tq.cache<?x2x128, #tq.format<"turbo3_0">> -> tensor<1x8x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x8x128xf32>, %k: !tq.cache<10x2x128, #tq.format<"turbo3_0">>, %v: !tq.cache<10x2x128, #tq.format<"turbo3_0">>, %m: tensor<1x12xf32>) {
+  // expected-error @+1 {{'tq.attention' op mask tokens is 12, expected 10}}
+  %o = tq.attention %q, %k, %v mask(%m : tensor<1x12xf32>) : tensor<1x8x128xf32>, !tq.cache<10x2x128, #tq.format<"turbo3_0">>, !tq.cache<10x2x128, #tq.format<"turbo3_0">> -> tensor<1x8x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%q: tensor<1x8x128xf32>, %k: !tq.cache<?x2x128, #tq.format<"turbo3_0">>, %v: !tq.cache<?x2x128, #tq.format<"turbo3_0">>) {
+  // expected-error @+1 {{'tq.attention' op result queries is 2, expected 1}}
+  %o = tq.attention %q, %k, %v : tensor<1x8x128xf32>, !tq.cache<?x2x128, #tq.format<"turbo3_0">>, !tq.cache<?x2x128, #tq.format<"turbo3_0">> -> tensor<2x8x128xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Flash attention ops (further cases)
+//===----------------------------------------------------------------------===//
+
+func.func @f(%k: !tq.cache<?x2x128, #tq.format<"turbo3_0">>, %i: index) {
+  // expected-error @+1 {{'tq.slice_tokens' op result '!tq.cache<?x4x128, #tq.format<"turbo3_0">>' must differ from the source '!tq.cache<?x2x128, #tq.format<"turbo3_0">>' in its token count only}}
+  %t = tq.slice_tokens %k[%i, %i] : !tq.cache<?x2x128, #tq.format<"turbo3_0">> -> !tq.cache<?x4x128, #tq.format<"turbo3_0">>
+  return
+}
+
+// -----
+
+func.func @f(%k: !tq.cache<?x2x128, #tq.format<"turbo3_0">>, %i: index) {
+  // expected-error @+1 {{'tq.slice_tokens' op result '!tq.cache<?x2x64, #tq.format<"turbo3_0">>' must differ from the source '!tq.cache<?x2x128, #tq.format<"turbo3_0">>' in its token count only}}
+  %t = tq.slice_tokens %k[%i, %i] : !tq.cache<?x2x128, #tq.format<"turbo3_0">> -> !tq.cache<?x2x64, #tq.format<"turbo3_0">>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<5x4x?xf32>, %m: tensor<1x4xf32>, %i: index) {
+  // expected-error @+1 {{'tq.online_softmax' op max queries is 1, expected 5}}
+  %p, %m1, %l1, %c = tq.online_softmax %s, %m, %m, %i, %i {scale = 1.0 : f32} : tensor<5x4x?xf32>, tensor<1x4xf32> -> tensor<5x4x?xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<1x4x?xf32>, %m: tensor<1x4xf32>, %l: tensor<1x?xf32>, %i: index) {
+  // The running max and sum (and the new ones, and the correction) share
+  // one type.
+  // expected-error @+1 {{'tq.online_softmax' op failed to verify that all of {max, sum, new_max, new_sum, correction} have same type}}
+  %p, %m1, %l1, %c = "tq.online_softmax"(%s, %m, %l, %i, %i) <{operandSegmentSizes = array<i32: 1, 1, 1, 1, 1, 0, 0>, scale = 1.0 : f32}> : (tensor<1x4x?xf32>, tensor<1x4xf32>, tensor<1x?xf32>, index, index) -> (tensor<1x4x?xf32>, tensor<1x4xf32>, tensor<1x4xf32>, tensor<1x4xf32>)
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<1x4x?xf32>, %m: tensor<1x4xf32>, %i: index) {
+  // expected-error @+1 {{'tq.online_softmax' op window must be non-negative, got -1}}
+  %p, %m1, %l1, %c = tq.online_softmax %s, %m, %m, %i, %i {scale = 1.0 : f32, window = -1} : tensor<1x4x?xf32>, tensor<1x4xf32> -> tensor<1x4x?xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<1x4x?xf32>, %m: tensor<1x4xf32>, %i: index) {
+  // expected-error @+1 {{'tq.online_softmax' op softcap must be finite and non-negative, got -3.000000e+00}}
+  %p, %m1, %l1, %c = tq.online_softmax %s, %m, %m, %i, %i {scale = 1.0 : f32, softcap = -3.0 : f32} : tensor<1x4x?xf32>, tensor<1x4xf32> -> tensor<1x4x?xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<1x4x8xf32>, %m: tensor<1x4xf32>, %mask: tensor<1x6xf32>, %i: index) {
+  // The mask holds this tile's columns only.
+  // expected-error @+1 {{'tq.online_softmax' op mask tokens is 6, expected 8}}
+  %p, %m1, %l1, %c = tq.online_softmax %s, %m, %m, %i, %i mask(%mask : tensor<1x6xf32>) {scale = 1.0 : f32} : tensor<1x4x8xf32>, tensor<1x4xf32> -> tensor<1x4x8xf32>
+  return
+}
+
+// -----
+
+func.func @f(%s: tensor<1x4x?xf32>, %m: tensor<1x4xf32>, %mask: tensor<1x?xf32>, %sl: tensor<2xf32>, %i: index) {
+  // expected-error @+1 {{'tq.online_softmax' op slopes (one per query head) is 2, expected 4}}
+  %p, %m1, %l1, %c = tq.online_softmax %s, %m, %m, %i, %i mask(%mask : tensor<1x?xf32>) slopes(%sl : tensor<2xf32>) {scale = 1.0 : f32} : tensor<1x4x?xf32>, tensor<1x4xf32> -> tensor<1x4x?xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<1x4x128xf32>, %c: tensor<1x2xf32>) {
+  // expected-error @+1 {{'tq.merge_tile' op correction heads is 2, expected 4}}
+  %r = tq.merge_tile %a, %c, %a : tensor<1x4x128xf32>, tensor<1x2xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<1x4x128xf32>, %t: tensor<1x4x64xf32>, %c: tensor<1x4xf32>) {
+  // expected-error @+1 {{'tq.merge_tile' op failed to verify that all of {acc, tile, result} have same type}}
+  %r = "tq.merge_tile"(%a, %c, %t) : (tensor<1x4x128xf32>, tensor<1x4xf32>, tensor<1x4x64xf32>) -> tensor<1x4x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%a: tensor<1x4x128xf32>, %l: tensor<3x4xf32>) {
+  // expected-error @+1 {{'tq.normalize' op sum queries is 3, expected 1}}
+  %r = tq.normalize %a, %l : tensor<1x4x128xf32>, tensor<3x4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%m: tensor<3x1x4xf32>, %a: tensor<3x2x4x128xf32>) {
+  // expected-error @+1 {{'tq.combine' op acc queries is 2, expected 1}}
+  %r = tq.combine %m, %m, %a : tensor<3x1x4xf32>, tensor<3x2x4x128xf32> -> tensor<1x4x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%m: tensor<3x1x4xf32>, %a: tensor<3x1x8x128xf32>) {
+  // expected-error @+1 {{'tq.combine' op acc heads is 8, expected 4}}
+  %r = tq.combine %m, %m, %a : tensor<3x1x4xf32>, tensor<3x1x8x128xf32> -> tensor<1x4x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%m: tensor<3x1x4xf32>, %a: tensor<3x1x4x128xf32>) {
+  // expected-error @+1 {{'tq.combine' op result queries is 2, expected 1}}
+  %r = tq.combine %m, %m, %a : tensor<3x1x4xf32>, tensor<3x1x4x128xf32> -> tensor<2x4x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%m: tensor<3x1x4xf32>, %a: tensor<3x1x4x128xf32>) {
+  // expected-error @+1 {{'tq.combine' op result heads is 2, expected 4}}
+  %r = tq.combine %m, %m, %a : tensor<3x1x4xf32>, tensor<3x1x4x128xf32> -> tensor<1x2x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%m: tensor<3x1x4xf32>, %l: tensor<2x1x4xf32>, %a: tensor<3x1x4x128xf32>) {
+  // expected-error @+1 {{'tq.combine' op failed to verify that all of {max, sum} have same type}}
+  %r = "tq.combine"(%m, %l, %a) : (tensor<3x1x4xf32>, tensor<2x1x4xf32>, tensor<3x1x4x128xf32>) -> tensor<1x4x128xf32>
+  return
+}
+
+// -----
+
+func.func @f(%idx: vector<4xi8>) {
+  // expected-error @+1 {{'tq.lane_lookup' op operand #0 must be vector of 32-bit signless integer values of ranks 1, but got 'vector<4xi8>'}}
+  %c = tq.lane_lookup %idx [0.0, 1.0] : vector<4xi8> -> vector<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%idx: vector<2x4xi32>) {
+  // expected-error @+1 {{'tq.lane_lookup' op operand #0 must be vector of 32-bit signless integer values of ranks 1, but got 'vector<2x4xi32>'}}
+  %c = tq.lane_lookup %idx [0.0, 1.0] : vector<2x4xi32> -> vector<2x4xf32>
+  return
+}

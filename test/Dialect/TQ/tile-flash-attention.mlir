@@ -1,8 +1,12 @@
 // RUN: tq-opt %s -split-input-file --tq-tile-flash-attention="tile-size=32" | FileCheck %s
 // RUN: tq-opt %s -split-input-file --tq-tile-flash-attention="tile-size=16 splits=4" | FileCheck %s --check-prefix=SPLIT
 // RUN: not tq-opt %s -split-input-file --tq-tile-flash-attention="tile-size=0" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not tq-opt %s -split-input-file --tq-tile-flash-attention="tile-size=-8" 2>&1 | FileCheck %s --check-prefix=BAD-NEG
+// RUN: not tq-opt %s -split-input-file --tq-tile-flash-attention="splits=0" 2>&1 | FileCheck %s --check-prefix=BAD-SPLITS
 
 // BAD: tq-tile-flash-attention needs tile-size > 0 and splits > 0, got 0 and 1
+// BAD-NEG: tq-tile-flash-attention needs tile-size > 0 and splits > 0, got -8 and 1
+// BAD-SPLITS: tq-tile-flash-attention needs tile-size > 0 and splits > 0, got 64 and 0
 
 // The fused chain becomes a loop over 32-token tiles carrying the running
 // max, sum and accumulator; each tile scores every query head (both heads
@@ -24,12 +28,16 @@
 // CHECK:   scf.yield %[[M1]], %[[L1]], %[[ACC1]]
 // CHECK: tq.normalize %[[LOOP]]#2, %[[LOOP]]#1
 // CHECK-NOT: tq.softmax
+// Without a mask every tile runs: no visibility test.
+// CHECK-NOT: scf.if
 
 // Split-KV: four chunks in an scf.forall, merged by tq.combine.
 // SPLIT-LABEL: func @decode
 // SPLIT: %[[N:.*]] = tq.num_tokens
 // SPLIT: %[[CHUNK:.*]] = arith.ceildivui %[[N]], %c4
 // SPLIT: %[[PARTS:.*]]:3 = scf.forall (%[[S:.*]]) in (4) shared_outs(%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}) -> (tensor<4x1x2xf32>, tensor<4x1x2xf32>, tensor<4x1x2x128xf32>)
+// Without sinks every split starts from the empty state.
+// SPLIT-NOT: arith.select
 // SPLIT:   scf.for
 // SPLIT:     tq.online_softmax
 // SPLIT:   tensor.parallel_insert_slice
@@ -149,4 +157,68 @@ func.func @unused_lse(%qr: tensor<1x4x128xf32>, %k: !tq.cache<?x1x64, #tq.format
   %p, %l = tq.softmax %s {scale = 1.0 : f32} : tensor<1x4x?xf32> -> tensor<1x4x?xf32>, tensor<1x4xf32>
   %a = tq.accumulate %p, %v : tensor<1x4x?xf32>, !tq.cache<?x1x64, #tq.format<"turbo3_0">> -> tensor<1x4x128xf32>
   return %a : tensor<1x4x128xf32>
+}
+
+// -----
+
+// Each tile keeps the lookup of the op it came from (lut for the scores,
+// tile for the weighted sum); a static token count tiles the same way.
+// CHECK-LABEL: func @lookups_static
+// CHECK: %[[N:.*]] = tq.num_tokens %arg1 : !tq.cache<100x1x64, #tq.format<"q8_0">>
+// CHECK: scf.for %[[T0:.*]] = %{{.*}} to %[[N]] step %c32
+// CHECK:   %[[KT:.*]] = tq.slice_tokens %arg1[%[[T0]], %{{.*}}] : !tq.cache<100x1x64, #tq.format<"q8_0">> -> !tq.cache<?x1x64, #tq.format<"q8_0">>
+// CHECK:   %[[VT:.*]] = tq.slice_tokens %arg1[%[[T0]], %{{.*}}] : !tq.cache<100x1x64, #tq.format<"q8_0">> -> !tq.cache<?x1x64, #tq.format<"q8_0">>
+// CHECK:   tq.score %arg0, %[[KT]] {lookup = #tq.lookup<lut>} : tensor<1x2x64xf32>, !tq.cache<?x1x64, #tq.format<"q8_0">> -> tensor<1x2x?xf32>
+// CHECK:   tq.accumulate %{{.*}}, %[[VT]] {lookup = #tq.lookup<tile>} : tensor<1x2x?xf32>, !tq.cache<?x1x64, #tq.format<"q8_0">> -> tensor<1x2x64xf32>
+func.func @lookups_static(%qr: tensor<1x2x64xf32>, %k: !tq.cache<100x1x64, #tq.format<"q8_0">>) -> tensor<1x2x64xf32> {
+  %s = tq.score %qr, %k {lookup = #tq.lookup<lut>} : tensor<1x2x64xf32>, !tq.cache<100x1x64, #tq.format<"q8_0">> -> tensor<1x2x100xf32>
+  %p = tq.softmax %s {scale = 1.0 : f32} : tensor<1x2x100xf32> -> tensor<1x2x100xf32>
+  %a = tq.accumulate %p, %k {lookup = #tq.lookup<tile>} : tensor<1x2x100xf32>, !tq.cache<100x1x64, #tq.format<"q8_0">> -> tensor<1x2x64xf32>
+  return %a : tensor<1x2x64xf32>
+}
+
+// -----
+
+// Negative: the probabilities are not a tq.softmax (here a function
+// argument); there is no softmax to make online.
+// CHECK-LABEL: func @probs_not_softmax
+// CHECK-NOT: scf.for
+// CHECK: tq.accumulate %arg0, %arg1
+// SPLIT-LABEL: func @probs_not_softmax
+// SPLIT-NOT: scf.forall
+func.func @probs_not_softmax(%p: tensor<1x2x8xf32>, %v: !tq.cache<8x1x64, #tq.format<"q8_0">>) -> tensor<1x2x64xf32> {
+  %a = tq.accumulate %p, %v : tensor<1x2x8xf32>, !tq.cache<8x1x64, #tq.format<"q8_0">> -> tensor<1x2x64xf32>
+  return %a : tensor<1x2x64xf32>
+}
+
+// -----
+
+// Negative: the logits are dense products (tq.qk), not a tq.score over a
+// packed cache that a tile could slice.
+// CHECK-LABEL: func @logits_not_score
+// CHECK-NOT: scf.for
+// CHECK: tq.qk
+// CHECK: tq.softmax
+// CHECK: tq.accumulate
+func.func @logits_not_score(%q: tensor<1x2x64xf32>, %kd: tensor<8x1x64xf32>, %v: !tq.cache<8x1x64, #tq.format<"q8_0">>) -> tensor<1x2x64xf32> {
+  %s = tq.qk %q, %kd : tensor<1x2x64xf32>, tensor<8x1x64xf32> -> tensor<1x2x8xf32>
+  %p = tq.softmax %s {scale = 1.0 : f32} : tensor<1x2x8xf32> -> tensor<1x2x8xf32>
+  %a = tq.accumulate %p, %v : tensor<1x2x8xf32>, !tq.cache<8x1x64, #tq.format<"q8_0">> -> tensor<1x2x64xf32>
+  return %a : tensor<1x2x64xf32>
+}
+
+// -----
+
+// Negative: the scores are used twice, so the full row of logits must
+// exist; tiling would drop it.
+// CHECK-LABEL: func @scores_escape
+// CHECK-NOT: scf.for
+// CHECK: %[[S:.*]] = tq.score
+// CHECK: tq.softmax %[[S]]
+// CHECK: return %{{.*}}, %[[S]]
+func.func @scores_escape(%qr: tensor<1x2x64xf32>, %k: !tq.cache<8x1x64, #tq.format<"q8_0">>) -> (tensor<1x2x64xf32>, tensor<1x2x8xf32>) {
+  %s = tq.score %qr, %k : tensor<1x2x64xf32>, !tq.cache<8x1x64, #tq.format<"q8_0">> -> tensor<1x2x8xf32>
+  %p = tq.softmax %s {scale = 1.0 : f32} : tensor<1x2x8xf32> -> tensor<1x2x8xf32>
+  %a = tq.accumulate %p, %k : tensor<1x2x8xf32>, !tq.cache<8x1x64, #tq.format<"q8_0">> -> tensor<1x2x64xf32>
+  return %a, %s : tensor<1x2x64xf32>, tensor<1x2x8xf32>
 }

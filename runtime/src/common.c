@@ -60,10 +60,13 @@ tq_status tq_check_cache(const tq_kv_cache_v0 *c) {
       return TQ_STATUS_INVALID_ARGUMENT;
     if (c->indptr[0] != 0)
       return TQ_STATUS_INVALID_ARGUMENT;
+    /* indptr first, whole: indices holds indptr[num_seqs] entries, so no
+     * entry may be read before every bound is known to be within that. */
+    for (uint32_t s = 0; s < c->num_seqs; ++s)
+      if (c->indptr[s + 1] < c->indptr[s])
+        return TQ_STATUS_INVALID_ARGUMENT;
     for (uint32_t s = 0; s < c->num_seqs; ++s) {
       int32_t begin = c->indptr[s], end = c->indptr[s + 1];
-      if (end < begin)
-        return TQ_STATUS_INVALID_ARGUMENT;
       int32_t last = c->last_page_len[s];
       if (end == begin ? last != 0 : (last < 1 || last > (int32_t)c->page_size))
         return TQ_STATUS_OUT_OF_RANGE;

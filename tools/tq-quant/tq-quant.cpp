@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "tq/Quant/Format.h"
+#include "tq/Quant/Npy.h"
 #include "tq/Quant/Stats.h"
 #include "tq/Version.h"
 
@@ -162,8 +163,21 @@ void writeFileAtomically(const std::string &path, const void *data,
   }
 }
 
+/// Rows of `dim` floats: raw float32, or an .npy whose last dimension is
+/// `dim` (any number of leading dimensions: rows, or tokens x heads).
 std::vector<float> readRows(const std::string &path, unsigned dim) {
   std::vector<uint8_t> bytes = readFile(path);
+  if (isNpy(bytes)) {
+    Result<NpyArray> array = parseNpy(bytes);
+    if (!array)
+      fail("'" + path + "': " + array.status().message());
+    if (array->shape.empty() || array->shape.back() != dim)
+      fail("'" + path + "' has shape " + describeShape(array->shape) +
+           ", whose last dimension is not --dim " + std::to_string(dim));
+    if (array->values.empty())
+      fail("'" + path + "' has no rows");
+    return std::move(array->values);
+  }
   size_t rowBytes = size_t(dim) * sizeof(float);
   if (bytes.empty())
     fail("'" + path + "' is empty");
@@ -174,6 +188,19 @@ std::vector<float> readRows(const std::string &path, unsigned dim) {
   std::vector<float> rows(bytes.size() / sizeof(float));
   std::memcpy(rows.data(), bytes.data(), bytes.size());
   return rows;
+}
+
+/// Writes decoded rows of `width` floats: an .npy of shape (rows, width)
+/// where the path ends in .npy, raw float32 otherwise.
+void writeRows(const std::string &path, const std::vector<float> &rows,
+               size_t width) {
+  if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".npy") == 0) {
+    const size_t shape[] = {rows.size() / width, width};
+    std::vector<uint8_t> npy = writeNpy(shape, rows);
+    writeFileAtomically(path, npy.data(), npy.size());
+    return;
+  }
+  writeFileAtomically(path, rows.data(), rows.size() * sizeof(float));
 }
 
 void reportSaturation(size_t saturated) {
@@ -214,6 +241,9 @@ int runDecode(const Args &args) {
   std::vector<uint8_t> in = readFile(args.positional[0]);
   if (in.empty())
     fail("'" + args.positional[0] + "' is empty");
+  if (isNpy(in))
+    fail("'" + args.positional[0] +
+         "' is an .npy file; decode takes the packed rows 'encode' wrote");
   if (in.size() % format.rowBytes() != 0)
     fail("'" + args.positional[0] + "' has " + std::to_string(in.size()) +
          " bytes, not a whole number of " + format.name() + " rows of dim " +
@@ -231,8 +261,7 @@ int runDecode(const Args &args) {
     if (!s)
       fail("row " + std::to_string(r) + ": " + s.message());
   }
-  writeFileAtomically(args.positional[1], out.data(),
-                      out.size() * sizeof(float));
+  writeRows(args.positional[1], out, width);
   return 0;
 }
 

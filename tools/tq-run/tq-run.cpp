@@ -17,6 +17,7 @@
 #include "tq/Dialect/TQ/IR/TQDialect.h"
 #include "tq/Quant/Attention.h"
 #include "tq/Quant/Format.h"
+#include "tq/Quant/Npy.h"
 #include "tq/Target/KernelLibrary.h"
 #include "tq/tq_runtime.h"
 
@@ -107,22 +108,42 @@ cl::opt<unsigned> flushMiB(
   std::exit(1);
 }
 
-/// Rows of `width` floats; fails on a missing file, a partial row, or
-/// non-finite values.
-std::vector<float> readRows(const std::string &path, size_t width,
+/// Rows of `heads` x `dim` floats from raw float32 or an .npy of shape
+/// (rows, heads, dim); fails on a missing file, a partial row, a shape
+/// that disagrees with the options, or non-finite values.
+std::vector<float> readRows(const std::string &path, size_t heads, size_t dim,
                             const char *what) {
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false);
   if (!buffer)
     fail("cannot open '" + path + "': " + buffer.getError().message());
+  const size_t width = heads * dim;
   size_t bytes = (*buffer)->getBufferSize();
-  if (bytes == 0)
-    fail(llvm::Twine(what) + " file '" + path + "' is empty");
-  if (bytes % (width * 4) != 0)
-    fail(llvm::Twine(what) + " file '" + path + "' has " + llvm::Twine(bytes) +
-         " bytes, not a whole number of rows of " + llvm::Twine(width) +
-         " float32");
-  std::vector<float> v(bytes / 4);
-  std::memcpy(v.data(), (*buffer)->getBufferStart(), bytes);
+  auto data = std::span<const uint8_t>(
+      reinterpret_cast<const uint8_t *>((*buffer)->getBufferStart()), bytes);
+  std::vector<float> v;
+  if (::tq::quant::isNpy(data)) {
+    auto array = ::tq::quant::parseNpy(data);
+    if (!array)
+      fail(llvm::Twine(what) + " file '" + path +
+           "': " + array.status().message());
+    const std::vector<size_t> &shape = array->shape;
+    if (shape.size() != 3 || shape[1] != heads || shape[2] != dim)
+      fail(llvm::Twine(what) + " file '" + path + "' has shape " +
+           ::tq::quant::describeShape(shape) + "; the options say (rows, " +
+           llvm::Twine(heads) + ", " + llvm::Twine(dim) + ")");
+    if (shape[0] == 0)
+      fail(llvm::Twine(what) + " file '" + path + "' has no rows");
+    v = std::move(array->values);
+  } else {
+    if (bytes == 0)
+      fail(llvm::Twine(what) + " file '" + path + "' is empty");
+    if (bytes % (width * 4) != 0)
+      fail(llvm::Twine(what) + " file '" + path + "' has " +
+           llvm::Twine(bytes) + " bytes, not a whole number of rows of " +
+           llvm::Twine(width) + " float32");
+    v.resize(bytes / 4);
+    std::memcpy(v.data(), data.data(), bytes);
+  }
   for (size_t i = 0; i < v.size(); ++i)
     if (!std::isfinite(v[i]))
       fail(llvm::Twine(what) + " file '" + path + "': value " + llvm::Twine(i) +
@@ -190,9 +211,9 @@ int main(int argc, char **argv) {
     fail("--softcap and --scale must be finite and non-negative");
 
   const size_t d = headDim;
-  std::vector<float> q = readRows(qFile, qHeads * d, "Q");
-  std::vector<float> k = readRows(kFile, kvHeads * d, "K");
-  std::vector<float> v = readRows(vFile, kvHeads * d, "V");
+  std::vector<float> q = readRows(qFile, qHeads, d, "Q");
+  std::vector<float> k = readRows(kFile, kvHeads, d, "K");
+  std::vector<float> v = readRows(vFile, kvHeads, d, "V");
   if (k.size() != v.size())
     fail("K and V hold different numbers of tokens");
   const size_t nq = q.size() / (qHeads * d), nkv = k.size() / (kvHeads * d);
@@ -339,7 +360,15 @@ int main(int argc, char **argv) {
     llvm::raw_fd_ostream os(partial, ec, llvm::sys::fs::OF_None);
     if (ec)
       fail("cannot create '" + outFile + "': " + ec.message());
-    os.write(reinterpret_cast<const char *>(out.data()), out.size() * 4);
+    // O in the inputs' kind: an .npy (rows, heads, dim) or raw float32.
+    if (llvm::StringRef(outFile).ends_with(".npy")) {
+      const size_t shape[] = {out.size() / (size_t(qHeads) * d),
+                              size_t(qHeads), d};
+      std::vector<uint8_t> npy = ::tq::quant::writeNpy(shape, out);
+      os.write(reinterpret_cast<const char *>(npy.data()), npy.size());
+    } else {
+      os.write(reinterpret_cast<const char *>(out.data()), out.size() * 4);
+    }
     if (os.has_error()) {
       os.clear_error();
       llvm::sys::fs::remove(partial);

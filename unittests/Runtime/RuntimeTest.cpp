@@ -502,6 +502,17 @@ TEST_F(RuntimeTest, MalformedDescriptorsAreRejected) {
   c = good.cache;
   c.indptr = badIndptr.data();
   expectBoth(c, TQ_STATUS_INVALID_ARGUMENT, "decreasing indptr");
+  // indptr is checked whole before a page index is read: with {0, 3, 1}
+  // the table holds one index, and reading sequence 0's three would run
+  // past it (found by tq-fuzz-runtime; the sanitized build reports it).
+  std::vector<int32_t> shortIndptr = {0, 3, 1}, oneIndex = {0},
+                       lastOfTwo = {1, 1};
+  c = good.cache;
+  c.num_seqs = 2;
+  c.indptr = shortIndptr.data();
+  c.indices = oneIndex.data();
+  c.last_page_len = lastOfTwo.data();
+  expectBoth(c, TQ_STATUS_INVALID_ARGUMENT, "indptr beyond its last entry");
   std::vector<int32_t> badLast = good.lastLen;
   badLast[1] = 17;
   c = good.cache;

@@ -70,8 +70,12 @@ void decodeHaar(const FormatSpec &spec, std::span<const uint8_t> in,
   const Codebook &cb = *spec.codebook;
   const float scale = loadF32(in.data() + spec.scaleOffset);
   double normSq = 0;
+  // The encoder writes 0..15 in each uint8; of any other byte only the low
+  // four bits count (as in the kernels' register permutes), so no byte
+  // reads past the codebook.
+  const size_t levels = cb.centroids.size();
   for (unsigned j = 0; j < spec.headDim; ++j) {
-    out[j] = cb.centroids[readIndex(in.data(), spec, j)];
+    out[j] = cb.centroids[readIndex(in.data(), spec, j) % levels];
     normSq += double(out[j]) * out[j];
   }
   // Every centroid is non-zero, so the reconstruction norm is positive.

@@ -1043,3 +1043,14 @@ func.func @f(%idx: vector<2x4xi32>) {
   %c = tq.lane_lookup %idx [0.0, 1.0] : vector<2x4xi32> -> vector<2x4xf32>
   return
 }
+
+// -----
+
+// A rotation is an f32 transform: integer (or f16) tensors are rejected by
+// the verifier instead of failing later in the lowering with an
+// unresolved materialization.
+func.func @rotate_integers(%x: tensor<2x4xi32>) -> tensor<2x4xi32> {
+  // expected-error @+1 {{'tq.rotate' op operand #0 must be ranked tensor of 32-bit float values}}
+  %r = tq.rotate %x {rotation = #tq.rotation<kind = identity, dim = 4>} : tensor<2x4xi32>
+  return %r : tensor<2x4xi32>
+}

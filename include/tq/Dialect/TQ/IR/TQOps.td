@@ -128,9 +128,9 @@ def TQ_RotateOp : TQ_Op<"rotate", [Pure, SameOperandsAndResultType]> {
     %x = tq.rotate %r {rotation = #tq.rotation<kind = haar, dim = 4, seed = 3>, inverse} : tensor<1x2x4xf32>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$input, TQ_RotationAttr:$rotation,
+  let arguments = (ins RankedTensorOf<[F32]>:$input, TQ_RotationAttr:$rotation,
                        UnitAttr:$inverse);
-  let results = (outs AnyRankedTensor:$result);
+  let results = (outs RankedTensorOf<[F32]>:$result);
   let assemblyFormat = "$input attr-dict `:` type($input)";
   let hasVerifier = 1;
   let hasFolder = 1;

@@ -1,0 +1,90 @@
+//===- TQOptFuzzer.cpp - Parser, verifier and passes on any text ----------===//
+//
+// What tq-opt does with a file: parse it with every dialect tq-opt knows,
+// verify it, and run the tq passes and pipelines on what verifies. The
+// first input byte picks the pass or pipeline; the rest is the IR text.
+// Diagnostics are swallowed; a crash, a sanitizer report or a hang is a
+// bug (a failing pass is not).
+//
+//===----------------------------------------------------------------------===//
+
+#include "tq/Conversion/Passes.h"
+#include "tq/Dialect/TQ/IR/TQDialect.h"
+#include "tq/Dialect/TQ/Transforms/Passes.h"
+#include "tq/Pipelines/Pipelines.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+
+#include <string>
+
+using namespace mlir;
+
+namespace {
+
+MLIRContext &context() {
+  static MLIRContext *ctx = [] {
+    DialectRegistry registry;
+    registerAllDialects(registry);
+    registerAllExtensions(registry);
+    registry.insert<mlir::tq::TQDialect>();
+    registerAllPasses();
+    mlir::tq::registerTQPasses();
+    mlir::tq::registerTQConversionPasses();
+    mlir::tq::registerTQPipelines();
+    auto *c = new MLIRContext(registry);
+    c->loadAllAvailableDialects();
+    c->disableMultithreading();
+    return c;
+  }();
+  return *ctx;
+}
+
+/// The pass pipelines the fuzzer runs (parsed like tq-opt's option).
+const char *const kPipelines[] = {
+    "",
+    "canonicalize",
+    "tq-decompose-attention",
+    "tq-hoist-rotation",
+    "tq-fuse-codebook",
+    "tq-fuse-codebook{lookup=tile},tq-tile-flash-attention{tile-size=16 "
+    "splits=2}",
+    "tq-fusion",
+    "tq-fusion{tile-size=0}",
+    "tq-lower-to-loops",
+    "tq-fusion,tq-lower-to-loops",
+    "tq-approximate-math",
+    "tq-exact-math",
+    "tq-to-llvm",
+};
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size == 0)
+    return 0;
+  MLIRContext &ctx = context();
+  ScopedDiagnosticHandler quiet(&ctx, [](Diagnostic &) { return success(); });
+  const char *pipeline =
+      kPipelines[data[0] % (sizeof kPipelines / sizeof kPipelines[0])];
+  std::string text(reinterpret_cast<const char *>(data + 1), size - 1);
+  ParserConfig config(&ctx);
+  OwningOpRef<ModuleOp> module =
+      parseSourceString<ModuleOp>(text, config, "fuzz");
+  if (!module || failed(verify(*module)) || !*pipeline)
+    return 0;
+  PassManager pm(&ctx);
+  if (failed(parsePassPipeline(pipeline, pm)))
+    return 0;
+  (void)pm.run(*module);
+  return 0;
+}

@@ -9,7 +9,8 @@ def TQLowerToLoops : Pass<"tq-lower-to-loops", "::mlir::ModuleOp"> {
   let summary = "Lower tq ops to linalg loop nests with explicit bit unpacking";
   let description = [{
     Converts every tq op (after `tq-decompose-attention`; `tq.attention`
-    and `tq.quantize` themselves are rejected with an error) into
+    itself is rejected with an error; `tq.quantize` becomes the encoder's
+    loops) into
     `linalg.generic` loop nests over tensors, with the packed cache as a
     `tensor<tokens x kv_heads x row_bytes x i8>`:
 
@@ -47,8 +48,8 @@ def TQLowerLaneLookup : Pass<"tq-lower-lane-lookup"> {
 
     - `isa=none`: a binary select tree on the index bits — bit k picks
       between pairs of the previous level, so a table of 2^b entries takes
-      b bit tests and 2^b - 1 selects (a table whose size is not a power
-      of two is padded with its last entry);
+      b bit tests and 2^b - 1 selects (the verifier admits only
+      power-of-two tables);
     - `isa=avx512`: one `vpermps` (`llvm.x86.avx512.permvar.sf.512`) per
       16 lanes, for tables of up to 16 entries;
     - `isa=avx2`: one `vpermps` (`llvm.x86.avx2.permps`) per 8 lanes, for

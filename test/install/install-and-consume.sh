@@ -2,7 +2,9 @@
 # Installs the build tree into a fresh prefix and uses it as a user would:
 # the tools run from the prefix, a CMake project finds tqc with
 # find_package, a C file builds with pkg-config, and the runtime exports its
-# public API only, under its SONAME.
+# public API only, under its SONAME; a C++ project links the installed
+# dialect, pipelines and kernel-library writer (tqc::MLIRTQ*, through
+# find_package(tqc COMPONENTS compiler)) and lib/Quant (tqc::TQQuant).
 #   install-and-consume.sh BUILD_DIR SOURCE_DIR KERNEL_LIBRARY WORK_DIR
 set -euo pipefail
 build=$1 source=$2 kernels=$3 work=$4
@@ -30,6 +32,20 @@ cmake -S "$source/test/install/consumer" -B "$work/consumer" -G Ninja \
   -DCMAKE_PREFIX_PATH="$prefix" > "$work/configure.log"
 cmake --build "$work/consumer" > "$work/build.log"
 "$work/consumer/consumer" "$kernels"
+
+# The C++ libraries, and the C project not pulling LLVM in: its configure
+# must not have looked for MLIR's package (nor found one).
+[[ -e "$prefix/lib/libMLIRTQTarget.a" && -e "$prefix/lib/libTQQuant.a" ]]
+[[ -e "$prefix/lib/cmake/tqc/tqcCompilerTargets.cmake" ]]
+! grep -q '^MLIR_DIR:' "$work/consumer/CMakeCache.txt"
+cmake -S "$source/test/install/consumer-cxx" -B "$work/consumer-cxx" -G Ninja \
+  -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_COMPILER="${CXX:-c++}" \
+  > "$work/configure-cxx.log"
+cmake --build "$work/consumer-cxx" > "$work/build-cxx.log"
+"$work/consumer-cxx/consumer-cxx"
+"$work/consumer-cxx/consumer-quant"
+# consumer-quant links no LLVM library.
+! readelf -d "$work/consumer-cxx/consumer-quant" | grep -q 'libLLVM\|libMLIR'
 
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 [[ "$(pkg-config --modversion tq_runtime)" == "$(sed -n 's/^#define TQC_VERSION "\(.*\)"/\1/p' "$prefix/include/tq/Version.h")" ]]

@@ -247,24 +247,35 @@ static memref_arg pool_buffer(const tq_kv_cache_v0 *c, const uint8_t *pool,
 
 /* Encodes one pool's rows: looks up tq_append_<format>_d<D>, checks its
  * info and launches one thread per (token, KV head) row. */
-static tq_status launch_append(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
-                               const char *format, uint32_t row_bytes,
-                               uint8_t *pool, const float *rows,
-                               tq_device_ptr pages, int64_t num_pages_of_seq,
-                               int32_t start, int32_t count) {
+/* Looks up tq_append_<format>_d<D> and checks its info against the
+ * cache (the current context must be set). */
+static tq_status find_append(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
+                             const char *format, uint32_t row_bytes,
+                             int64_t info[INFO_GPU_ENTRIES], void **out_fn) {
   char name[256];
   if (!tq_append_kernel_name(format, c->head_dim, name, sizeof name))
     return TQ_STATUS_INVALID_ARGUMENT;
-  int64_t info[INFO_GPU_ENTRIES];
   tq_status status = read_info(rt, name, info);
   if (status != TQ_STATUS_OK)
     return status;
   if (!tq_append_info_matches(info, c->head_dim, row_bytes) ||
       info[INFO_GPU_BLOCK_THREADS] <= 0)
     return TQ_STATUS_INVALID_ARGUMENT;
-  void *fn = NULL;
-  if (tq_gpu_module_function(&rt->driver, &fn, rt->module, name) != 0)
+  if (tq_gpu_module_function(&rt->driver, out_fn, rt->module, name) != 0)
     return TQ_STATUS_NOT_FOUND;
+  return TQ_STATUS_OK;
+}
+
+static tq_status launch_append(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
+                               const char *format, uint32_t row_bytes,
+                               uint8_t *pool, const float *rows,
+                               tq_device_ptr pages, int64_t num_pages_of_seq,
+                               int32_t start, int32_t count) {
+  int64_t info[INFO_GPU_ENTRIES];
+  void *fn = NULL;
+  tq_status status = find_append(rt, c, format, row_bytes, info, &fn);
+  if (status != TQ_STATUS_OK)
+    return status;
   const uint64_t rows_total = (uint64_t)count * c->num_kv_heads;
   memref_arg args[3] = {
       buffer((tq_device_ptr)(uintptr_t)rows,
@@ -299,8 +310,20 @@ tq_status tq_gpu_append(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
     return TQ_STATUS_INVALID_ARGUMENT;
   tq_status status =
       tq_check_append_call(c, seq, start, num_rows, k_rows, v_rows);
-  if (status != TQ_STATUS_OK || num_rows == 0)
+  if (status != TQ_STATUS_OK)
     return status;
+  if (num_rows == 0) {
+    /* As tq_append: a cache the library cannot serve fails on its first
+     * call, not on its first row. */
+    if (tq_gpu_set_current(&rt->driver) != 0)
+      return TQ_STATUS_DEVICE_ERROR;
+    int64_t info[INFO_GPU_ENTRIES];
+    void *fn = NULL;
+    status = find_append(rt, c, c->k_format, c->k_row_bytes, info, &fn);
+    if (status == TQ_STATUS_OK)
+      status = find_append(rt, c, c->v_format, c->v_row_bytes, info, &fn);
+    return status;
+  }
   if (start + num_rows > (uint64_t)INT32_MAX)
     return TQ_STATUS_OVERFLOW;
   /* The sequence's page table (contiguous: the one page it owns). */
@@ -353,6 +376,26 @@ static uint32_t choose_splits(const tq_gpu_runtime *rt, uint64_t blocks,
   return (uint32_t)splits;
 }
 
+/* Looks up the attention kernel of `kind` and its combine kernel and
+ * checks the info against the call (the current context must be set). */
+static tq_status find_attention(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
+                                const tq_attention_params_v0 *p, int kind,
+                                uint32_t group,
+                                int64_t info[INFO_GPU_ENTRIES],
+                                void **attention_fn, void **combine_fn) {
+  char name[384], combine[400];
+  if (!tq_attention_kernel_name(c, p, kind, group, name, sizeof name))
+    return TQ_STATUS_INVALID_ARGUMENT;
+  snprintf(combine, sizeof combine, "%s_combine", name);
+  tq_status status = check_info(rt, name, kind, c, group, info);
+  if (status != TQ_STATUS_OK)
+    return status;
+  if (tq_gpu_module_function(&rt->driver, attention_fn, rt->module, name) ||
+      tq_gpu_module_function(&rt->driver, combine_fn, rt->module, combine))
+    return TQ_STATUS_NOT_FOUND;
+  return TQ_STATUS_OK;
+}
+
 tq_status tq_gpu_attention(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
                            const tq_attention_params_v0 *p, const float *q,
                            float *out) {
@@ -361,8 +404,6 @@ tq_status tq_gpu_attention(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
   tq_status status = tq_check_attention_call(c, p, q, out);
   if (status != TQ_STATUS_OK)
     return status;
-  if (c->num_seqs == 0)
-    return TQ_STATUS_OK;
   const uint32_t group = p->num_q_heads / c->num_kv_heads;
 
   /* Plan on the host: rows, their sequence and position, lengths. */
@@ -386,25 +427,23 @@ tq_status tq_gpu_attention(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
     if (tokens > max_tokens)
       max_tokens = tokens;
   }
-  if (rows == 0)
-    return TQ_STATUS_OK;
   if (rows > (uint64_t)INT32_MAX)
     return TQ_STATUS_OVERFLOW;
 
-  char name[384], combine[400];
-  if (!tq_attention_kernel_name(c, p, kind, group, name, sizeof name))
-    return TQ_STATUS_INVALID_ARGUMENT;
-  snprintf(combine, sizeof combine, "%s_combine", name);
   if (tq_gpu_set_current(&rt->driver) != 0)
     return TQ_STATUS_DEVICE_ERROR;
   int64_t info[INFO_GPU_ENTRIES];
-  status = check_info(rt, name, kind, c, group, info);
-  if (status != TQ_STATUS_OK)
-    return status;
   void *attention_fn = NULL, *combine_fn = NULL;
-  if (tq_gpu_module_function(&rt->driver, &attention_fn, rt->module, name) ||
-      tq_gpu_module_function(&rt->driver, &combine_fn, rt->module, combine))
-    return TQ_STATUS_NOT_FOUND;
+  status = find_attention(rt, c, p, kind, group, info, &attention_fn,
+                          &combine_fn);
+  /* No queries: nothing runs, but the configuration must be one the
+   * library serves (its decode kernels, or else its prefill kernels), as
+   * with tq_attention. */
+  if (rows == 0 && status == TQ_STATUS_NOT_FOUND)
+    status = find_attention(rt, c, p, KIND_PREFILL, group, info,
+                            &attention_fn, &combine_fn);
+  if (status != TQ_STATUS_OK || rows == 0)
+    return status;
 
   const uint32_t splits =
       choose_splits(rt, rows * c->num_kv_heads, max_tokens);

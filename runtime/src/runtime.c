@@ -337,20 +337,50 @@ typedef struct {
   uint64_t *tokens;
 } attention_job;
 
-/* Finds the kernel of one sequence with `rows` queries over `tokens`
- * tokens, or says why there is none. */
+/* Checks that one sequence's `rows` queries fit its `tokens` tokens under
+ * the call's params (causal: no more queries than tokens; a mask: rows
+ * long enough). */
+typedef tq_status (*sequence_check)(const attention_job *job, int32_t rows,
+                                    uint64_t tokens);
+
+/* Finds the decode (one query row) or prefill kernel of the call's
+ * configuration, or says why there is none. */
 typedef tq_status (*kernel_finder)(tq_runtime *rt, const attention_job *job,
-                                   int32_t rows, uint64_t tokens, void **out);
+                                   bool decode, void **out);
+
+/* A call with no queries still names a configuration: it must be one the
+ * library serves, or the first call with work would be the one to fail.
+ * Its decode kernel, or failing that its prefill kernel, must exist and
+ * match the cache. */
+static tq_status check_configuration(tq_runtime *rt, const attention_job *job,
+                                     kernel_finder find) {
+  void *fn = NULL;
+  tq_status status = find(rt, job, true, &fn);
+  if (status != TQ_STATUS_NOT_FOUND)
+    return status;
+  char decode_error[512];
+  snprintf(decode_error, sizeof decode_error, "%s", tq_last_error());
+  status = find(rt, job, false, &fn);
+  if (status != TQ_STATUS_NOT_FOUND)
+    return status;
+  char prefill_error[512];
+  snprintf(prefill_error, sizeof prefill_error, "%s", tq_last_error());
+  return tq_fail(TQ_STATUS_NOT_FOUND,
+                 "a call without queries is checked like one with work, and "
+                 "the library serves neither kernel of its configuration: "
+                 "%s; %s",
+                 decode_error, prefill_error);
+}
 
 /* Plans every sequence (nothing runs unless all have a kernel), then runs
  * the (sequence, kv head) grid of `item` on the pool. */
 static tq_status run_attention(tq_runtime *rt, attention_job *job,
-                               kernel_finder find,
+                               sequence_check check, kernel_finder find,
                                void (*item)(void *, uint64_t)) {
   const tq_kv_cache_v0 *cache = job->cache;
-  if (cache->num_seqs == 0)
-    return TQ_STATUS_OK;
   job->group = job->num_q_heads / cache->num_kv_heads;
+  if (cache->num_seqs == 0)
+    return check_configuration(rt, job, find);
   size_t per_seq = sizeof(void *) + sizeof(uint64_t);
   void *scratch = rt->allocator.allocate(
       rt->allocator.user, per_seq * cache->num_seqs, _Alignof(uint64_t));
@@ -366,6 +396,7 @@ static tq_status run_attention(tq_runtime *rt, attention_job *job,
   job->tokens = (uint64_t *)scratch;
   job->fns = (void **)(job->tokens + cache->num_seqs);
   tq_status status = TQ_STATUS_OK;
+  bool any_queries = false;
   for (uint32_t s = 0; s < cache->num_seqs && status == TQ_STATUS_OK; ++s) {
     int32_t rows = job->q_indptr[s + 1] - job->q_indptr[s];
     job->fns[s] = NULL;
@@ -376,9 +407,14 @@ static tq_status run_attention(tq_runtime *rt, attention_job *job,
     status = tq_kv_cache_tokens(cache, s, &job->tokens[s]);
     if (status != TQ_STATUS_OK || rows == 0)
       continue;
-    status = find(rt, job, rows, job->tokens[s], &job->fns[s]);
+    any_queries = true;
+    status = check(job, rows, job->tokens[s]);
+    if (status == TQ_STATUS_OK)
+      status = find(rt, job, rows == 1, &job->fns[s]);
   }
-  if (status == TQ_STATUS_OK)
+  if (status == TQ_STATUS_OK && !any_queries)
+    status = check_configuration(rt, job, find);
+  else if (status == TQ_STATUS_OK)
     tq_thread_pool_run(rt->pool,
                        (uint64_t)cache->num_seqs * cache->num_kv_heads, item,
                        job);
@@ -448,12 +484,17 @@ static void attention_item(void *ctx, uint64_t index) {
                                 (int64_t)job->tokens[seq], p->scale, &w.out);
 }
 
-static tq_status find_plain(tq_runtime *rt, const attention_job *job,
-                            int32_t rows, uint64_t tokens, void **out) {
+static tq_status check_plain(const attention_job *job, int32_t rows,
+                             uint64_t tokens) {
   const tq_attention_params_v0 *p = job->params;
-  if (p->causal && (uint64_t)rows > tokens)
-    return TQ_STATUS_OUT_OF_RANGE;
-  const int kind = rows == 1 ? KIND_DECODE : KIND_PREFILL;
+  return p->causal && (uint64_t)rows > tokens ? TQ_STATUS_OUT_OF_RANGE
+                                              : TQ_STATUS_OK;
+}
+
+static tq_status find_plain(tq_runtime *rt, const attention_job *job,
+                            bool decode, void **out) {
+  const tq_attention_params_v0 *p = job->params;
+  const int kind = decode ? KIND_DECODE : KIND_PREFILL;
   char name[384];
   if (!tq_attention_kernel_name(job->cache, p, kind, job->group, name,
                                 sizeof name))
@@ -472,7 +513,7 @@ tq_status tq_attention(tq_runtime *rt, const tq_kv_cache_v0 *cache,
     return status;
   attention_job job = {cache, params, params->q_indptr, params->num_q_heads,
                        0, NULL, q, out, NULL, NULL};
-  return run_attention(rt, &job, find_plain, attention_item);
+  return run_attention(rt, &job, check_plain, find_plain, attention_item);
 }
 
 /*--- Engine-grade attention (tq_attention_params_v1) -------------------*/
@@ -518,13 +559,18 @@ static void engine_item(void *ctx, uint64_t index) {
   }
 }
 
+static tq_status check_engine(const attention_job *job, int32_t rows,
+                              uint64_t tokens) {
+  (void)rows;
+  const tq_attention_params_v1 *p = job->params;
+  return p->mask && tokens > p->mask_row_stride ? TQ_STATUS_OUT_OF_RANGE
+                                                : TQ_STATUS_OK;
+}
+
 static tq_status find_engine(tq_runtime *rt, const attention_job *job,
-                             int32_t rows, uint64_t tokens, void **out) {
+                             bool decode, void **out) {
   const tq_attention_params_v1 *p = job->params;
   const tq_kv_cache_v0 *c = job->cache;
-  if (p->mask && tokens > p->mask_row_stride)
-    return TQ_STATUS_OUT_OF_RANGE;
-  const bool decode = rows == 1;
   char name[384];
   if (!tq_ggml_attention_kernel_name(decode, c->k_format, c->v_format,
                                      c->head_dim, c->head_dim, job->group,
@@ -546,5 +592,5 @@ tq_status tq_attention_v1(tq_runtime *rt, const tq_kv_cache_v0 *cache,
     return status;
   attention_job job = {cache, params, params->q_indptr, params->num_q_heads,
                        0, NULL, q, out, NULL, NULL};
-  return run_attention(rt, &job, find_engine, engine_item);
+  return run_attention(rt, &job, check_engine, find_engine, engine_item);
 }

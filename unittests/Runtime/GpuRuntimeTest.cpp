@@ -280,4 +280,45 @@ TEST_F(CudaDevice, AppendWritesLibraryBytes) {
     tq_gpu_free(rt, p);
 }
 
+/// Calls with nothing to do (zero rows, no queries, no sequences) launch
+/// nothing but look their kernels up, as the CPU runtime's do: a
+/// configuration the PTX library (turbo3_0, d64, g2, append and decode)
+/// lacks fails on the first call.
+TEST_F(CudaDevice, CallsWithNothingToDoStillLookTheirKernelsUp) {
+  const unsigned dim = 64, kvHeads = 1, page = 8;
+  const size_t poolBytes = size_t(page) * kvHeads *
+                           Format::get("turbo3_0", dim)->rowBytes();
+  void *dKPool = nullptr, *dVPool = nullptr, *dQ = nullptr;
+  ASSERT_EQ(tq_gpu_malloc(rt, poolBytes, &dKPool), TQ_STATUS_OK);
+  ASSERT_EQ(tq_gpu_malloc(rt, poolBytes, &dVPool), TQ_STATUS_OK);
+  ASSERT_EQ(tq_gpu_malloc(rt, 2 * dim * sizeof(float), &dQ), TQ_STATUS_OK);
+  const PageTable table{{0, 1}, {0}, {3}};
+  tq_kv_cache_v0 c =
+      pagedTurbo3Cache(dim, kvHeads, page, table, dKPool, dVPool);
+  float *q = static_cast<float *>(dQ);
+  EXPECT_EQ(tq_gpu_append(rt, &c, 0, 0, 0, q, q), TQ_STATUS_OK);
+  tq_kv_cache_v0 other = c;
+  other.head_dim = 80; // no append kernel at d80
+  other.k_row_bytes = other.v_row_bytes =
+      uint32_t(Format::get("turbo3_0", 80)->rowBytes());
+  EXPECT_EQ(tq_gpu_append(rt, &other, 0, 0, 0, q, q), TQ_STATUS_NOT_FOUND);
+  std::vector<int32_t> noQueries = {0, 0};
+  tq_attention_params_v0 p = {TQ_ATTENTION_PARAMS_VERSION_0,
+                              sizeof(p), 2, 0, 0, 0.0f, 0.0f, 0,
+                              noQueries.data()};
+  EXPECT_EQ(tq_gpu_attention(rt, &c, &p, q, q), TQ_STATUS_OK);
+  tq_kv_cache_v0 none = c;
+  none.num_seqs = 0;
+  EXPECT_EQ(tq_gpu_attention(rt, &none, &p, q, q), TQ_STATUS_OK);
+  tq_attention_params_v0 bad = p;
+  bad.causal = 1; // the library has no causal kernels
+  EXPECT_EQ(tq_gpu_attention(rt, &c, &bad, q, q), TQ_STATUS_NOT_FOUND);
+  EXPECT_EQ(tq_gpu_attention(rt, &none, &bad, q, q), TQ_STATUS_NOT_FOUND);
+  bad = p;
+  bad.num_q_heads = 4; // group 4: not built
+  EXPECT_EQ(tq_gpu_attention(rt, &none, &bad, q, q), TQ_STATUS_NOT_FOUND);
+  for (void *ptr : {dKPool, dVPool, dQ})
+    tq_gpu_free(rt, ptr);
+}
+
 } // namespace

@@ -616,6 +616,75 @@ TEST_F(RuntimeTest, CausalNeedsEnoughTokens) {
             TQ_STATUS_OUT_OF_RANGE);
 }
 
+// A call with nothing to do (no sequences, or no queries in any) still
+// looks its kernels up and checks them against the cache, as tq_append does
+// for zero rows: a configuration the library cannot serve fails on the
+// first call, not on the first call with work. (Such calls used to return
+// TQ_STATUS_OK before any lookup.)
+TEST_F(RuntimeTest, CallsWithoutQueriesStillLookTheirKernelsUp) {
+  Runtime r(plain);
+  Batch b = ragged("turbo3_0", "q8_0", 64, 1, 16);
+  b.build(2);
+  std::vector<int32_t> noQueries = {0, 0, 0, 0, 0, 0};
+  std::vector<float> q(1, 0.0f), out(1, 0.0f); // never read or written
+  tq_attention_params_v0 p = {TQ_ATTENTION_PARAMS_VERSION_0,
+                              sizeof(p),
+                              2,
+                              0,
+                              0,
+                              0.0f,
+                              0.0f,
+                              0,
+                              noQueries.data()};
+  tq_kv_cache_v0 noSequences = b.cache;
+  noSequences.num_seqs = 0;
+  for (const tq_kv_cache_v0 &base : {b.cache, noSequences}) {
+    SCOPED_TRACE(base.num_seqs ? "no queries" : "no sequences");
+    auto attention = [&](const tq_kv_cache_v0 &c,
+                         const tq_attention_params_v0 &params) {
+      return tq_attention(r.rt, &c, &params, q.data(), out.data());
+    };
+    EXPECT_EQ(attention(base, p), TQ_STATUS_OK);
+    EXPECT_EQ(out[0], 0.0f);
+    tq_attention_params_v0 bp = p;
+    bp.causal = 1; // the plain library has no causal kernels
+    EXPECT_EQ(attention(base, bp), TQ_STATUS_NOT_FOUND);
+    // Neither kernel of the configuration exists, and the message names
+    // both.
+    std::string error = tq_last_error();
+    EXPECT_NE(error.find("no kernel 'tq_decode_turbo3_0_q8_0_d64_g1_causal'"),
+              std::string::npos)
+        << error;
+    EXPECT_NE(error.find("no kernel 'tq_prefill_turbo3_0_q8_0_d64_g1_causal'"),
+              std::string::npos)
+        << error;
+    bp = p;
+    bp.num_q_heads = 10; // group 5: not built
+    EXPECT_EQ(attention(base, bp), TQ_STATUS_NOT_FOUND);
+    tq_kv_cache_v0 c = base;
+    c.k_format = "tq3_0"; // not in the plain library
+    EXPECT_EQ(attention(c, p), TQ_STATUS_NOT_FOUND);
+    c = base;
+    c.k_row_bytes = 49; // the kernel's format writes 50-byte rows
+    EXPECT_EQ(attention(c, p), TQ_STATUS_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(tq_last_error())
+                  .find("kernel 'tq_decode_turbo3_0_q8_0_d64_g1' was built"),
+              std::string::npos)
+        << tq_last_error();
+    // tq_attention_v1 runs the ggml kernels, which this library lacks.
+    tq_attention_params_v1 v1 = {TQ_ATTENTION_PARAMS_VERSION_1,
+                                 sizeof(v1), 2, 0.0f, 0.0f, 0,
+                                 noQueries.data(), nullptr, nullptr,
+                                 nullptr};
+    EXPECT_EQ(tq_attention_v1(r.rt, &base, &v1, q.data(), out.data()),
+              TQ_STATUS_NOT_FOUND);
+    EXPECT_NE(std::string(tq_last_error())
+                  .find("no kernel 'tq_ggml_decode_turbo3_0_q8_0_d64_g1'"),
+              std::string::npos)
+        << tq_last_error();
+  }
+}
+
 } // namespace
 
 namespace {
@@ -817,6 +886,29 @@ TEST_F(RuntimeEngineTest, BadCallsReturnTheirStatus) {
                                sizeof(v0), 8, 0, 0, 0.0f, 0.0f, 0,
                                qIndptr.data()};
   EXPECT_EQ(tq_attention(r.rt, &b.cache, &v0, q.data(), out.data()),
+            TQ_STATUS_NOT_FOUND);
+  // Calls without queries look their kernels up like calls with work.
+  std::vector<int32_t> noQueries = {0, 0, 0, 0, 0, 0};
+  tq_attention_params_v1 idle = p;
+  idle.q_indptr = noQueries.data();
+  EXPECT_EQ(tq_attention_v1(r.rt, &b.cache, &idle, q.data(), out.data()),
+            TQ_STATUS_OK);
+  tq_kv_cache_v0 noSequences = b.cache;
+  noSequences.num_seqs = 0;
+  EXPECT_EQ(tq_attention_v1(r.rt, &noSequences, &idle, q.data(), out.data()),
+            TQ_STATUS_OK);
+  idle.softcap = 30.0f;
+  EXPECT_EQ(tq_attention_v1(r.rt, &b.cache, &idle, q.data(), out.data()),
+            TQ_STATUS_NOT_FOUND);
+  EXPECT_EQ(tq_attention_v1(r.rt, &noSequences, &idle, q.data(), out.data()),
+            TQ_STATUS_NOT_FOUND);
+  idle = p;
+  idle.q_indptr = noQueries.data();
+  idle.num_q_heads = 6;
+  EXPECT_EQ(tq_attention_v1(r.rt, &noSequences, &idle, q.data(), out.data()),
+            TQ_STATUS_NOT_FOUND);
+  v0.q_indptr = noQueries.data();
+  EXPECT_EQ(tq_attention(r.rt, &noSequences, &v0, q.data(), out.data()),
             TQ_STATUS_NOT_FOUND);
 }
 

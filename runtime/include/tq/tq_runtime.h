@@ -147,7 +147,10 @@ typedef struct tq_attention_params_v0 {
 } tq_attention_params_v0;
 
 /* Attention of every sequence's queries over its cache: one query per
- * sequence runs the decode kernels, more the prefill kernels. */
+ * sequence runs the decode kernels, more the prefill kernels. A call with
+ * no queries (or no sequences) runs nothing but still looks its kernels up:
+ * the configuration's decode or prefill kernel must be in the library
+ * (TQ_STATUS_NOT_FOUND otherwise) and match the cache. */
 tq_status tq_attention(tq_runtime *runtime, const tq_kv_cache_v0 *cache,
                        const tq_attention_params_v0 *params, const float *q,
                        float *out);
@@ -182,7 +185,8 @@ typedef struct tq_attention_params_v1 {
 /* tq_attention with tq_attention_params_v1. Runs the ggml attention
  * kernels of the runtime's library (tq_ggml_decode_* / tq_ggml_prefill_*:
  * build it with tq-aot --abi=ggml, which also writes the append kernels
- * tq_append uses); a kernel the library lacks is TQ_STATUS_NOT_FOUND. */
+ * tq_append uses); a kernel the library lacks is TQ_STATUS_NOT_FOUND, also
+ * for a call with no queries (as in tq_attention). */
 tq_status tq_attention_v1(tq_runtime *runtime, const tq_kv_cache_v0 *cache,
                           const tq_attention_params_v1 *params,
                           const float *q, float *out);
@@ -234,14 +238,16 @@ tq_status tq_gpu_copy_to_host(tq_gpu_runtime *runtime, void *host_dst,
  * [num_rows][num_kv_heads][head_dim] floats; the library's
  * tq_append_<format>_d<D> kernels (one thread per row, the same bytes as
  * the CPU encoders) write them into their slots. Validation and statuses
- * as tq_append; rows must be finite (the kernels do not check). */
+ * as tq_append (kernels looked up even for zero rows); rows must be finite
+ * (the kernels do not check). */
 tq_status tq_gpu_append(tq_gpu_runtime *runtime, const tq_kv_cache_v0 *cache,
                         uint32_t seq, uint64_t start, uint32_t num_rows,
                         const float *k_rows, const float *v_rows);
 
 /* tq_attention on the GPU: the decode kernels when every sequence has at
  * most one query, else the prefill kernels (a split-KV launch and a
- * combine launch either way). */
+ * combine launch either way). A call with no queries launches nothing but
+ * looks its decode (or else prefill) kernel up, as tq_attention does. */
 tq_status tq_gpu_attention(tq_gpu_runtime *runtime,
                            const tq_kv_cache_v0 *cache,
                            const tq_attention_params_v0 *params,

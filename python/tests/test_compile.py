@@ -1,0 +1,111 @@
+"""tqc.compile: the kernels tq-aot would build for the same options, the
+library's kernels.json, and the compiler's errors as exceptions."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import tqc
+
+
+def test_library_lists_the_product_of_the_options(libraries):
+    lib = libraries["plain"]
+    assert lib.target == "cpu" and lib.abi == "runtime"
+    assert lib.path.name == "libtqkernels.so" and lib.path.exists()
+    names = set(lib.names())
+    for d in (64, 128):
+        for k, v in (("turbo3_0", "turbo3_0"), ("q8_0", "polar4"),
+                     ("tq3_0", "tq3_0")):
+            for kind in ("decode", "prefill"):
+                assert f"tq_{kind}_{k}_{v}_d{d}_g2" in lib
+        for f in ("turbo3_0", "q8_0", "polar4", "tq3_0"):
+            assert f"tq_append_{f}_d{d}" in names
+    # Only the listed pairs: no q8_0/q8_0 or turbo3_0/polar4.
+    assert "tq_decode_q8_0_q8_0_d64_g2" not in lib
+    assert "tq_decode_turbo3_0_polar4_d64_g2" not in lib
+    assert len(names) == 2 * (3 * 2 + 4)
+    with open(lib.directory / "kernels.json") as f:
+        assert json.load(f)["kernels"][0]["name"] == lib.kernels[0].name
+    decode = next(k for k in lib.kernels
+                  if k.name == "tq_decode_q8_0_polar4_d128_g2")
+    assert (decode.kind, decode.k_format, decode.v_format, decode.head_dim,
+            decode.group) == ("decode", "q8_0", "polar4", 128, 2)
+
+
+def test_causal_softcap_and_ggml_names(libraries):
+    assert "tq_prefill_turbo3_0_turbo3_0_d64_g2_causal_sc3000" in \
+        libraries["causal"]
+    ggml = libraries["ggml"]
+    assert ggml.abi == "ggml" and ggml.path.name == "libtq_ggml_kernels.so"
+    for name in ("tq_ggml_decode_q8_0_polar4_d64_g2",
+                 "tq_ggml_prefill_turbo3_0_turbo3_0_d64_g2",
+                 "tq_append_q8_0_d64", "tq_dequantize_polar4_d64"):
+        assert name in ggml
+    assert "tq_dequantize_q8_0_d64" not in ggml  # ggml decodes q8_0 itself
+    assert "tq_ggml_decode_turbo3_0_turbo3_0_d64_g2_sc3000" in \
+        libraries["ggml_softcap"]
+
+
+def test_compile_error_carries_the_diagnostic(tmp_path):
+    with pytest.raises(tqc.CompileError,
+                       match="tq_decode_turbo3_0_turbo3_0_d64_g1.*: "
+                             ".*window must be non-negative, got -5"):
+        tqc.compile(kind="decode", k_format="turbo3_0", head_dim=64,
+                    window=-5, output_dir=tmp_path / "w")
+    with pytest.raises(tqc.CompileError, match="unknown CPU 'no-such-cpu'"):
+        tqc.compile(kind="append", k_format="q8_0", head_dim=32,
+                    cpu="no-such-cpu", output_dir=tmp_path / "c")
+    assert issubclass(tqc.CompileError, RuntimeError)
+
+
+def test_bad_options():
+    with pytest.raises(ValueError, match="k_format: unknown format 'turbo5'"):
+        tqc.compile(k_format="turbo5", head_dim=64)
+    with pytest.raises(ValueError, match="kind: expected one of"):
+        tqc.compile(kind="combine", k_format="q8_0", head_dim=64)
+    with pytest.raises(ValueError, match="head_dim: expected positive"):
+        tqc.compile(k_format="q8_0", head_dim=0)
+    with pytest.raises(ValueError, match="lookup: expected tile, select or "
+                                         "lut, got 'fast'"):
+        tqc.compile(kind="append", k_format="q8_0", head_dim=32,
+                    lookup="fast")
+    with pytest.raises(ValueError, match="abi='ggml' kernels read causal"):
+        tqc.compile(abi="ggml", k_format="q8_0", head_dim=32, causal=True)
+    with pytest.raises(ValueError, match="pairs replaces"):
+        tqc.compile(pairs=[("q8_0", "q8_0")], k_format="q8_0")
+
+
+def test_progress_and_output_dir(tmp_path):
+    seen = []
+    lib = tqc.compile(kind=("append", "dequantize"), k_format="q8_0",
+                      v_format="turbo2_0", head_dim=32,
+                      output_dir=tmp_path / "rows",
+                      progress=lambda i, n, name: seen.append((i, n, name)))
+    assert lib.directory == tmp_path / "rows"
+    assert [s[2] for s in seen] == lib.names()
+    assert seen[0][:2] == (0, 4) and len(seen) == 4
+    assert (tmp_path / "rows" / "tq_kernels.h").exists()
+
+    def fail(i, n, name):
+        raise KeyError(name)
+
+    with pytest.raises(KeyError, match="tq_append_q8_0_d32"):
+        tqc.compile(kind="append", k_format="q8_0", head_dim=32,
+                    output_dir=tmp_path / "fail", progress=fail)
+
+
+def test_default_output_dir_is_temporary():
+    lib = tqc.compile(kind="append", k_format="f16", head_dim=16)
+    assert lib.directory.name.startswith("tqc-kernels-")
+    assert lib.names() == ["tq_append_f16_d16"]
+
+
+def test_gpu_library(tmp_path):
+    lib = tqc.compile(kind="decode", k_format="turbo3_0", head_dim=64,
+                      target="nvptx", cpu="sm_80", output_dir=tmp_path)
+    assert lib.target == "nvptx"
+    assert (tmp_path / "tq_kernels.ptx").exists()
+    with pytest.raises(ValueError, match="GPU runtime is not bound"):
+        lib.path

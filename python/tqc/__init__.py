@@ -400,10 +400,12 @@ class Runtime:
 
     @property
     def closed(self) -> bool:
+        """Whether :meth:`close` has run."""
         return self._native.closed
 
     @property
     def library_path(self) -> str:
+        """The shared library the runtime loaded."""
         return self._native.library_path
 
     @property
@@ -537,6 +539,7 @@ class KVCache:
 
     @property
     def free_pages(self) -> int:
+        """Pages of the pool no sequence holds (paged layout)."""
         return self._native.free_pages
 
     @property
@@ -546,18 +549,58 @@ class KVCache:
 
     @property
     def v_pages(self) -> ArrayLike:
+        """The V pool."""
         return self._native.v_pages
 
-    k_format = property(lambda self: self._native.k_format)
-    v_format = property(lambda self: self._native.v_format)
-    head_dim = property(lambda self: self._native.head_dim)
-    num_kv_heads = property(lambda self: self._native.num_kv_heads)
-    page_size = property(lambda self: self._native.page_size)
-    num_pages = property(lambda self: self._native.num_pages)
-    num_seqs = property(lambda self: self._native.num_seqs)
-    k_row_bytes = property(lambda self: self._native.k_row_bytes)
-    v_row_bytes = property(lambda self: self._native.v_row_bytes)
-    layout = property(lambda self: self._native.layout)
+    @property
+    def k_format(self) -> str:
+        """The K rows' format."""
+        return self._native.k_format
+
+    @property
+    def v_format(self) -> str:
+        """The V rows' format."""
+        return self._native.v_format
+
+    @property
+    def head_dim(self) -> int:
+        """Values per K/V row."""
+        return self._native.head_dim
+
+    @property
+    def num_kv_heads(self) -> int:
+        """KV heads per token."""
+        return self._native.num_kv_heads
+
+    @property
+    def page_size(self) -> int:
+        """Tokens per page (contiguous: the capacity)."""
+        return self._native.page_size
+
+    @property
+    def num_pages(self) -> int:
+        """Pages in each pool."""
+        return self._native.num_pages
+
+    @property
+    def num_seqs(self) -> int:
+        """Sequences the cache holds."""
+        return self._native.num_seqs
+
+    @property
+    def k_row_bytes(self) -> int:
+        """Bytes of one encoded K row."""
+        return self._native.k_row_bytes
+
+    @property
+    def v_row_bytes(self) -> int:
+        """Bytes of one encoded V row."""
+        return self._native.v_row_bytes
+
+    @property
+    def layout(self) -> str:
+        """``paged`` or ``contiguous``."""
+        return self._native.layout
 
     def __repr__(self) -> str:
         return (f"KVCache({self.k_format}/{self.v_format}, "

@@ -246,3 +246,146 @@ func.func @keys_and_values(%q: tensor<1x2x8xf32>, %g: tensor<6x1x8xf32>) -> tens
   %o = tq.pv %p, %kv : tensor<1x2x6xf32>, tensor<6x1x8xf32> -> tensor<1x2x8xf32>
   return %o : tensor<1x2x8xf32>
 }
+
+// -----
+
+#r = #tq.rotation<kind = hadamard, dim = 4, block = 4, signs1 = [1, -1, 1, 1]>
+
+// A query whose head dim is dynamic must still match the keys' static head
+// dim (3) at run time (qk's contract), so the query is cast to it and
+// padded by the static 4 - 3. (The pass used to pad by 4 minus the
+// dynamic-size sentinel: a huge negative padding.)
+// CHECK-LABEL: func @dynamic_query_head_dim
+// CHECK: %[[QC:.*]] = tensor.cast %arg0 : tensor<1x2x?xf32> to tensor<1x2x3xf32>
+// CHECK: %[[QP:.*]] = tensor.pad %[[QC]] low[0, 0, 0] high[0, 0, 1]
+// CHECK: } : tensor<1x2x3xf32> to tensor<1x2x4xf32>
+// CHECK: %[[QR:.*]] = tq.rotate %[[QP]] {rotation = #rotation} : tensor<1x2x4xf32>
+// CHECK: tq.qk %[[QR]], %arg1 : tensor<1x2x4xf32>, tensor<5x1x4xf32> -> tensor<1x2x5xf32>
+func.func @dynamic_query_head_dim(%q: tensor<1x2x?xf32>, %kg: tensor<5x1x4xf32>) -> tensor<1x2x5xf32> {
+  %kr = tq.rotate %kg {rotation = #r, inverse} : tensor<5x1x4xf32>
+  %k = tensor.extract_slice %kr[0, 0, 0] [5, 1, 3] [1, 1, 1] : tensor<5x1x4xf32> to tensor<5x1x3xf32>
+  %s = tq.qk %q, %k : tensor<1x2x?xf32>, tensor<5x1x3xf32> -> tensor<1x2x5xf32>
+  return %s : tensor<1x2x5xf32>
+}
+
+// -----
+
+#r = #tq.rotation<kind = hadamard, dim = 4, block = 4, signs1 = [1, -1, 1, 1]>
+
+// Neither operand knows the head dim: the padding is computed from the
+// query's own size (4 - dim(q, 2), never negative since the keys' slice of
+// the 4-wide rotated rows is in bounds), and the padded query is 4 wide.
+// CHECK-LABEL: func @dynamic_head_dims
+// CHECK-DAG: %[[C4:.*]] = arith.constant 4 : index
+// CHECK-DAG: %[[C2:.*]] = arith.constant 2 : index
+// CHECK: %[[D:.*]] = tensor.dim %arg0, %[[C2]] : tensor<1x2x?xf32>
+// CHECK: %[[H:.*]] = arith.subi %[[C4]], %[[D]] : index
+// CHECK: %[[QP:.*]] = tensor.pad %arg0 low[0, 0, 0] high[0, 0, %[[H]]]
+// CHECK: } : tensor<1x2x?xf32> to tensor<1x2x4xf32>
+// CHECK: %[[QR:.*]] = tq.rotate %[[QP]] {rotation = #rotation} : tensor<1x2x4xf32>
+// CHECK: tq.qk %[[QR]], %arg1 : tensor<1x2x4xf32>, tensor<5x1x4xf32> -> tensor<1x2x5xf32>
+func.func @dynamic_head_dims(%q: tensor<1x2x?xf32>, %kg: tensor<5x1x4xf32>, %n: index) -> tensor<1x2x5xf32> {
+  %kr = tq.rotate %kg {rotation = #r, inverse} : tensor<5x1x4xf32>
+  %k = tensor.extract_slice %kr[0, 0, 0] [5, 1, %n] [1, 1, 1] : tensor<5x1x4xf32> to tensor<5x1x?xf32>
+  %s = tq.qk %q, %k : tensor<1x2x?xf32>, tensor<5x1x?xf32> -> tensor<1x2x5xf32>
+  return %s : tensor<1x2x5xf32>
+}
+
+// -----
+
+#r = #tq.rotation<kind = hadamard, dim = 4, block = 4, signs1 = [1, -1, 1, 1]>
+
+// A pv result with a dynamic head dim: the output keeps the entries the
+// values' slice kept (its static size 3), then is cast to the result type.
+// (The pass used to build the slice from the result type's sizes, putting
+// the dynamic-size sentinel among the static sizes: invalid IR.)
+// CHECK-LABEL: func @dynamic_value_result
+// CHECK: %[[A:.*]] = tq.pv %arg0, %arg1 : tensor<1x2x5xf32>, tensor<5x1x4xf32> -> tensor<1x2x4xf32>
+// CHECK: %[[AR:.*]] = tq.rotate %[[A]] {inverse, rotation = #rotation} : tensor<1x2x4xf32>
+// CHECK: %[[S:.*]] = tensor.extract_slice %[[AR]][0, 0, 0] [1, 2, 3] [1, 1, 1] : tensor<1x2x4xf32> to tensor<1x2x3xf32>
+// CHECK: %[[O:.*]] = tensor.cast %[[S]] : tensor<1x2x3xf32> to tensor<1x2x?xf32>
+// CHECK: return %[[O]]
+func.func @dynamic_value_result(%p: tensor<1x2x5xf32>, %vg: tensor<5x1x4xf32>) -> tensor<1x2x?xf32> {
+  %vr = tq.rotate %vg {rotation = #r, inverse} : tensor<5x1x4xf32>
+  %v = tensor.extract_slice %vr[0, 0, 0] [5, 1, 3] [1, 1, 1] : tensor<5x1x4xf32> to tensor<5x1x3xf32>
+  %o = tq.pv %p, %v : tensor<1x2x5xf32>, tensor<5x1x3xf32> -> tensor<1x2x?xf32>
+  return %o : tensor<1x2x?xf32>
+}
+
+// -----
+
+#r = #tq.rotation<kind = hadamard, dim = 4, block = 4, signs1 = [1, -1, 1, 1]>
+
+// Dynamic query heads and a dynamic head dim kept by the values' slice:
+// the output slice takes the heads from the rotated output (tensor.dim)
+// and the head dim from the original slice's %n.
+// CHECK-LABEL: func @dynamic_value_dims
+// CHECK-SAME: %[[N:[a-z0-9]+]]: index
+// CHECK: %[[A:.*]] = tq.pv %arg0, %arg1 : tensor<1x?x5xf32>, tensor<5x1x4xf32> -> tensor<1x?x4xf32>
+// CHECK: %[[AR:.*]] = tq.rotate %[[A]] {inverse, rotation = #rotation} : tensor<1x?x4xf32>
+// CHECK: %[[H:.*]] = tensor.dim %[[AR]], %{{.*}} : tensor<1x?x4xf32>
+// CHECK: %[[O:.*]] = tensor.extract_slice %[[AR]][0, 0, 0] [1, %[[H]], %[[N]]] [1, 1, 1] : tensor<1x?x4xf32> to tensor<1x?x?xf32>
+// CHECK: return %[[O]]
+func.func @dynamic_value_dims(%p: tensor<1x?x5xf32>, %vg: tensor<5x1x4xf32>, %n: index) -> tensor<1x?x?xf32> {
+  %vr = tq.rotate %vg {rotation = #r, inverse} : tensor<5x1x4xf32>
+  %v = tensor.extract_slice %vr[0, 0, 0] [5, 1, %n] [1, 1, 1] : tensor<5x1x4xf32> to tensor<5x1x?xf32>
+  %o = tq.pv %p, %v : tensor<1x?x5xf32>, tensor<5x1x?xf32> -> tensor<1x?x?xf32>
+  return %o : tensor<1x?x?xf32>
+}
+
+// -----
+
+#r = #tq.rotation<kind = hadamard, dim = 4, block = 4, signs1 = [1, -1, 1, 1]>
+
+// Values without a slice and a less static result: the 4-wide output is
+// only cast, never sliced.
+// CHECK-LABEL: func @dynamic_value_result_unsliced
+// CHECK: %[[AR:.*]] = tq.rotate %{{.*}} {inverse, rotation = #rotation} : tensor<1x2x4xf32>
+// CHECK-NOT: tensor.extract_slice
+// CHECK: %[[O:.*]] = tensor.cast %[[AR]] : tensor<1x2x4xf32> to tensor<1x2x?xf32>
+// CHECK: return %[[O]]
+func.func @dynamic_value_result_unsliced(%p: tensor<1x2x5xf32>, %vg: tensor<5x1x4xf32>) -> tensor<1x2x?xf32> {
+  %vr = tq.rotate %vg {rotation = #r, inverse} : tensor<5x1x4xf32>
+  %o = tq.pv %p, %vr : tensor<1x2x5xf32>, tensor<5x1x4xf32> -> tensor<1x2x?xf32>
+  return %o : tensor<1x2x?xf32>
+}
+
+// -----
+
+#r = #tq.rotation<kind = hadamard, dim = 4, block = 4, signs1 = [1, -1, 1, 1]>
+
+// Negative: the rotated keys reach qk through a tensor.cast. The pass only
+// looks through the rotation and the slice of its padding, so the rotation
+// stays on every cached row, and the remark says so (it used to be left
+// without one). Canonicalize folds such casts first in tq-fusion.
+// CHECK-LABEL: func @cast_keys
+// CHECK: %[[KR:.*]] = tq.rotate %arg1 {inverse, rotation = #rotation} : tensor<?x1x4xf32>
+// CHECK: %[[K:.*]] = tensor.cast %[[KR]]
+// CHECK: tq.qk %arg0, %[[K]] : tensor<1x2x4xf32>, tensor<5x1x4xf32>
+func.func @cast_keys(%q: tensor<1x2x4xf32>, %kg: tensor<?x1x4xf32>) -> tensor<1x2x5xf32> {
+  %kr = tq.rotate %kg {rotation = #r, inverse} : tensor<?x1x4xf32>
+  %k = tensor.cast %kr : tensor<?x1x4xf32> to tensor<5x1x4xf32>
+  // expected-remark @+1 {{rotation not hoisted: the rotated rows reach the operand through 'tensor.cast'; only a tq.rotate and a zero-offset, unit-stride tensor.extract_slice of it are looked through}}
+  %s = tq.qk %q, %k : tensor<1x2x4xf32>, tensor<5x1x4xf32> -> tensor<1x2x5xf32>
+  return %s : tensor<1x2x5xf32>
+}
+
+// -----
+
+#r = #tq.rotation<kind = hadamard, dim = 4, block = 4, signs1 = [1, -1, 1, 1]>
+
+// Negative: the same on the value side, behind the padding slice: a cast
+// between the rotation and the slice also hides the rotation.
+// CHECK-LABEL: func @cast_values
+// CHECK: tq.rotate %arg1 {inverse, rotation = #rotation} : tensor<5x1x4xf32>
+// CHECK: tq.pv %arg0, %{{.*}} : tensor<1x2x5xf32>, tensor<?x1x3xf32>
+func.func @cast_values(%p: tensor<1x2x5xf32>, %vg: tensor<5x1x4xf32>) -> tensor<1x2x3xf32> {
+  %vr = tq.rotate %vg {rotation = #r, inverse} : tensor<5x1x4xf32>
+  %vc = tensor.cast %vr : tensor<5x1x4xf32> to tensor<?x1x4xf32>
+  %c0 = arith.constant 0 : index
+  %n = tensor.dim %vc, %c0 : tensor<?x1x4xf32>
+  %v = tensor.extract_slice %vc[0, 0, 0] [%n, 1, 3] [1, 1, 1] : tensor<?x1x4xf32> to tensor<?x1x3xf32>
+  // expected-remark @+1 {{rotation not hoisted: the rotated rows reach the operand through 'tensor.cast'}}
+  %o = tq.pv %p, %v : tensor<1x2x5xf32>, tensor<?x1x3xf32> -> tensor<1x2x3xf32>
+  return %o : tensor<1x2x3xf32>
+}

@@ -46,6 +46,24 @@ bool coversWholeDim(tensor::ExtractSliceOp slice, unsigned i) {
   return index && *index == int64_t(i);
 }
 
+/// The op through which a rotation reaches `value` when `value` is not the
+/// rotation itself: the defining op of `value` if one of its operands comes,
+/// within `depth` more ops, from a tq.rotate. Null when no rotation is found.
+Operation *findOpBetween(Value value, unsigned depth) {
+  Operation *def = value.getDefiningOp();
+  if (!def || isa<RotateOp>(def))
+    return nullptr;
+  for (Value operand : def->getOperands()) {
+    if (!isa<TensorType>(operand.getType()))
+      continue;
+    if (operand.getDefiningOp<RotateOp>())
+      return def;
+    if (depth > 0 && findOpBetween(operand, depth - 1))
+      return def;
+  }
+  return nullptr;
+}
+
 /// Finds the rotation behind a dense operand. Returns std::nullopt when no
 /// rotation feeds it, and failure (with `reason`) when one does but the
 /// rotation identity does not apply.
@@ -54,8 +72,19 @@ matchRotatedOperand(Value dense, std::string &reason) {
   auto slice = dense.getDefiningOp<tensor::ExtractSliceOp>();
   Value source = slice ? slice.getSource() : dense;
   auto rotate = source.getDefiningOp<RotateOp>();
-  if (!rotate)
+  if (!rotate) {
+    // A rotation further up (behind a tensor.cast, a reshape, arithmetic)
+    // still costs one rotation per cached row; say why it stays. Only the
+    // rotation itself and the slice of its padding are looked through.
+    if (Operation *between = findOpBetween(source, /*depth=*/3)) {
+      reason = "the rotated rows reach the operand through '" +
+               between->getName().getStringRef().str() +
+               "'; only a tq.rotate and a zero-offset, unit-stride "
+               "tensor.extract_slice of it are looked through";
+      return failure();
+    }
     return std::optional<RotatedOperand>();
+  }
   if (slice) {
     if (slice.getSourceType().getRank() != 3 ||
         slice.getResultType().getRank() != 3) {
@@ -90,22 +119,40 @@ matchRotatedOperand(Value dense, std::string &reason) {
   return std::optional<RotatedOperand>(RotatedOperand{rotate, slice});
 }
 
-/// Zero-pads the last dim of `value` to `width`.
+/// Zero-pads the last dim of `value`, whose rows are `headDim` wide, to
+/// `width`. `headDim` is the static width the value must have (the other
+/// operand's, which qk's verifier made compatible), or dynamic when neither
+/// operand knows it; then the padding is computed from the value's own size.
 Value padLastDim(PatternRewriter &rewriter, Location loc, Value value,
-                 int64_t width) {
+                 int64_t headDim, int64_t width) {
   auto type = cast<RankedTensorType>(value.getType());
-  int64_t current = type.getShape().back();
-  if (current == width)
-    return value;
+  unsigned last = type.getRank() - 1;
   SmallVector<int64_t> shape(type.getShape());
-  shape.back() = width;
-  auto paddedType = RankedTensorType::get(shape, type.getElementType());
+  if (!ShapedType::isDynamic(headDim) && shape.back() != headDim) {
+    // The query's dynamic head dim must equal the keys' static one at run
+    // time (qk's contract); the cast states it, so the padding is static.
+    shape.back() = headDim;
+    value = tensor::CastOp::create(
+        rewriter, loc, RankedTensorType::get(shape, type.getElementType()),
+        value);
+  }
+  if (shape.back() == width)
+    return value;
   SmallVector<OpFoldResult> low(type.getRank(), rewriter.getIndexAttr(0));
   SmallVector<OpFoldResult> high(type.getRank(), rewriter.getIndexAttr(0));
-  high.back() = rewriter.getIndexAttr(width - current);
-  Value zero = arith::ConstantOp::create(rewriter, loc,
-                                         rewriter.getZeroAttr(
-                                             type.getElementType()));
+  if (ShapedType::isDynamic(shape.back())) {
+    // width - dim(value, last); the slice that produced the keys was in
+    // bounds of the rotated rows, so this is never negative.
+    Value size = tensor::DimOp::create(rewriter, loc, value, last);
+    Value full = arith::ConstantIndexOp::create(rewriter, loc, width);
+    high.back() = Value(arith::SubIOp::create(rewriter, loc, full, size));
+  } else {
+    high.back() = rewriter.getIndexAttr(width - shape.back());
+  }
+  shape.back() = width;
+  auto paddedType = RankedTensorType::get(shape, type.getElementType());
+  Value zero = arith::ConstantOp::create(
+      rewriter, loc, rewriter.getZeroAttr(type.getElementType()));
   return tensor::PadOp::create(rewriter, loc, paddedType, value, low, high,
                                zero);
 }
@@ -128,7 +175,10 @@ struct HoistKeyRotation : public OpRewritePattern<QKOp> {
       return rewriter.notifyMatchFailure(op, "keys are not rotated");
     RotateOp rotate = (*match)->rotate;
     Location loc = op.getLoc();
-    Value query = padLastDim(rewriter, loc, op.getQuery(),
+    int64_t headDim = op.getQuery().getType().getDimSize(2);
+    if (ShapedType::isDynamic(headDim))
+      headDim = op.getKeys().getType().getDimSize(2);
+    Value query = padLastDim(rewriter, loc, op.getQuery(), headDim,
                              rotate.getRotation().getDim());
     Value rotated =
         RotateOp::create(rewriter, loc, query.getType(), query,
@@ -161,16 +211,24 @@ struct HoistValueRotation : public OpRewritePattern<PVOp> {
                              rotate.getInput());
     Value out = RotateOp::create(rewriter, loc, accType, acc,
                                  rotate.getRotation(), rotate.getInverseAttr());
-    if (accType != resultType) {
+    tensor::ExtractSliceOp slice = (*match)->slice;
+    if (slice && !coversWholeDim(slice, 2)) {
+      // Keep the values' leading head_dim entries: the size the original
+      // slice kept (an SSA value that dominates `op` when dynamic), not the
+      // result type's, which may be less static.
       SmallVector<OpFoldResult> offsets(3, rewriter.getIndexAttr(0));
       SmallVector<OpFoldResult> strides(3, rewriter.getIndexAttr(1));
       SmallVector<OpFoldResult> sizes = {
           tensor::getMixedSize(rewriter, loc, out, 0),
-          rewriter.getIndexAttr(resultType.getDimSize(1)),
-          rewriter.getIndexAttr(resultType.getDimSize(2))};
-      out = tensor::ExtractSliceOp::create(rewriter, loc, resultType, out,
-                                           offsets, sizes, strides);
+          tensor::getMixedSize(rewriter, loc, out, 1),
+          slice.getMixedSizes()[2]};
+      out = tensor::ExtractSliceOp::create(rewriter, loc, out, offsets, sizes,
+                                           strides);
     }
+    // Only static information differs now (pv's verifier made the types
+    // compatible).
+    if (out.getType() != resultType)
+      out = tensor::CastOp::create(rewriter, loc, resultType, out);
     rewriter.replaceOp(op, out);
     return success();
   }

@@ -56,8 +56,14 @@ def TQHoistRotation : Pass<"tq-hoist-rotation"> {
 
     The identity needs the slice to keep the leading `head_dim` entries of
     every row (what zero padding produces). Where a rotation feeds a
-    `tq.qk` or `tq.pv` through anything else, the pass leaves it and emits
-    a remark saying why.
+    `tq.qk` or `tq.pv` through anything else (a `tensor.cast` included),
+    the pass leaves it and emits a remark saying why.
+
+    Dynamic sizes: a query whose head dim is dynamic is cast to the keys'
+    static one (qk requires them equal) and padded statically; where
+    neither knows it, the padding is `dim - size(q)`, computed. A value
+    output keeps the head dim the values' slice kept (its SSA size when
+    dynamic) and is cast to the `tq.pv` result type.
   }];
   let dependentDialects = ["::mlir::tensor::TensorDialect",
                            "::mlir::arith::ArithDialect"];

@@ -321,3 +321,29 @@ void mlir::tq::populateDenseLoweringPatterns(const TypeConverter &converter,
   patterns.add<LowerRotate, LowerQK, LowerPV, LowerSoftmax>(
       converter, patterns.getContext());
 }
+
+LogicalResult mlir::tq::checkStaticHeadCounts(Operation *op) {
+  // (operand, what its dim 1 counts) pairs whose head count must be static.
+  SmallVector<std::pair<Value, StringRef>, 2> operands;
+  if (auto qk = dyn_cast<QKOp>(op))
+    operands = {{qk.getQuery(), "query heads of the query"},
+                {qk.getKeys(), "kv heads of the keys"}};
+  else if (auto pv = dyn_cast<PVOp>(op))
+    operands = {{pv.getProbs(), "query heads of the probabilities"},
+                {pv.getValues(), "kv heads of the values"}};
+  else if (auto score = dyn_cast<ScoreOp>(op))
+    operands = {{score.getQuery(), "query heads of the query"}};
+  else if (auto accumulate = dyn_cast<AccumulateOp>(op))
+    operands = {{accumulate.getProbs(), "query heads of the probabilities"}};
+  for (auto [value, what] : operands) {
+    auto type = cast<ShapedType>(value.getType());
+    if (!type.isDynamicDim(1))
+      continue;
+    return op->emitOpError()
+           << "cannot be lowered to loops: dim 1 (the " << what << ") of "
+           << type
+           << " is dynamic; it must be static, since the GQA group (query "
+              "heads per kv head) is a constant of the lowered loops";
+  }
+  return success();
+}

@@ -44,6 +44,13 @@ void populateQuantizeLoweringPatterns(const TypeConverter &converter,
 void populatePaddingLoweringPatterns(const TypeConverter &converter,
                                      RewritePatternSet &patterns);
 
+/// Emits an error on a tq.qk, tq.pv, tq.score or tq.accumulate whose head
+/// counts (dim 1 of its per-head operands) are not static, which the
+/// lowering needs (the GQA group is a constant of its loops); the patterns
+/// only fail to match such ops, and the conversion would say no more than
+/// "failed to legalize".
+LogicalResult checkStaticHeadCounts(Operation *op);
+
 /// True for the pads and slices populatePaddingLoweringPatterns lowers.
 bool isLoweredPadding(Operation *op);
 

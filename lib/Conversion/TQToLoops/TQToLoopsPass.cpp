@@ -48,12 +48,15 @@ struct TQLowerToLoopsPass
     : public mlir::tq::impl::TQLowerToLoopsBase<TQLowerToLoopsPass> {
   void runOnOperation() override {
     MLIRContext *context = &getContext();
-    // Ops the loop lowering does not take: report them by name.
+    // Ops the loop lowering does not take: report them by name, with the
+    // reason (a failed conversion would only say "failed to legalize").
     bool unsupported = false;
     getOperation()->walk([&](Operation *op) {
       if (isa<AttentionOp>(op)) {
         op->emitError() << "tq.attention must be decomposed first (run "
                            "tq-decompose-attention before tq-lower-to-loops)";
+        unsupported = true;
+      } else if (failed(checkStaticHeadCounts(op))) {
         unsupported = true;
       }
     });

@@ -780,10 +780,11 @@ func.func @other_pads_and_slices(%x: tensor<2x3xf32>, %n: index) -> (tensor<3x4x
 // -----
 
 // Negative: the dense products need static head counts (the GQA group is
-// a constant of the affine map); with a dynamic one the op stays illegal
-// and the conversion fails.
+// a constant of the affine map); with a dynamic one the pass refuses the
+// op before converting, naming the dim (the conversion itself would only
+// say "failed to legalize").
 func.func @qk_dynamic_heads(%q: tensor<1x?x8xf32>, %k: tensor<4x2x8xf32>) -> tensor<1x?x4xf32> {
-  // expected-error @+1 {{failed to legalize operation 'tq.qk'}}
+  // expected-error @+1 {{'tq.qk' op cannot be lowered to loops: dim 1 (the query heads of the query) of 'tensor<1x?x8xf32>' is dynamic; it must be static, since the GQA group (query heads per kv head) is a constant of the lowered loops}}
   %s = tq.qk %q, %k : tensor<1x?x8xf32>, tensor<4x2x8xf32> -> tensor<1x?x4xf32>
   return %s : tensor<1x?x4xf32>
 }
@@ -791,9 +792,29 @@ func.func @qk_dynamic_heads(%q: tensor<1x?x8xf32>, %k: tensor<4x2x8xf32>) -> ten
 // -----
 
 func.func @pv_dynamic_heads(%p: tensor<1x4x4xf32>, %v: tensor<4x?x8xf32>) -> tensor<1x4x8xf32> {
-  // expected-error @+1 {{failed to legalize operation 'tq.pv'}}
+  // expected-error @+1 {{'tq.pv' op cannot be lowered to loops: dim 1 (the kv heads of the values) of 'tensor<4x?x8xf32>' is dynamic}}
   %o = tq.pv %p, %v : tensor<1x4x4xf32>, tensor<4x?x8xf32> -> tensor<1x4x8xf32>
   return %o : tensor<1x4x8xf32>
+}
+
+// -----
+
+// The keys' kv head count is the other half of the group.
+func.func @qk_dynamic_kv_heads(%q: tensor<1x4x8xf32>, %k: tensor<4x?x8xf32>) -> tensor<1x4x4xf32> {
+  // expected-error @+1 {{'tq.qk' op cannot be lowered to loops: dim 1 (the kv heads of the keys) of 'tensor<4x?x8xf32>' is dynamic}}
+  %s = tq.qk %q, %k : tensor<1x4x8xf32>, tensor<4x?x8xf32> -> tensor<1x4x4xf32>
+  return %s : tensor<1x4x4xf32>
+}
+
+// -----
+
+// Every such op is reported, not only the first.
+func.func @pv_dynamic_query_heads(%p: tensor<1x?x4xf32>, %v: tensor<4x2x8xf32>, %p2: tensor<2x?x4xf32>) -> (tensor<1x?x8xf32>, tensor<2x?x8xf32>) {
+  // expected-error @+1 {{'tq.pv' op cannot be lowered to loops: dim 1 (the query heads of the probabilities) of 'tensor<1x?x4xf32>' is dynamic}}
+  %o = tq.pv %p, %v : tensor<1x?x4xf32>, tensor<4x2x8xf32> -> tensor<1x?x8xf32>
+  // expected-error @+1 {{'tq.pv' op cannot be lowered to loops: dim 1 (the query heads of the probabilities) of 'tensor<2x?x4xf32>' is dynamic}}
+  %o2 = tq.pv %p2, %v : tensor<2x?x4xf32>, tensor<4x2x8xf32> -> tensor<2x?x8xf32>
+  return %o, %o2 : tensor<1x?x8xf32>, tensor<2x?x8xf32>
 }
 
 // -----
@@ -802,7 +823,7 @@ func.func @pv_dynamic_heads(%p: tensor<1x4x4xf32>, %v: tensor<4x?x8xf32>) -> ten
 // group decides which cache rows a head reads), for every lookup.
 func.func @score_dynamic_heads(%q: tensor<1x?x64xf32>, %kb: tensor<5x1x34xi8>) -> tensor<1x?x5xf32> {
   %k = tq.from_bytes %kb : tensor<5x1x34xi8> -> !tq.cache<5x1x64, #tq.format<"polar4">>
-  // expected-error @+1 {{failed to legalize operation 'tq.score'}}
+  // expected-error @+1 {{'tq.score' op cannot be lowered to loops: dim 1 (the query heads of the query) of 'tensor<1x?x64xf32>' is dynamic}}
   %s = tq.score %q, %k : tensor<1x?x64xf32>, !tq.cache<5x1x64, #tq.format<"polar4">> -> tensor<1x?x5xf32>
   return %s : tensor<1x?x5xf32>
 }
@@ -811,7 +832,7 @@ func.func @score_dynamic_heads(%q: tensor<1x?x64xf32>, %kb: tensor<5x1x34xi8>) -
 
 func.func @accumulate_dynamic_heads(%p: tensor<1x?x5xf32>, %kb: tensor<5x1x34xi8>) -> tensor<1x?x64xf32> {
   %k = tq.from_bytes %kb : tensor<5x1x34xi8> -> !tq.cache<5x1x64, #tq.format<"polar4">>
-  // expected-error @+1 {{failed to legalize operation 'tq.accumulate'}}
+  // expected-error @+1 {{'tq.accumulate' op cannot be lowered to loops: dim 1 (the query heads of the probabilities) of 'tensor<1x?x5xf32>' is dynamic}}
   %a = tq.accumulate %p, %k {lookup = #tq.lookup<tile>} : tensor<1x?x5xf32>, !tq.cache<5x1x64, #tq.format<"polar4">> -> tensor<1x?x64xf32>
   return %a : tensor<1x?x64xf32>
 }

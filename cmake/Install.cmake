@@ -89,3 +89,6 @@ configure_file(${TQC_SOURCE_DIR}/cmake/tq_runtime.pc.in
   ${TQC_BINARY_DIR}/tq_runtime.pc @ONLY)
 install(FILES ${TQC_BINARY_DIR}/tq_runtime.pc
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# The Python package's test builds on an installed prefix.
+include(${TQC_SOURCE_DIR}/python/tests/CTest.cmake)

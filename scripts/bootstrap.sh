@@ -4,7 +4,8 @@
 set -euo pipefail
 
 APT_PACKAGES=(
-  cmake ninja-build g++ python3 python3-pip patch pkg-config
+  cmake ninja-build g++ python3 python3-pip python3-venv python3-dev patch
+  pkg-config
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools lld-22 clang-22
   libclang-rt-22-dev
   libgtest-dev
@@ -27,10 +28,7 @@ else
   echo "bootstrap: system packages present"
 fi
 
-# Python packages (lit itself ships with llvm-22-tools). pip skips what is
-# already installed at a satisfying version.
-root="$(cd "$(dirname "$0")/.." && pwd)"
-req="$root/python/requirements.txt"
-if grep -qv '^\s*\(#.*\)\?$' "$req" 2>/dev/null; then
-  python3 -m pip install -q -r "$req"
-fi
+# Python packages: lit ships with llvm-22-tools; the tqc package's build and
+# test requirements (python/requirements.txt, pinned) go into a virtual
+# environment under the build directory, which the ctest `python` creates
+# (python/tests/run-ctest.sh), not into Debian's externally managed python3.

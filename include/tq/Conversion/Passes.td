@@ -172,7 +172,14 @@ def TQGpuToHost : Pass<"tq-gpu-to-host", "::mlir::ModuleOp"> {
       a shuffle's `valid` result must be unused;
     - private allocas (`tq-gpu-bufferize`) and memory-space casts move to
       the default memory space, and the gpu.module's globals move to the
-      parent module.
+      parent module;
+    - `func.func` device functions the kernels call move to the parent
+      module too, their workgroup or private memref arguments and results
+      in the default memory space and their barriers and shuffles rewritten
+      as above. A device function may not read block or thread ids (only
+      kernels receive them), nor take a name the parent module already
+      uses; a `gpu.func` without `kernel` is refused (write it as a
+      `func.func`).
   }];
   let dependentDialects = ["::mlir::func::FuncDialect",
                            "::mlir::memref::MemRefDialect"];

@@ -162,3 +162,104 @@ module attributes {gpu.container_module} {
     }
   }
 }
+
+// -----
+
+// Device functions (func.func in the gpu.module, called by its kernels)
+// move to the host module with the kernels instead of being erased with
+// the gpu.module (which left the calls dangling). A workgroup or private
+// memref argument takes the default memory space, matching the kernel's
+// view of its arena; barriers and shuffles inside call the emulator.
+// CHECK-DAG: func.func private @tq_emu_barrier()
+// CHECK-DAG: func.func private @tq_emu_shuffle_xor_f32(f32, i32, i32) -> f32
+// CHECK-LABEL: func.func @reduce(
+// CHECK-SAME: %[[B:.*]]: memref<8xf32>, %[[T:.*]]: index) -> f32
+// CHECK: %[[X:.*]] = memref.load %[[B]][%[[T]]] : memref<8xf32>
+// CHECK: call @tq_emu_barrier() : () -> ()
+// CHECK: %[[Y:.*]] = call @tq_emu_shuffle_xor_f32(%[[X]], %{{.*}}, %{{.*}}) : (f32, i32, i32) -> f32
+// CHECK: %[[Z:.*]] = call @twice(%[[Y]]) : (f32) -> f32
+// CHECK: return %[[Z]] : f32
+// CHECK-LABEL: func.func @twice(
+// CHECK: arith.addf
+// CHECK-LABEL: func.func @caller(
+// CHECK-SAME: %[[OUT:.*]]: memref<?xf32>, %{{.*}}: index, %{{.*}}: index, %{{.*}}: index, %[[TID:.*]]: index, %[[ARENA:.*]]: memref<?xi8>)
+// CHECK: %[[BUF:.*]] = memref.view %[[ARENA]][%{{.*}}][] : memref<?xi8> to memref<8xf32>
+// CHECK: %[[R:.*]] = call @reduce(%[[BUF]], %[[TID]]) : (memref<8xf32>, index) -> f32
+// CHECK: memref.store %[[R]], %[[OUT]]
+// CHECK-NOT: gpu.
+module attributes {gpu.container_module} {
+  gpu.module @m {
+    gpu.func @caller(%out: memref<?xf32>)
+        workgroup(%buf : memref<8xf32, #gpu.address_space<workgroup>>)
+        kernel {
+      %t = gpu.thread_id x
+      %r = func.call @reduce(%buf, %t) : (memref<8xf32, #gpu.address_space<workgroup>>, index) -> f32
+      memref.store %r, %out[%t] : memref<?xf32>
+      gpu.return
+    }
+    func.func @reduce(%b: memref<8xf32, #gpu.address_space<workgroup>>, %t: index) -> f32 {
+      %x = memref.load %b[%t] : memref<8xf32, #gpu.address_space<workgroup>>
+      gpu.barrier
+      %c1 = arith.constant 1 : i32
+      %w = arith.constant 32 : i32
+      %y, %valid = gpu.shuffle xor %x, %c1, %w : f32
+      %z = func.call @twice(%y) : (f32) -> f32
+      return %z : f32
+    }
+    func.func @twice(%x: f32) -> f32 {
+      %y = arith.addf %x, %x : f32
+      return %y : f32
+    }
+  }
+}
+
+// -----
+
+// A device function cannot read the block or thread id: only a kernel's
+// host function receives them (as trailing arguments).
+module attributes {gpu.container_module} {
+  gpu.module @m {
+    gpu.func @k(%out: memref<?xindex>) kernel {
+      %i = func.call @id() : () -> index
+      memref.store %i, %out[%i] : memref<?xindex>
+      gpu.return
+    }
+    func.func @id() -> index {
+      // expected-error @below {{in device function 'id': the host emulation passes block and thread ids to kernels only (pass the id as an argument)}}
+      %t = gpu.thread_id x
+      return %t : index
+    }
+  }
+}
+
+// -----
+
+// A device function whose name the host module already uses (here by
+// another gpu.module's kernel) cannot move there without renaming calls.
+module attributes {gpu.container_module} {
+  gpu.module @a {
+    gpu.func @f(%out: memref<?xf32>) kernel {
+      gpu.return
+    }
+  }
+  gpu.module @b {
+    // expected-error @below {{is a device function of gpu.module 'b' whose name is taken in the host module (by 'func.func')}}
+    func.func @f() {
+      return
+    }
+  }
+}
+
+// -----
+
+// A gpu.func without `kernel` is not a kernel: converting it to a
+// one-thread host function with trailing ids (as it used to be) gives its
+// callers the wrong signature.
+module attributes {gpu.container_module} {
+  gpu.module @m {
+    // expected-error @below {{is not a kernel: the host emulation converts kernels (one call per GPU thread) and func.func device functions; write a device function as a func.func}}
+    gpu.func @helper(%x: f32) {
+      gpu.return
+    }
+  }
+}

@@ -928,6 +928,13 @@ private:
   Array pool(nb::handle obj, const char *name, uint32_t rowBytes) {
     std::vector<int64_t> shape = {int64_t(numPages_), int64_t(pageSize_),
                                   int64_t(numKvHeads_), int64_t(rowBytes)};
+    uint64_t bytes = 0;
+    if (__builtin_mul_overflow(numPages_, uint64_t(pageSize_), &bytes) ||
+        __builtin_mul_overflow(bytes, uint64_t(numKvHeads_), &bytes) ||
+        __builtin_mul_overflow(bytes, uint64_t(rowBytes), &bytes) ||
+        bytes > uint64_t(std::numeric_limits<int64_t>::max()))
+      valueError(std::string(name) + ": a pool of " + shapeString(shape) +
+                 " bytes overflows 64 bits");
     if (obj.is_none()) {
       auto a = newArray<uint8_t>(
           {size_t(numPages_), pageSize_, numKvHeads_, rowBytes});

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -346,8 +347,8 @@ def compile(kind: Optional[Strs] = None, k_format: Optional[Strs] = None,
     which :meth:`Runtime.attention` runs with masks, ALiBi and sinks;
     ``target="nvptx"``/``"amdgcn"`` (``cpu`` then names the chip) writes a
     GPU library. ``output_dir`` defaults to a new temporary directory
-    (``tqc-kernels-*``), left in place. ``progress(i, n, name)`` is called
-    before each kernel.
+    (``tqc-kernels-*``), left in place (removed when the compile fails).
+    ``progress(i, n, name)`` is called before each kernel.
 
     Raises :class:`CompileError` with the compiler's message (the kernel
     and its diagnostics), ValueError/TypeError for malformed options.
@@ -357,12 +358,18 @@ def compile(kind: Optional[Strs] = None, k_format: Optional[Strs] = None,
                         f"{type(window).__name__}")
     specs = _specs(kind, k_format, v_format, head_dim, gqa, pairs, causal,
                    int(window), softcap, abi)
-    if output_dir is None:
+    temporary = output_dir is None
+    if temporary:
         output_dir = tempfile.mkdtemp(prefix="tqc-kernels-")
     output_dir = os.fspath(output_dir)
     name = "libtq_ggml_kernels.so" if abi == "ggml" else "libtqkernels.so"
-    _tqc.compile_library(specs, output_dir, target, cpu, tile_size,
-                         tile_size, splits, lookup, naive, name, progress)
+    try:
+        _tqc.compile_library(specs, output_dir, target, cpu, tile_size,
+                             tile_size, splits, lookup, naive, name, progress)
+    except BaseException:
+        if temporary:  # a directory the caller never saw
+            shutil.rmtree(output_dir, ignore_errors=True)
+        raise
     return KernelLibrary.load(output_dir)
 
 

@@ -11,6 +11,9 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/SymbolTable.h"
 
+#include "llvm/Support/MathExtras.h"
+
+#include <algorithm>
 #include <cmath>
 
 using namespace mlir;
@@ -262,6 +265,19 @@ Value PackedRowReader::index(OpBuilder &b, Location loc, Value rowBase,
 
 Value PackedRowReader::centroid(OpBuilder &b, Location loc,
                                 Value index) const {
+  // Where the planes hold more bits than the codebook has entries (haar4:
+  // 4-bit indices in whole bytes), the index is read mod the table's size,
+  // as lib/Quant's decoder does, so a byte above 15 stays in the table.
+  const uint64_t levels = spec_.codebook ? spec_.codebook->centroids.size() : 0;
+  unsigned bits = 0;
+  for (const quant::BitPlane &plane : spec_.indexPlanes)
+    bits = std::max(bits, plane.shift + plane.bits);
+  if (levels && (bits >= 32 || (uint64_t(1) << bits) > levels))
+    index = llvm::isPowerOf2_64(levels)
+                ? Value(arith::AndIOp::create(
+                      b, loc, index, i32Const(b, loc, int32_t(levels - 1))))
+                : Value(arith::RemUIOp::create(
+                      b, loc, index, i32Const(b, loc, int32_t(levels))));
   Value at = add(b, loc, tableBase_,
                  arith::IndexCastUIOp::create(b, loc, b.getIndexType(), index));
   return memref::LoadOp::create(b, loc, table_, ValueRange{at});

@@ -341,7 +341,10 @@ struct LowerScore : public OpConversionPattern<ScoreOp> {
           if (!useLut)
             return multiplyAdd(b, loc, acc, in[0],
                                dec.element(b, loc, idx[2], kvh, idx[3]));
-          Value index = dec.index(b, loc, idx[2], kvh, idx[3]);
+          // The table has a column per codebook entry: an index byte
+          // beyond them (haar4) reads its entry mod the size, as lib/Quant.
+          Value index = dec.codebookIndex(
+              b, loc, dec.index(b, loc, idx[2], kvh, idx[3]));
           Value c = arith::IndexCastUIOp::create(b, loc, b.getIndexType(),
                                                  index);
           Value entry = tensor::ExtractOp::create(

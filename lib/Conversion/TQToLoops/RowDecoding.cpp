@@ -12,6 +12,10 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
 
+#include "llvm/Support/MathExtras.h"
+
+#include <algorithm>
+
 using namespace mlir;
 using namespace mlir::tq;
 namespace quant = ::tq::quant;
@@ -199,8 +203,27 @@ Value RowDecoder::index(OpBuilder &b, Location loc, Value t, Value kvHead,
   return index;
 }
 
+Value RowDecoder::codebookIndex(OpBuilder &b, Location loc,
+                                Value index) const {
+  const quant::FormatSpec &s = spec();
+  if (!s.codebook)
+    return index;
+  const uint64_t levels = s.codebook->centroids.size();
+  unsigned bits = 0;
+  for (const quant::BitPlane &plane : s.indexPlanes)
+    bits = std::max(bits, plane.shift + plane.bits);
+  if (bits < 32 && (uint64_t(1) << bits) <= levels)
+    return index;
+  if (llvm::isPowerOf2_64(levels))
+    return arith::AndIOp::create(b, loc, index,
+                                 i32Const(b, loc, int32_t(levels - 1)));
+  return arith::RemUIOp::create(b, loc, index,
+                                i32Const(b, loc, int32_t(levels)));
+}
+
 Value RowDecoder::centroid(OpBuilder &b, Location loc, Value index) const {
-  Value i = arith::IndexCastUIOp::create(b, loc, b.getIndexType(), index);
+  Value i = arith::IndexCastUIOp::create(b, loc, b.getIndexType(),
+                                         codebookIndex(b, loc, index));
   return tensor::ExtractOp::create(b, loc, codebook_, ValueRange{i});
 }
 

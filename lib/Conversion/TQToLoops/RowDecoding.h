@@ -60,10 +60,16 @@ public:
   /// t, kvHead and j are index values.
   Value element(OpBuilder &b, Location loc, Value t, Value kvHead,
                 Value j) const;
-  /// The codebook index of element j as i32, and its centroid.
+  /// The index of element j as i32 (all the bits of its planes), and its
+  /// centroid.
   Value index(OpBuilder &b, Location loc, Value t, Value kvHead,
               Value j) const;
   Value centroid(OpBuilder &b, Location loc, Value index) const;
+  /// `index` reduced mod the codebook's size, as lib/Quant's decoders read
+  /// it: haar4 stores 4-bit indices in whole bytes, and a byte above 15
+  /// must not read past the table. The identity (no op) where the planes
+  /// cannot hold a larger index.
+  Value codebookIndex(OpBuilder &b, Location loc, Value index) const;
   /// The scale of the block holding element j (f32).
   Value scale(OpBuilder &b, Location loc, Value t, Value kvHead,
               Value j) const;

@@ -918,3 +918,25 @@ func.func @quantize_haar4(%x: tensor<2x1x32xf32>) -> !tq.cache<2x1x32, #tq.forma
   %c = tq.quantize %x : tensor<2x1x32xf32> -> !tq.cache<2x1x32, #tq.format<"haar4">>
   return %c : !tq.cache<2x1x32, #tq.format<"haar4">>
 }
+
+// -----
+
+// haar4 keeps 4-bit indices in whole bytes: the per-query table has 16
+// columns, and a byte above 15 reads its column mod 16 (as lib/Quant's
+// decoder does) instead of past the table's row; the row factors'
+// centroid reads are masked the same way.
+// CHECK-LABEL: func @score_lut_haar4_masks_the_index_byte
+// CHECK: %[[BYTE:.*]] = arith.andi %{{.*}}, %c255_i32 : i32
+// CHECK: %[[SHIFTED:.*]] = arith.shli %[[BYTE]], %{{.*}} : i32
+// CHECK: %[[IDX:.*]] = arith.ori %c0_i32, %[[SHIFTED]] : i32
+// CHECK: %[[C15:.*]] = arith.constant 15 : i32
+// CHECK: %[[MASKED:.*]] = arith.andi %[[IDX]], %[[C15]] : i32
+// CHECK: %[[COL:.*]] = arith.index_castui %[[MASKED]] : i32 to index
+// CHECK: tensor.extract %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %[[COL]]] : tensor<1x1x4x16xf32>
+// CHECK: arith.andi %{{.*}}, %c15_i32 : i32
+// CHECK: tensor.extract %{{.*}} : tensor<16xf32>
+func.func @score_lut_haar4_masks_the_index_byte(%q: tensor<1x1x4xf32>, %kb: tensor<3x1x8xi8>) -> tensor<1x1x3xf32> {
+  %k = tq.from_bytes %kb : tensor<3x1x8xi8> -> !tq.cache<3x1x4, #tq.format<"haar4">>
+  %s = tq.score %q, %k {lookup = #tq.lookup<lut>} : tensor<1x1x4xf32>, !tq.cache<3x1x4, #tq.format<"haar4">> -> tensor<1x1x3xf32>
+  return %s : tensor<1x1x3xf32>
+}

@@ -41,7 +41,9 @@ void mlir::tq::buildTQFusionPipeline(OpPassManager &pm,
 void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
                                      const TQPipelineOptions &options) {
   buildTQFusionPipeline(pm, options);
-  pm.addPass(createTQLowerToLoops());
+  TQLowerToLoopsOptions lowering;
+  lowering.maxUnrolledChunks = options.maxUnrolledChunks;
+  pm.addPass(createTQLowerToLoops(lowering));
   // exp as an inline polynomial instead of a libm call, so the softmax
   // loops vectorise.
   pm.addPass(createTQApproximateMath());

@@ -152,6 +152,7 @@ void configurePipeline(TQPipelineOptions &pipeline,
       decode ? options.decodeTileSize : options.prefillTileSize;
   pipeline.lookup = options.lookup;
   pipeline.splits = decode ? options.decodeSplits : 1;
+  pipeline.maxUnrolledChunks = options.maxUnrolledChunks;
   if (options.naive) {
     pipeline.hoistRotations = false;
     pipeline.fuseCodebook = false;

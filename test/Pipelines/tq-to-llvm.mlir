@@ -11,6 +11,10 @@
 // RUN: tq-opt %s --tq-to-llvm="lookup=tile centroid-permute=avx512" | FileCheck %s --check-prefix=AVX512
 // RUN: tq-opt %s --tq-to-llvm="lookup=tile" | FileCheck %s --check-prefix=TREE
 // RUN: not tq-opt %s --tq-to-llvm="centroid-permute=neon" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: tq-opt %s --tq-to-llvm="max-unrolled-chunks=7" --dump-pass-pipeline -o /dev/null 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=UNROLL
+
+// UNROLL: tq-lower-to-loops{max-unrolled-chunks=7},
 
 // STAGES: builtin.module(
 // STAGES-NEXT: tq-decompose-attention,
@@ -19,7 +23,7 @@
 // STAGES-NEXT: tq-tile-flash-attention{splits=1 tile-size=64},
 // STAGES-NEXT: canonicalize{{.*}},
 // STAGES-NEXT: cse,
-// STAGES-NEXT: tq-lower-to-loops,
+// STAGES-NEXT: tq-lower-to-loops{max-unrolled-chunks=48},
 // STAGES-NEXT: tq-approximate-math,
 // STAGES-NEXT: canonicalize{{.*}},
 // STAGES-NEXT: cse,

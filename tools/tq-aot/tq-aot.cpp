@@ -98,6 +98,12 @@ cl::opt<int64_t> tileSize(
 cl::opt<int64_t> splits("splits", cl::cat(toolOptions),
                         cl::desc("split-KV chunks of decode kernels"),
                         cl::init(4));
+cl::opt<int64_t> maxUnrolledChunks(
+    "max-unrolled-chunks", cl::cat(toolOptions),
+    cl::desc("fused products unroll a row of at most this many 16-value "
+             "chunks (values and QJL signs) whole; longer rows loop over "
+             "decode periods, which bounds compile time at large head dims"),
+    cl::init(48));
 cl::opt<std::string> outputDir("o", cl::cat(toolOptions),
                                cl::desc("output directory"), cl::Required);
 cl::opt<bool> quiet("quiet", cl::cat(toolOptions),
@@ -184,8 +190,9 @@ int main(int argc, char **argv) {
   } else if (target != "cpu") {
     fail("unknown target '" + target + "' (cpu, nvptx or amdgcn)");
   }
-  if (window < 0 || tileSize < 0 || splits <= 0)
-    fail("--window and --tile-size must be >= 0, --splits > 0");
+  if (window < 0 || tileSize < 0 || splits <= 0 || maxUnrolledChunks < 0)
+    fail("--window, --tile-size and --max-unrolled-chunks must be >= 0, "
+         "--splits > 0");
   if (!(softcap >= 0.0f && softcap <= kMaxSoftcap))
     fail(llvm::formatv("--softcap must be finite and in [0, {0}], got {1}",
                        llvm::format("%g", double(kMaxSoftcap)),
@@ -345,6 +352,7 @@ int main(int argc, char **argv) {
   if (tileSize > 0)
     options.decodeTileSize = options.prefillTileSize = tileSize;
   options.decodeSplits = splits;
+  options.maxUnrolledChunks = maxUnrolledChunks;
   if (ggml)
     options.libraryName = "libtq_ggml_kernels.so";
   if (auto l = symbolizeLookupStrategy(lookup))

@@ -44,6 +44,7 @@ struct Config {
   int64_t pageSize = 0;
   mlir::tq::LookupStrategy lookup = mlir::tq::LookupStrategy::select;
   std::string centroidPermute = "none";
+  int64_t maxUnrolledChunks = 48;
 
   std::string describe() const {
     char buf[256];
@@ -115,6 +116,7 @@ protected:
     options.fuseCodebook = c.fuse;
     options.lookup = c.lookup;
     options.centroidPermute = c.centroidPermute;
+    options.maxUnrolledChunks = c.maxUnrolledChunks;
     spec.pageSize = c.pageSize;
     if (c.pageSize > 0)
       spec.numKeys = mlir::ShapedType::kDynamic;
@@ -295,6 +297,31 @@ TEST_F(Execution, LargeGqaGroupsLoopOverHeadBlocks) {
         c.tileSize = 16;
         c.causal = queries > 1;
         c.lookup = mlir::tq::LookupStrategy::tile;
+        check(c);
+      }
+}
+
+/// Rows visited by decode periods (a loop over the periods, one unrolled)
+/// instead of whole: every family's period (word reads of turbo3_0 and
+/// tq3_0, bit-plane lane order of polar, QJL signs read from the row's end
+/// backwards, whole bytes of haar4 and q8_0 with block scales, halves),
+/// decode (outputs in registers) and prefill (outputs in memory).
+TEST_F(Execution, RowsVisitedByDecodePeriods) {
+  for (auto [k, v] :
+       {std::pair{"turbo3_0", "turbo3_0"}, std::pair{"tq3_0", "q8_0"},
+        std::pair{"polar4", "tqprod3"}, std::pair{"tqprod2", "haar4"},
+        std::pair{"f16", "turbo4_0"}})
+    for (unsigned dim : {256u, 200u})
+      for (int64_t queries : {1, 3}) {
+        Config c = make(k, v, dim);
+        c.kvHeads = 2;
+        c.queryHeads = 8;
+        c.numQueries = queries;
+        c.numKeys = 40;
+        c.tileSize = 16;
+        c.causal = queries > 1;
+        c.lookup = mlir::tq::LookupStrategy::tile;
+        c.maxUnrolledChunks = 0;
         check(c);
       }
 }

@@ -39,6 +39,14 @@ def TQLowerToLoops : Pass<"tq-lower-to-loops", "::mlir::ModuleOp"> {
     "::mlir::tensor::TensorDialect",
     "::mlir::vector::VectorDialect"
   ];
+  let options = [
+    Option<"maxUnrolledChunks", "max-unrolled-chunks", "int64_t",
+           /*default=*/"48",
+           "Fused score and accumulate unroll a row of at most this many "
+           "vector chunks (values and QJL signs together) whole; longer "
+           "rows loop over the row's decode periods and unroll one (IR, and "
+           "compile time, then grow with the period, not the head dim)">
+  ];
 }
 
 def TQLowerLaneLookup : Pass<"tq-lower-lane-lookup"> {

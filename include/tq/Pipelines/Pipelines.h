@@ -45,6 +45,12 @@ struct TQPipelineOptions : public PassPipelineOptions<TQPipelineOptions> {
                        clEnumValN(LookupStrategy::tile, "tile",
                                   "decode each KV row of a tile once for "
                                   "the whole GQA group"))};
+  PassOptions::Option<int64_t> maxUnrolledChunks{
+      *this, "max-unrolled-chunks",
+      llvm::cl::desc("Fused products unroll rows of at most this many vector "
+                     "chunks whole, longer ones by decode periods (see "
+                     "tq-lower-to-loops)"),
+      llvm::cl::init(48)};
   PassOptions::Option<std::string> centroidPermute{
       *this, "centroid-permute",
       llvm::cl::desc("Centroid lookup of vector row decoding: none (select "

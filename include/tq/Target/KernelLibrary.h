@@ -40,6 +40,9 @@ struct KernelLibraryOptions {
   int64_t decodeTileSize = 256;
   int64_t prefillTileSize = 64;
   int64_t decodeSplits = 4;
+  /// Rows of more vector chunks are unrolled by decode periods (see
+  /// tq-lower-to-loops' max-unrolled-chunks).
+  int64_t maxUnrolledChunks = 48;
   /// Build the naive pipeline instead (every cached row dequantised and
   /// un-rotated, no codebook fusion, no tiling): the dequantise-then-attend
   /// baseline of tq-bench.

@@ -207,20 +207,108 @@ int64_t scoreRowsPerStep(int64_t perRow, int64_t lanes) {
 }
 
 Value readChunk(OpBuilder &b, Location loc, Value tensor, Value i, Value h,
-                int64_t offset, int64_t lanes) {
+                Value offset, int64_t lanes) {
   Value zero = f32Const(b, loc, 0.0f);
   return vector::TransferReadOp::create(
       b, loc, VectorType::get({lanes}, b.getF32Type()), tensor,
-      ValueRange{i, h, indexConst(b, loc, offset)}, zero,
-      ArrayRef<bool>{true});
+      ValueRange{i, h, offset}, zero, ArrayRef<bool>{true});
+}
+
+/// The shortest period a rolled loop takes: enough chunks for the chains
+/// of multiply-adds to overlap.
+constexpr int64_t kMinPeriodChunks = 8;
+
+/// How the products visit one part of a row (its values, or its signs):
+/// `periods` times `chunks` chunks, period k's values k * chunks * lanes
+/// on. Every period runs the decode code of period `reference`, on the
+/// row moved (k - reference) * bytes on. One period: the whole part,
+/// unrolled.
+struct ChunkLoop {
+  int64_t periods = 1, chunks = 0, bytes = 0, reference = 0;
+  /// The chunk whose decode code decodes chunk c of every period.
+  int64_t decodeChunk(int64_t c) const { return reference * chunks + c; }
+};
+
+/// Where one period starts (both null for a part visited whole).
+struct PeriodStart {
+  Value bytes, values;
+  /// `row` from the period on.
+  RowBytes of(OpBuilder &b, Location loc, const RowBytes &row) const {
+    return bytes ? row.movedBy(b, loc, bytes) : row;
+  }
+  /// Value `offset` of the period, in the row (index).
+  Value value(OpBuilder &b, Location loc, int64_t offset) const {
+    Value at = indexConst(b, loc, offset);
+    return values ? arith::AddIOp::create(b, loc, values, at).getResult() : at;
+  }
+};
+
+/// The loops over a row's values and signs: whole where the row has at
+/// most `maxUnrolled` chunks (or does not repeat), else by periods.
+/// (Unrolled whole, a tqprod row at head dim 576, 1024 values and 1024
+/// signs, took 22 s to compile.)
+std::pair<ChunkLoop, ChunkLoop> chunkLoops(const VectorRowDecoder &rows,
+                                           int64_t lanes,
+                                           int64_t maxUnrolled) {
+  ChunkLoop values{1, rows.width() / lanes, 0, 0};
+  ChunkLoop signs{1, rows.qjlRows() / lanes, 0, 0};
+  if (values.chunks + signs.chunks <= maxUnrolled)
+    return {values, signs};
+  const int64_t minValues = kMinPeriodChunks * lanes;
+  if (auto period = rows.valuePeriod(lanes, minValues))
+    values = {rows.width() / period->values, period->values / lanes,
+              period->bytes, period->reference};
+  if (auto period = rows.signPeriod(lanes, minValues))
+    signs = {rows.qjlRows() / period->values, period->values / lanes,
+             period->bytes, period->reference};
+  return {values, signs};
+}
+
+/// Carries `state` through the periods of `loop`: `body` updates it for
+/// one period. Straight-line for one period; else an scf.for, null
+/// entries of `state` (chains not started) starting at zero vectors of
+/// `lanes`.
+SmallVector<Value>
+forEachPeriod(OpBuilder &b, Location loc, const ChunkLoop &loop,
+              int64_t lanes, SmallVector<Value> state,
+              function_ref<void(OpBuilder &, Location, const PeriodStart &,
+                                SmallVector<Value> &)>
+                  body) {
+  if (loop.periods == 1) {
+    body(b, loc, PeriodStart{}, state);
+    return state;
+  }
+  for (Value &v : state)
+    if (!v)
+      v = arith::ConstantOp::create(
+          b, loc,
+          DenseElementsAttr::get(VectorType::get({lanes}, b.getF32Type()),
+                                 0.0f));
+  auto periods = scf::ForOp::create(
+      b, loc, indexConst(b, loc, 0), indexConst(b, loc, loop.periods),
+      indexConst(b, loc, 1), state,
+      [&](OpBuilder &b, Location loc, Value k, ValueRange carried) {
+        Value bytes =
+            arith::MulIOp::create(b, loc, k, indexConst(b, loc, loop.bytes));
+        if (loop.reference)
+          bytes = arith::SubIOp::create(
+              b, loc, bytes, indexConst(b, loc, loop.reference * loop.bytes));
+        PeriodStart start{
+            bytes,
+            arith::MulIOp::create(b, loc, k,
+                                  indexConst(b, loc, loop.chunks * lanes))};
+        SmallVector<Value> next(carried.begin(), carried.end());
+        body(b, loc, start, next);
+        scf::YieldOp::create(b, loc, next);
+      });
+  return SmallVector<Value>(periods.getResults());
 }
 
 Value writeChunk(OpBuilder &b, Location loc, Value chunk, Value tensor,
-                 Value i, Value h, int64_t offset) {
-  return vector::TransferWriteOp::create(
-             b, loc, chunk, tensor,
-             ValueRange{i, h, indexConst(b, loc, offset)},
-             ArrayRef<bool>{true})
+                 Value i, Value h, Value offset) {
+  return vector::TransferWriteOp::create(b, loc, chunk, tensor,
+                                         ValueRange{i, h, offset},
+                                         ArrayRef<bool>{true})
       .getResult();
 }
 
@@ -352,14 +440,13 @@ int64_t mlir::tq::fusedChunkLanes(int64_t width) {
 
 Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
                                VectorRowDecoder &keys, int64_t kvHeads,
-                               int64_t group) {
+                               int64_t group, int64_t maxUnrolledChunks) {
   const CacheAccess &access = keys.rowDecoder().access();
   const int64_t width = keys.width(), lanes = fusedChunkLanes(width);
-  const int64_t numChunks = width / lanes;
   Value queries = tensor::DimOp::create(b, loc, query, 0);
   // tqprod: S q of every query head (row order), for <S q, sign>.
   Value projected;
-  const int64_t qjlChunks = keys.qjlRows() / lanes;
+  auto [valueLoop, signLoop] = chunkLoops(keys, lanes, maxUnrolledChunks);
   if (keys.hasQjl())
     // (Loop-invariant in a flash loop: LICM lifts it out.)
     projected = projectQueriesByQjl(b, loc, query, keys.rowDecoder().spec());
@@ -385,10 +472,13 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
       b, loc, keys, kvHeads, lanes, step, init,
       [&](OpBuilder &b, Location loc, Value kvh, ArrayRef<DecodedRow> rows,
           Value scores) {
+        // A row's signs, decoded before the query loop where they are
+        // visited whole (else per period, in it).
         SmallVector<SmallVector<Value>> signs(rows.size());
         SmallVector<Value> qjlWeights;
         for (auto [r, row] : llvm::enumerate(rows)) {
-          for (int64_t c = 0; c < qjlChunks; ++c)
+          for (int64_t c = 0; signLoop.periods == 1 && c < signLoop.chunks;
+               ++c)
             signs[r].push_back(
                 keys.decodeSigns(b, loc, row.row, c * lanes, lanes));
           if (keys.hasQjl())
@@ -407,35 +497,77 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
                     // all of them. Chunk by chunk: the step's rows decode chunk
                     // c, which goes straight into every chain, so the chains
                     // stay in registers and a decoded chunk lives briefly.
-                    SmallVector<Value> dots(rows.size() * perRow);
-                    auto addChunk = [&](int64_t slot, Value x, Value y) {
-                      dots[slot] =
-                          dots[slot]
-                              ? vector::FMAOp::create(b, loc, x, y, dots[slot])
+                    // Chain hh * step + r: head hh's product with row r.
+                    auto addChunk = [&](OpBuilder &b, Location loc,
+                                        SmallVector<Value> &chains,
+                                        int64_t slot, Value x, Value y) {
+                      chains[slot] =
+                          chains[slot]
+                              ? vector::FMAOp::create(b, loc, x, y,
+                                                      chains[slot])
                                     .getResult()
                               : arith::MulFOp::create(b, loc, x, y).getResult();
                     };
-                    for (int64_t c = 0; c < numChunks; ++c) {
-                      SmallVector<Value> qc;
-                      for (Value h : heads)
-                        qc.push_back(
-                            readChunk(b, loc, query, i, h, c * lanes, lanes));
-                      for (auto [r, row] : llvm::enumerate(rows)) {
-                        Value kc = row.chunks.empty()
-                                       ? decodeChunks(b, loc, keys, row.row,
-                                                      lanes, c, 1)[0]
-                                       : row.chunks[c];
-                        for (int64_t hh = 0; hh < block; ++hh)
-                          addChunk(hh * step + r, qc[hh], kc);
-                      }
-                    }
-                    for (int64_t c = 0; c < qjlChunks; ++c)
-                      for (int64_t hh = 0; hh < block; ++hh) {
-                        Value pc = readChunk(b, loc, projected, i, heads[hh],
-                                             c * lanes, lanes);
-                        for (size_t r = 0; r < rows.size(); ++r)
-                          addChunk((block + hh) * step + r, pc, signs[r][c]);
-                      }
+                    SmallVector<Value> dots = forEachPeriod(
+                        b, loc, valueLoop, lanes,
+                        SmallVector<Value>(block * step),
+                        [&](OpBuilder &b, Location loc,
+                            const PeriodStart &start,
+                            SmallVector<Value> &chains) {
+                          for (int64_t c = 0; c < valueLoop.chunks; ++c) {
+                            Value offset = start.value(b, loc, c * lanes);
+                            SmallVector<Value> qc;
+                            for (Value h : heads)
+                              qc.push_back(readChunk(b, loc, query, i, h,
+                                                     offset, lanes));
+                            for (auto [r, row] : llvm::enumerate(rows)) {
+                              Value kc =
+                                  row.chunks.empty()
+                                      ? decodeChunks(b, loc, keys,
+                                                     start.of(b, loc, row.row),
+                                                     lanes,
+                                                     valueLoop.decodeChunk(c),
+                                                     1)[0]
+                                      : row.chunks[c];
+                              for (int64_t hh = 0; hh < block; ++hh)
+                                addChunk(b, loc, chains, hh * step + r,
+                                         qc[hh], kc);
+                            }
+                          }
+                        });
+                    if (keys.hasQjl())
+                      llvm::append_range(
+                          dots,
+                          forEachPeriod(
+                              b, loc, signLoop, lanes,
+                              SmallVector<Value>(block * step),
+                              [&](OpBuilder &b, Location loc,
+                                  const PeriodStart &start,
+                                  SmallVector<Value> &chains) {
+                                for (int64_t c = 0; c < signLoop.chunks; ++c) {
+                                  SmallVector<Value> sc;
+                                  for (auto [r, row] : llvm::enumerate(rows))
+                                    sc.push_back(
+                                        signs[r].empty()
+                                            ? keys.decodeSigns(
+                                                  b, loc,
+                                                  start.of(b, loc, row.row),
+                                                  signLoop.decodeChunk(c) *
+                                                      lanes,
+                                                  lanes)
+                                            : signs[r][c]);
+                                  Value offset =
+                                      start.value(b, loc, c * lanes);
+                                  for (int64_t hh = 0; hh < block; ++hh) {
+                                    Value pc = readChunk(b, loc, projected, i,
+                                                         heads[hh], offset,
+                                                         lanes);
+                                    for (size_t r = 0; r < rows.size(); ++r)
+                                      addChunk(b, loc, chains, hh * step + r,
+                                               pc, sc[r]);
+                                  }
+                                }
+                              }));
                     // Lane hh * step + r: head hh's score of row r, so each
                     // head's scores of the step are consecutive tokens, scaled
                     // and written as one vector (the write is masked past the
@@ -471,8 +603,10 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
       },
       // One query row (decode kernels) decodes in the chain loop, chunk by
       // chunk; several (prefill) decode each row once, outside the loop
-      // over the query rows.
-      /*decode=*/!oneQueryRow);
+      // over the query rows, unless the row is visited by periods (then
+      // each query row decodes it again: compile time over speed at such
+      // widths).
+      /*decode=*/!oneQueryRow && valueLoop.periods == 1);
 }
 
 namespace {
@@ -527,7 +661,7 @@ Value scaledWeights(OpBuilder &b, Location loc, Value probs,
 /// out[0, heads[hh], offset ...]: one 2-D write for the block (one write per
 /// head would make a chain of tensor writes as long as the group).
 Value writeHeadChunks(OpBuilder &b, Location loc, ArrayRef<Value> chunks,
-                      Value out, const HeadBlock &heads, int64_t offset) {
+                      Value out, const HeadBlock &heads, Value offset) {
   Value c0 = indexConst(b, loc, 0);
   if (chunks.size() == 1)
     return writeChunk(b, loc, chunks[0], out, c0, heads.heads[0], offset);
@@ -541,7 +675,7 @@ Value writeHeadChunks(OpBuilder &b, Location loc, ArrayRef<Value> chunks,
                                     ArrayRef<int64_t>{int64_t(hh)});
   return vector::TransferWriteOp::create(
              b, loc, tile, out,
-             ValueRange{c0, heads.heads[0], indexConst(b, loc, offset)},
+             ValueRange{c0, heads.heads[0], offset},
              ArrayRef<bool>{true, true})
       .getResult();
 }
@@ -553,14 +687,11 @@ Value writeHeadChunks(OpBuilder &b, Location loc, ArrayRef<Value> chunks,
 Value accumulateInRegisters(OpBuilder &b, Location loc, Value probs,
                             VectorRowDecoder &values, Value out,
                             Value tokens, int64_t kvHeads, int64_t group,
-                            int64_t lanes) {
-  const int64_t valueChunks = values.width() / lanes;
-  const int64_t numChunks = valueChunks + values.qjlRows() / lanes;
+                            int64_t lanes, int64_t maxUnrolledChunks) {
+  auto [valueLoop, signLoop] = chunkLoops(values, lanes, maxUnrolledChunks);
   // Heads whose accumulators share a token loop; larger groups loop over
   // such blocks.
   const int64_t block = headBlock(group, kAccumulatorBudget);
-  const int64_t perPass =
-      std::clamp<int64_t>(kAccumulatorBudget / block, 1, numChunks);
   Value c0 = indexConst(b, loc, 0);
   values.computeRowFactors(b, loc, kvHeads);
   Value prefetch = values.prefetchBuffer(b, loc);
@@ -591,52 +722,104 @@ Value accumulateInRegisters(OpBuilder &b, Location loc, Value probs,
                 return tensor::ExtractOp::create(b, loc, probs,
                                                  ValueRange{c0, heads[hh], t});
               };
-              for (int64_t first = 0; first < numChunks; first += perPass) {
-                const int64_t count = std::min(perPass, numChunks - first);
-                // Accumulator (hh, c) at hh * count + c.
-                SmallVector<Value> zeros(
-                    block * count,
-                    splatF32(b, loc, f32Const(b, loc, 0.0f), lanes));
-                auto loop = scf::ForOp::create(
-                    b, loc, c0, tokens, indexConst(b, loc, 1), zeros,
-                    [&](OpBuilder &b, Location loc, Value t, ValueRange accs) {
-                      if (first == 0)
-                        values.prefetchNextRange(b, loc, prefetch, t, kvh);
-                      RowBytes row = values.rowBytes(b, loc, t, kvh);
-                      const int64_t inValues =
-                          std::clamp<int64_t>(valueChunks - first, 0, count);
-                      SmallVector<Value> v = decodeChunks(
-                          b, loc, values, row, lanes, first, inValues);
-                      for (int64_t c = first + inValues; c < first + count; ++c)
-                        v.push_back(values.decodeSigns(
-                            b, loc, row, (c - valueChunks) * lanes, lanes));
-                      Value signWeight = inValues < count
-                                             ? values.qjlWeight(b, loc, row)
-                                             : Value();
-                      SmallVector<Value> next;
-                      for (int64_t hh = 0; hh < block; ++hh) {
-                        Value p = weightOf(b, loc, hh, t);
-                        Value weight = splatF32(b, loc, p, lanes);
-                        Value signW = signWeight
-                                          ? splatF32(b, loc,
-                                                     arith::MulFOp::create(
-                                                         b, loc, p, signWeight),
-                                                     lanes)
-                                          : Value();
-                        for (int64_t c = 0; c < count; ++c)
-                          next.push_back(vector::FMAOp::create(
-                              b, loc, c < inValues ? weight : signW, v[c],
-                              accs[hh * count + c]));
-                      }
-                      scf::YieldOp::create(b, loc, next);
-                    });
-                for (int64_t c = 0; c < count; ++c) {
-                  SmallVector<Value> chunks;
-                  for (int64_t hh = 0; hh < block; ++hh)
-                    chunks.push_back(loop.getResult(hh * count + c));
-                  out = writeHeadChunks(b, loc, chunks, out, blockHeads,
-                                        (first + c) * lanes);
+              // Passes over some of the row's chunks (values at output
+              // lane c * lanes, signs at width + c * lanes, both moved to
+              // the period at `start`): each pass is a token loop over a
+              // few chunks, its accumulators in registers.
+              struct PassChunk {
+                bool sign;
+                int64_t chunk;
+              };
+              auto runPasses = [&](OpBuilder &b, Location loc, Value out,
+                                   ArrayRef<PassChunk> items,
+                                   const PeriodStart &start) {
+                const int64_t perPass = std::clamp<int64_t>(
+                    kAccumulatorBudget / block, 1, items.size());
+                for (int64_t first = 0; first < int64_t(items.size());
+                     first += perPass) {
+                  ArrayRef<PassChunk> pass = items.slice(
+                      first, std::min<int64_t>(perPass, items.size() - first));
+                  const int64_t count = pass.size();
+                  const bool anySign = llvm::any_of(
+                      pass, [](const PassChunk &c) { return c.sign; });
+                  // Accumulator (hh, c) at hh * count + c.
+                  SmallVector<Value> zeros(
+                      block * count,
+                      splatF32(b, loc, f32Const(b, loc, 0.0f), lanes));
+                  auto loop = scf::ForOp::create(
+                      b, loc, c0, tokens, indexConst(b, loc, 1), zeros,
+                      [&](OpBuilder &b, Location loc, Value t,
+                          ValueRange accs) {
+                        if (first == 0 && !pass.front().sign)
+                          values.prefetchNextRange(b, loc, prefetch, t, kvh);
+                        RowBytes row = values.rowBytes(b, loc, t, kvh);
+                        RowBytes moved = start.of(b, loc, row);
+                        SmallVector<Value> v;
+                        for (const PassChunk &c : pass)
+                          v.push_back(
+                              c.sign
+                                  ? values.decodeSigns(
+                                        b, loc, moved,
+                                        signLoop.decodeChunk(c.chunk) * lanes,
+                                        lanes)
+                                  : decodeChunks(b, loc, values, moved, lanes,
+                                                 valueLoop.decodeChunk(c.chunk),
+                                                 1)[0]);
+                        Value signWeight =
+                            anySign ? values.qjlWeight(b, loc, row) : Value();
+                        SmallVector<Value> next;
+                        for (int64_t hh = 0; hh < block; ++hh) {
+                          Value p = weightOf(b, loc, hh, t);
+                          Value weight = splatF32(b, loc, p, lanes);
+                          Value signW =
+                              anySign ? splatF32(b, loc,
+                                                 arith::MulFOp::create(
+                                                     b, loc, p, signWeight),
+                                                 lanes)
+                                      : Value();
+                          for (int64_t c = 0; c < count; ++c)
+                            next.push_back(vector::FMAOp::create(
+                                b, loc, pass[c].sign ? signW : weight, v[c],
+                                accs[hh * count + c]));
+                        }
+                        scf::YieldOp::create(b, loc, next);
+                      });
+                  for (int64_t c = 0; c < count; ++c) {
+                    SmallVector<Value> chunks;
+                    for (int64_t hh = 0; hh < block; ++hh)
+                      chunks.push_back(loop.getResult(hh * count + c));
+                    const int64_t at =
+                        (pass[c].sign ? values.width() : 0) +
+                        pass[c].chunk * lanes;
+                    out = writeHeadChunks(b, loc, chunks, out, blockHeads,
+                                          start.value(b, loc, at));
+                  }
                 }
+                return out;
+              };
+              auto chunksOf = [](int64_t n, bool sign) {
+                SmallVector<PassChunk> items;
+                for (int64_t c = 0; c < n; ++c)
+                  items.push_back({sign, c});
+                return items;
+              };
+              if (valueLoop.periods == 1 && signLoop.periods == 1) {
+                // Whole: one sequence of passes, values then signs.
+                SmallVector<PassChunk> items = chunksOf(valueLoop.chunks, false);
+                llvm::append_range(items, chunksOf(signLoop.chunks, true));
+                return runPasses(b, loc, out, items, PeriodStart{});
+              }
+              for (auto [loop, sign] : {std::pair{valueLoop, false},
+                                        std::pair{signLoop, true}}) {
+                if (sign && !values.hasQjl())
+                  break;
+                SmallVector<PassChunk> items = chunksOf(loop.chunks, sign);
+                out = forEachPeriod(
+                    b, loc, loop, lanes, {out},
+                    [&](OpBuilder &b, Location loc, const PeriodStart &start,
+                        SmallVector<Value> &state) {
+                      state[0] = runPasses(b, loc, state[0], items, start);
+                    })[0];
               }
               return out;
             });
@@ -650,81 +833,131 @@ Value accumulateInRegisters(OpBuilder &b, Location loc, Value probs,
 /// p * scale * ||r|| * sqrt(pi/2)/m, for one projection by S^T at the end.
 Value accumulateInMemory(OpBuilder &b, Location loc, Value probs,
                          VectorRowDecoder &values, Value out,
-                         int64_t kvHeads, int64_t group, int64_t lanes) {
-  const int64_t width = values.width(), signs = values.qjlRows();
+                         int64_t kvHeads, int64_t group, int64_t lanes,
+                         int64_t maxUnrolledChunks) {
+  const int64_t width = values.width();
+  auto [valueLoop, signLoop] = chunkLoops(values, lanes, maxUnrolledChunks);
+  const bool whole = valueLoop.periods == 1 && signLoop.periods == 1;
   Value queries = tensor::DimOp::create(b, loc, probs, 0);
+  /// Chunks of the step's rows (chunks[r][c]) to add to output lanes
+  /// start + outAt + c * lanes, weighted by p (or, for signs, by p times
+  /// the row's sign weight).
+  struct PartChunks {
+    SmallVector<SmallVector<Value>> chunks;
+    bool signs;
+    PeriodStart start;
+    int64_t outAt;
+  };
   return forEachDecodedRows(
       b, loc, values, kvHeads, lanes, /*step=*/2, out,
       [&](OpBuilder &b, Location loc, Value kvh, ArrayRef<DecodedRow> rows,
           Value out) {
-        // Per row: its sign chunks and the weight of its signs.
-        SmallVector<SmallVector<Value>> sign(rows.size());
-        SmallVector<Value> signWeight(rows.size());
-        for (size_t r = 0; r < rows.size() && signs; ++r) {
-          for (int64_t c = 0; c * lanes < signs; ++c)
-            sign[r].push_back(
-                values.decodeSigns(b, loc, rows[r].row, c * lanes, lanes));
-          signWeight[r] = values.qjlWeight(b, loc, rows[r].row);
-        }
-        // out[i, h, offset + ...] += sum_r weights[r] * chunks[r][...].
-        auto accumulate = [&](Value out, Value i, Value h,
-                              ArrayRef<Value> weights,
-                              ArrayRef<SmallVector<Value>> chunks,
-                              int64_t offset) {
-          for (size_t c = 0; c < chunks[0].size(); ++c) {
-            int64_t at = offset + int64_t(c) * lanes;
-            Value acc = readChunk(b, loc, out, i, h, at, lanes);
-            for (size_t r = 0; r < weights.size(); ++r)
-              acc = vector::FMAOp::create(b, loc, weights[r], chunks[r][c],
-                                          acc);
-            out = writeChunk(b, loc, acc, out, i, h, at);
+        SmallVector<Value> signWeight;
+        for (const DecodedRow &row : rows)
+          if (values.hasQjl())
+            signWeight.push_back(values.qjlWeight(b, loc, row.row));
+        // Chunks [0, loop.chunks) of the period at `start` of every row.
+        auto decodePart = [&](OpBuilder &b, Location loc,
+                              const ChunkLoop &loop, bool signs,
+                              const PeriodStart &start) {
+          PartChunks part{{}, signs, start, signs ? width : 0};
+          for (const DecodedRow &row : rows) {
+            RowBytes moved = start.of(b, loc, row.row);
+            if (!signs && !row.chunks.empty())
+              part.chunks.push_back(row.chunks);
+            else if (!signs)
+              part.chunks.push_back(decodeChunks(b, loc, values, moved, lanes,
+                                                 loop.decodeChunk(0),
+                                                 loop.chunks));
+            else {
+              SmallVector<Value> chunks;
+              for (int64_t c = 0; c < loop.chunks; ++c)
+                chunks.push_back(values.decodeSigns(
+                    b, loc, moved, loop.decodeChunk(c) * lanes, lanes));
+              part.chunks.push_back(std::move(chunks));
+            }
           }
-          return out;
+          return part;
         };
-        SmallVector<SmallVector<Value>> valueChunks;
-        for (const DecodedRow &r : rows)
-          valueChunks.push_back(r.chunks);
-        return forEach(
-            b, loc, queries, out,
-            [&](OpBuilder &b, Location loc, Value i, Value out) {
-              // A loop over the group's heads (unrolled, a large group's
-              // chain of tensor updates would swamp bufferization).
-              Value first =
-                  arith::MulIOp::create(b, loc, kvh, indexConst(b, loc, group));
-              return forEach(
-                  b, loc, indexConst(b, loc, group), out,
-                  [&](OpBuilder &b, Location loc, Value hh, Value out) {
-                    Value h = arith::AddIOp::create(b, loc, first, hh);
-                    SmallVector<Value> w, ws;
-                    for (size_t r = 0; r < rows.size(); ++r) {
-                      Value p = tensor::ExtractOp::create(
-                          b, loc, probs, ValueRange{i, h, rows[r].t});
-                      if (rows[r].valid)
-                        p = arith::SelectOp::create(b, loc, rows[r].valid, p,
-                                                    f32Const(b, loc, 0.0f));
-                      p = applyRowScale(b, loc, values, p, rows[r].row,
-                                        rows[r].t, kvh);
-                      w.push_back(splatF32(b, loc, p, lanes));
-                      if (signs)
-                        ws.push_back(splatF32(
-                            b, loc,
-                            arith::MulFOp::create(b, loc, p, signWeight[r]),
-                            lanes));
-                    }
-                    out = accumulate(out, i, h, w, valueChunks, 0);
-                    if (signs)
-                      out = accumulate(out, i, h, ws, sign, width);
-                    return out;
-                  });
-            });
-      });
+        // out[i, h, at + ...] += sum_r weight_r * chunks[r][...] for every
+        // query row i and head h of the group, for each part.
+        auto update = [&](OpBuilder &b, Location loc, Value out,
+                          ArrayRef<PartChunks> parts) {
+          return forEach(
+              b, loc, queries, out,
+              [&](OpBuilder &b, Location loc, Value i, Value out) {
+                // A loop over the group's heads (unrolled, a large group's
+                // chain of tensor updates would swamp bufferization).
+                Value first = arith::MulIOp::create(
+                    b, loc, kvh, indexConst(b, loc, group));
+                return forEach(
+                    b, loc, indexConst(b, loc, group), out,
+                    [&](OpBuilder &b, Location loc, Value hh, Value out) {
+                      Value h = arith::AddIOp::create(b, loc, first, hh);
+                      SmallVector<Value> w, ws;
+                      for (auto [r, row] : llvm::enumerate(rows)) {
+                        Value p = tensor::ExtractOp::create(
+                            b, loc, probs, ValueRange{i, h, row.t});
+                        if (row.valid)
+                          p = arith::SelectOp::create(b, loc, row.valid, p,
+                                                      f32Const(b, loc, 0.0f));
+                        p = applyRowScale(b, loc, values, p, row.row, row.t,
+                                          kvh);
+                        w.push_back(splatF32(b, loc, p, lanes));
+                        if (!signWeight.empty())
+                          ws.push_back(splatF32(
+                              b, loc,
+                              arith::MulFOp::create(b, loc, p, signWeight[r]),
+                              lanes));
+                      }
+                      for (const PartChunks &part : parts)
+                        for (size_t c = 0; c < part.chunks[0].size(); ++c) {
+                          Value at = part.start.value(
+                              b, loc, part.outAt + int64_t(c) * lanes);
+                          Value acc = readChunk(b, loc, out, i, h, at, lanes);
+                          for (size_t r = 0; r < rows.size(); ++r)
+                            acc = vector::FMAOp::create(
+                                b, loc, part.signs ? ws[r] : w[r],
+                                part.chunks[r][c], acc);
+                          out = writeChunk(b, loc, acc, out, i, h, at);
+                        }
+                      return out;
+                    });
+              });
+        };
+        if (whole) {
+          // Both parts in one pass over the query rows and heads.
+          SmallVector<PartChunks> parts = {
+              decodePart(b, loc, valueLoop, false, PeriodStart{})};
+          if (values.hasQjl())
+            parts.push_back(decodePart(b, loc, signLoop, true, PeriodStart{}));
+          return update(b, loc, out, parts);
+        }
+        // Period by period, each period's chunks decoded once for all
+        // query rows.
+        auto byPeriods = [&](Value out, const ChunkLoop &loop, bool signs) {
+          return forEachPeriod(
+              b, loc, loop, lanes, {out},
+              [&](OpBuilder &b, Location loc, const PeriodStart &start,
+                  SmallVector<Value> &state) {
+                state[0] = update(b, loc, state[0],
+                                  {decodePart(b, loc, loop, signs, start)});
+              })[0];
+        };
+        out = byPeriods(out, valueLoop, false);
+        if (values.hasQjl())
+          out = byPeriods(out, signLoop, true);
+        return out;
+      },
+      /*decode=*/valueLoop.periods == 1);
 }
 
 } // namespace
 
 Value mlir::tq::emitFusedAccumulate(OpBuilder &b, Location loc, Value probs,
                                     VectorRowDecoder &values,
-                                    int64_t kvHeads, int64_t group) {
+                                    int64_t kvHeads, int64_t group,
+                                    int64_t maxUnrolledChunks) {
   const CacheAccess &access = values.rowDecoder().access();
   const int64_t width = values.width(), lanes = fusedChunkLanes(width);
   const int64_t signs = values.qjlRows();
@@ -746,11 +979,11 @@ Value mlir::tq::emitFusedAccumulate(OpBuilder &b, Location loc, Value probs,
   if (cast<ShapedType>(probs.getType()).getDimSize(0) == 1) {
     out = accumulateInRegisters(b, loc, probs, values,
                                 zerosOfWidth(width + signs), tokens, kvHeads,
-                                group, lanes);
+                                group, lanes, maxUnrolledChunks);
   } else {
     out = accumulateInMemory(b, loc, probs, values,
                              zerosOfWidth(width + signs), kvHeads, group,
-                             lanes);
+                             lanes, maxUnrolledChunks);
   }
   if (!signs)
     return inRowOrder(out);

@@ -23,9 +23,12 @@ int64_t fusedChunkLanes(int64_t width);
 /// width x f32> with query_heads = kvHeads * group. With a QJL residual
 /// (tqprod) the score adds scale * ||r|| * sqrt(pi/2)/m * <S q, sign>, S q
 /// computed once per call.
+/// A row of more than `maxUnrolledChunks` vector chunks (values and
+/// signs) is visited by decode periods (VectorRowDecoder::DecodePeriod), a
+/// loop over them with one unrolled, where the row has them.
 Value emitFusedScore(OpBuilder &b, Location loc, Value query,
-                     VectorRowDecoder &keys, int64_t kvHeads,
-                     int64_t group);
+                     VectorRowDecoder &keys, int64_t kvHeads, int64_t group,
+                     int64_t maxUnrolledChunks);
 
 /// out[i, h, :] = sum_t probs[i, h, t] V(t, h / group): tensor<queries x
 /// query_heads x width x f32>. With one (static) query row the output
@@ -35,7 +38,7 @@ Value emitFusedScore(OpBuilder &b, Location loc, Value query,
 /// every query row in memory.
 Value emitFusedAccumulate(OpBuilder &b, Location loc, Value probs,
                           VectorRowDecoder &values, int64_t kvHeads,
-                          int64_t group);
+                          int64_t group, int64_t maxUnrolledChunks);
 
 } // namespace mlir::tq
 

@@ -266,7 +266,10 @@ struct LowerGather : public OpConversionPattern<GatherOp> {
 //===----------------------------------------------------------------------===//
 
 struct LowerScore : public OpConversionPattern<ScoreOp> {
-  using OpConversionPattern::OpConversionPattern;
+  LowerScore(const TypeConverter &converter, MLIRContext *context,
+             const TQToLoopsOptions &options)
+      : OpConversionPattern(converter, context), options(options) {}
+  TQToLoopsOptions options;
   LogicalResult
   matchAndRewrite(ScoreOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
@@ -279,7 +282,14 @@ struct LowerScore : public OpConversionPattern<ScoreOp> {
           op.getKeys().getType().getPaddedDim())
         fused = lowerTileInRegisters(rewriter, op, op.getQuery().getType(),
                                      op.getKeys(), adaptor.getKeys(),
-                                     adaptor.getQuery(), emitFusedScore);
+                                     adaptor.getQuery(),
+                                     [&](OpBuilder &b, Location loc,
+                                         Value query, VectorRowDecoder &keys,
+                                         int64_t kvHeads, int64_t group) {
+                                       return emitFusedScore(
+                                           b, loc, query, keys, kvHeads, group,
+                                           options.maxUnrolledChunks);
+                                     });
       if (succeeded(fused)) {
         rewriter.replaceOp(op, *fused);
         return success();
@@ -405,7 +415,10 @@ struct LowerScore : public OpConversionPattern<ScoreOp> {
 //===----------------------------------------------------------------------===//
 
 struct LowerAccumulate : public OpConversionPattern<AccumulateOp> {
-  using OpConversionPattern::OpConversionPattern;
+  LowerAccumulate(const TypeConverter &converter, MLIRContext *context,
+                  const TQToLoopsOptions &options)
+      : OpConversionPattern(converter, context), options(options) {}
+  TQToLoopsOptions options;
   LogicalResult
   matchAndRewrite(AccumulateOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
@@ -413,7 +426,12 @@ struct LowerAccumulate : public OpConversionPattern<AccumulateOp> {
     if (op.getLookup() == LookupStrategy::tile) {
       FailureOr<Value> fused = lowerTileInRegisters(
           rewriter, op, op.getProbs().getType(), op.getValues(),
-          adaptor.getValues(), adaptor.getProbs(), emitFusedAccumulate);
+          adaptor.getValues(), adaptor.getProbs(),
+          [&](OpBuilder &b, Location loc, Value probs,
+              VectorRowDecoder &values, int64_t kvHeads, int64_t group) {
+            return emitFusedAccumulate(b, loc, probs, values, kvHeads, group,
+                                       options.maxUnrolledChunks);
+          });
       if (succeeded(fused)) {
         rewriter.replaceOp(op, *fused);
         return success();
@@ -504,7 +522,10 @@ struct LowerAccumulate : public OpConversionPattern<AccumulateOp> {
 } // namespace
 
 void mlir::tq::populateCacheLoweringPatterns(const TypeConverter &converter,
-                                             RewritePatternSet &patterns) {
-  patterns.add<LowerFromBytes, LowerFromPages, LowerToBytes, LowerGather,
-               LowerScore, LowerAccumulate>(converter, patterns.getContext());
+                                             RewritePatternSet &patterns,
+                                             const TQToLoopsOptions &options) {
+  patterns.add<LowerFromBytes, LowerFromPages, LowerToBytes, LowerGather>(
+      converter, patterns.getContext());
+  patterns.add<LowerScore, LowerAccumulate>(converter, patterns.getContext(),
+                                            options);
 }

@@ -3,6 +3,8 @@
 #ifndef TQ_LIB_CONVERSION_TQTOLOOPS_LOWERINGPATTERNS_H
 #define TQ_LIB_CONVERSION_TQTOLOOPS_LOWERINGPATTERNS_H
 
+#include "tq/Conversion/TQToLoops/TQToLoops.h"
+
 #include "mlir/Transforms/DialectConversion.h"
 
 namespace mlir::tq {
@@ -13,7 +15,8 @@ void populateDenseLoweringPatterns(const TypeConverter &converter,
 
 /// tq.from_bytes, tq.to_bytes, tq.gather, tq.score, tq.accumulate.
 void populateCacheLoweringPatterns(const TypeConverter &converter,
-                                   RewritePatternSet &patterns);
+                                   RewritePatternSet &patterns,
+                                   const TQToLoopsOptions &options);
 
 /// tq.num_tokens, tq.slice_tokens, tq.online_softmax, tq.merge_tile,
 /// tq.normalize, tq.combine.

@@ -35,9 +35,10 @@ CacheToBytesTypeConverter::CacheToBytesTypeConverter() {
 }
 
 void mlir::tq::populateTQToLoopsPatterns(const TypeConverter &converter,
-                                         RewritePatternSet &patterns) {
+                                         RewritePatternSet &patterns,
+                                         const TQToLoopsOptions &options) {
   populateDenseLoweringPatterns(converter, patterns);
-  populateCacheLoweringPatterns(converter, patterns);
+  populateCacheLoweringPatterns(converter, patterns, options);
   populateFlashLoweringPatterns(converter, patterns);
   populateQuantizeLoweringPatterns(converter, patterns);
   populatePaddingLoweringPatterns(converter, patterns);
@@ -46,8 +47,15 @@ void mlir::tq::populateTQToLoopsPatterns(const TypeConverter &converter,
 namespace {
 struct TQLowerToLoopsPass
     : public mlir::tq::impl::TQLowerToLoopsBase<TQLowerToLoopsPass> {
+  using TQLowerToLoopsBase::TQLowerToLoopsBase;
   void runOnOperation() override {
     MLIRContext *context = &getContext();
+    if (maxUnrolledChunks < 0) {
+      getOperation()->emitError()
+          << "tq-lower-to-loops: max-unrolled-chunks must be >= 0, got "
+          << int64_t(maxUnrolledChunks);
+      return signalPassFailure();
+    }
     // Ops the loop lowering does not take: report them by name, with the
     // reason (a failed conversion would only say "failed to legalize").
     bool unsupported = false;
@@ -84,7 +92,9 @@ struct TQLowerToLoopsPass
         [&](Operation *op) { return converter.isLegal(op); });
 
     RewritePatternSet patterns(context);
-    populateTQToLoopsPatterns(converter, patterns);
+    TQToLoopsOptions options;
+    options.maxUnrolledChunks = maxUnrolledChunks;
+    populateTQToLoopsPatterns(converter, patterns, options);
     populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns,
                                                                    converter);
     populateReturnOpTypeConversionPattern(patterns, converter);

@@ -254,21 +254,132 @@ FailureOr<VectorRowDecoder> VectorRowDecoder::get(const RowDecoder &decoder,
 Value RowBytes::read(OpBuilder &b, Location loc, int64_t offset,
                      int64_t count) const {
   SmallVector<Value> indices(at.begin(), at.end());
-  indices.push_back(arith::ConstantIndexOp::create(b, loc, offset));
+  Value byte = arith::ConstantIndexOp::create(b, loc, offset);
+  indices.push_back(base ? arith::AddIOp::create(b, loc, base, byte).getResult()
+                         : byte);
   Value zeroByte = arith::ConstantIntOp::create(b, loc, b.getI8Type(), 0);
   return vector::TransferReadOp::create(
       b, loc, VectorType::get({count}, b.getI8Type()), source, indices,
       zeroByte, ArrayRef<bool>{true});
 }
 
+RowBytes RowBytes::movedBy(OpBuilder &b, Location loc, Value bytes) const {
+  RowBytes moved = *this;
+  moved.base =
+      base ? arith::AddIOp::create(b, loc, base, bytes).getResult() : bytes;
+  return moved;
+}
+
+bool VectorRowDecoder::readsRepeat(const PlaneLanes &lanes,
+                                   ArrayRef<int64_t> ours,
+                                   ArrayRef<int64_t> theirs, int64_t bytes,
+                                   bool wholeBytes) const {
+  for (auto [o, t] : llvm::zip_equal(ours, theirs))
+    if (lanes.bytes[t] != lanes.bytes[o] + bytes ||
+        lanes.shifts[t] != lanes.shifts[o])
+      return false;
+  // (Their bytes are ours moved: consecutive where ours are, and inside
+  // the row.)
+  if (lanes.mask == 0xff &&
+      firstOfConsecutive(gather<int64_t>(lanes.bytes, ours)))
+    return true;
+  if (wholeBytes)
+    return false;
+  std::optional<WordReads> reads = planWordReads(lanes, ours);
+  if (!reads)
+    return false;
+  // Fields keep their place in the moved words; the words must stay in
+  // the row.
+  return llvm::all_of(reads->wordBytes, [&](int64_t word) {
+    return word + bytes >= 0 && word + bytes + 4 <= rowBytes_;
+  });
+}
+
+std::optional<VectorRowDecoder::DecodePeriod>
+VectorRowDecoder::periodOf(ArrayRef<const PlaneLanes *> planes,
+                           ArrayRef<int64_t> order, int64_t lanes,
+                           int64_t minValues, bool scales,
+                           bool wholeBytes) const {
+  const int64_t width = order.size();
+  const quant::FormatSpec &spec = decoder_->spec();
+  if (planes.empty() || lanes <= 0)
+    return std::nullopt;
+  for (int64_t values = llvm::alignTo(std::max(minValues, lanes), lanes);
+       values < width; values += lanes) {
+    if (width % values != 0)
+      continue;
+    const int64_t periods = width / values;
+    const PlaneLanes &any = *planes.front();
+    const int64_t bytes = any.bytes[order[values]] - any.bytes[order[0]];
+    if (bytes <= 0 || (scales && (values % spec.blockLen != 0 ||
+                                  values / spec.blockLen *
+                                          spec.bytesPerBlock !=
+                                      bytes)))
+      continue;
+    // The first period's code, or where its word reads would leave the
+    // row when moved on (a plane at the row's end reads its last word
+    // from further back), the last one's.
+    for (int64_t reference : {int64_t(0), periods - 1}) {
+      bool repeats = true;
+      for (int64_t k = 0; repeats && k < periods; ++k)
+        for (int64_t first = 0; repeats && first < values; first += lanes) {
+          ArrayRef<int64_t> ours =
+              order.slice(reference * values + first, lanes);
+          ArrayRef<int64_t> theirs = order.slice(k * values + first, lanes);
+          for (auto [o, t] : llvm::zip_equal(ours, theirs))
+            repeats &= t == o + (k - reference) * values;
+          for (const PlaneLanes *plane : planes)
+            repeats = repeats &&
+                      readsRepeat(*plane, ours, theirs,
+                                  (k - reference) * bytes, wholeBytes);
+        }
+      if (repeats)
+        return DecodePeriod{values, bytes, reference};
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<VectorRowDecoder::DecodePeriod>
+VectorRowDecoder::valuePeriod(int64_t lanes, int64_t minValues) const {
+  const quant::FormatSpec &spec = decoder_->spec();
+  if (spec.family == quant::FormatFamily::F16) {
+    // Halves in the row's order.
+    for (int64_t values = llvm::alignTo(std::max(minValues, lanes), lanes);
+         values < width_; values += lanes)
+      if (width_ % values == 0)
+        return DecodePeriod{values, 2 * values, 0};
+    return std::nullopt;
+  }
+  SmallVector<const PlaneLanes *> planes;
+  for (const PlaneLanes &plane : planes_)
+    planes.push_back(&plane);
+  return periodOf(planes, order_, lanes, minValues,
+                  /*scales=*/!hasRowScale(),
+                  /*wholeBytes=*/spec.family == quant::FormatFamily::Q8_0);
+}
+
+std::optional<VectorRowDecoder::DecodePeriod>
+VectorRowDecoder::signPeriod(int64_t lanes, int64_t minValues) const {
+  if (!hasQjl())
+    return std::nullopt;
+  SmallVector<int64_t> order(qjlRows());
+  std::iota(order.begin(), order.end(), 0);
+  return periodOf({&signLanes_}, order, lanes, minValues, /*scales=*/false,
+                  /*wholeBytes=*/false);
+}
+
 RowBytes VectorRowDecoder::rowBytes(OpBuilder &b, Location loc, Value t,
                                     Value kvHead) const {
   auto [page, slot] = decoder_->rowAddress(b, loc, t);
-  return RowBytes{decoder_->access().pages, {page, slot, kvHead}};
+  return RowBytes{decoder_->access().pages, {page, slot, kvHead}, Value()};
 }
 
 Value VectorRowDecoder::loadRow(OpBuilder &b, Location loc,
                                 const RowBytes &row) const {
+  // (A moved row has no whole row from its base on; periods never take
+  // the reads that load it.)
+  assert(!row.base && "loadRow of a moved row");
   return row.read(b, loc, 0, rowBytes_);
 }
 

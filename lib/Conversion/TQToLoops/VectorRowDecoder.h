@@ -38,8 +38,14 @@ namespace mlir::tq {
 struct RowBytes {
   Value source;
   SmallVector<Value, 3> at;
+  /// A dynamic byte offset (index) added to every read: the row seen from
+  /// one of its decode periods on (see VectorRowDecoder::DecodePeriod);
+  /// null for the row's start.
+  Value base;
   /// Bytes [offset, offset + count) as vector<count x i8>.
   Value read(OpBuilder &b, Location loc, int64_t offset, int64_t count) const;
+  /// The same row, `bytes` (index) further on.
+  RowBytes movedBy(OpBuilder &b, Location loc, Value bytes) const;
 };
 
 class VectorRowDecoder {
@@ -100,6 +106,25 @@ public:
   Value decode(OpBuilder &b, Location loc, const RowBytes &row, int64_t first,
                int64_t count, bool applyScale = true) const;
 
+  /// A span over which decoding repeats: with r the reference period,
+  /// lanes [l + k * values) of a row decode, by the same code, as lanes
+  /// [l + r * values) of the row moved (k - r) * bytes bytes on
+  /// (RowBytes::movedBy), for every l < values and every k below
+  /// width / values (the reads of every period stay inside the row). A
+  /// consumer then loops over the periods and unrolls one, so its IR
+  /// grows with the period, not the row.
+  struct DecodePeriod {
+    int64_t values, bytes, reference;
+  };
+  /// The shortest period of the values (decode with applyScale =
+  /// !hasRowScale()) that is a multiple of `lanes` and at least
+  /// `minValues`, or none (the row does not repeat, or only as a whole).
+  std::optional<DecodePeriod> valuePeriod(int64_t lanes,
+                                          int64_t minValues) const;
+  /// The same for the QJL signs (decodeSigns).
+  std::optional<DecodePeriod> signPeriod(int64_t lanes,
+                                         int64_t minValues) const;
+
   /// tqprod: the row also carries QJL residual signs (qjlRows() of them)
   /// and a residual norm.
   bool hasQjl() const;
@@ -148,6 +173,23 @@ private:
   /// them all without a field straddling a word.
   std::optional<WordReads> planWordReads(const PlaneLanes &lanes,
                                          ArrayRef<int64_t> values) const;
+  /// True where planeFields' code for `ours`, run on the row moved
+  /// `bytes` on (possibly back), reads `theirs`: their fields sit `bytes`
+  /// after ours at the same bit offsets, the reads are whole bytes or
+  /// words (not the shuffle of the whole row, which a moved row lacks) and
+  /// stay inside the row when moved. With `wholeBytes` only whole
+  /// consecutive bytes count (q8_0 reads nothing else without the
+  /// shuffle).
+  bool readsRepeat(const PlaneLanes &lanes, ArrayRef<int64_t> ours,
+                   ArrayRef<int64_t> theirs, int64_t bytes,
+                   bool wholeBytes) const;
+  /// The shortest period of the lanes of `order` (values read through
+  /// `planes`), as valuePeriod says; with `scales` the block scales must
+  /// repeat with it too.
+  std::optional<DecodePeriod>
+  periodOf(ArrayRef<const PlaneLanes *> planes, ArrayRef<int64_t> order,
+           int64_t lanes, int64_t minValues, bool scales,
+           bool wholeBytes) const;
   /// True where every plane of every chunk of `chunkLanes` lanes, in the
   /// row's order, has word reads.
   bool allChunksReadWords(int64_t chunkLanes) const;

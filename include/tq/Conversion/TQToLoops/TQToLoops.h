@@ -15,10 +15,18 @@ public:
   CacheToBytesTypeConverter();
 };
 
+/// Choices of the lowering that trade compile time for code.
+struct TQToLoopsOptions {
+  /// Rows of more vector chunks (values and QJL signs) than this are not
+  /// unrolled whole by the fused products, but by decode periods.
+  int64_t maxUnrolledChunks = 48;
+};
+
 /// Patterns lowering every tq op except tq.attention and tq.quantize to
 /// linalg/tensor/arith/math.
 void populateTQToLoopsPatterns(const TypeConverter &converter,
-                               RewritePatternSet &patterns);
+                               RewritePatternSet &patterns,
+                               const TQToLoopsOptions &options = {});
 
 } // namespace mlir::tq
 

@@ -109,7 +109,9 @@ struct ExpandLaneLookup : public OpRewritePattern<LaneLookupOp> {
     ArrayRef<float> table = op.getTable();
     const int64_t n = op.getIndex().getType().getDimSize(0);
     Value result;
-    if (permute && int64_t(table.size()) <= permute->lanes &&
+    // (A one-entry table is a constant: the select tree has no level.)
+    if (permute && table.size() > 1 &&
+        int64_t(table.size()) <= permute->lanes &&
         n % permute->lanes == 0 && llvm::isPowerOf2_64(n / permute->lanes))
       result = permuteLanes(rewriter, op.getLoc(), table, op.getIndex(),
                             *permute);

@@ -88,6 +88,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   if (deepest > 256)
     return 0;
+  // A dense array of index elements (`array<index: 1>`) crashes MLIR 22's
+  // parser (it asks an index type for its float width; mlir-opt too,
+  // found by this target): skipped.
+  for (size_t at = text.find("array<"); at != std::string::npos;
+       at = text.find("array<", at + 1)) {
+    size_t type = text.find_first_not_of(" \t\n", at + 6);
+    if (type != std::string::npos && text.compare(type, 5, "index") == 0)
+      return 0;
+  }
   ParserConfig config(&ctx);
   OwningOpRef<ModuleOp> module =
       parseSourceString<ModuleOp>(text, config, "fuzz");

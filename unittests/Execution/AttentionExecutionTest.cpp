@@ -303,14 +303,15 @@ TEST_F(Execution, LargeGqaGroupsLoopOverHeadBlocks) {
 
 /// Rows visited by decode periods (a loop over the periods, one unrolled)
 /// instead of whole: every family's period (word reads of turbo3_0 and
-/// tq3_0, bit-plane lane order of polar, QJL signs read from the row's end
-/// backwards, whole bytes of haar4 and q8_0 with block scales, halves),
-/// decode (outputs in registers) and prefill (outputs in memory).
+/// tq3_0, bit-plane lane order of polar, 3-bit planes moving by their own
+/// strides, QJL signs read from the row's end backwards, whole bytes of
+/// haar4 and q8_0 with block scales, halves), decode (outputs in
+/// registers) and prefill (outputs in memory).
 TEST_F(Execution, RowsVisitedByDecodePeriods) {
   for (auto [k, v] :
        {std::pair{"turbo3_0", "turbo3_0"}, std::pair{"tq3_0", "q8_0"},
         std::pair{"polar4", "tqprod3"}, std::pair{"tqprod2", "haar4"},
-        std::pair{"f16", "turbo4_0"}})
+        std::pair{"f16", "turbo4_0"}, std::pair{"polar3", "tqprod4"}})
     for (unsigned dim : {256u, 200u})
       for (int64_t queries : {1, 3}) {
         Config c = make(k, v, dim);

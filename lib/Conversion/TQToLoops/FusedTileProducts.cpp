@@ -225,16 +225,19 @@ constexpr int64_t kMinPeriodChunks = 8;
 /// unrolled.
 struct ChunkLoop {
   int64_t periods = 1, chunks = 0, bytes = 0, reference = 0;
+  /// Each index plane's stride where planes move apart (else empty).
+  SmallVector<int64_t, 2> planeBytes;
   /// The chunk whose decode code decodes chunk c of every period.
   int64_t decodeChunk(int64_t c) const { return reference * chunks + c; }
 };
 
-/// Where one period starts (both null for a part visited whole).
+/// Where one period starts (all null for a part visited whole).
 struct PeriodStart {
   Value bytes, values;
+  SmallVector<Value, 2> planeBytes;
   /// `row` from the period on.
   RowBytes of(OpBuilder &b, Location loc, const RowBytes &row) const {
-    return bytes ? row.movedBy(b, loc, bytes) : row;
+    return bytes ? row.movedBy(b, loc, bytes, planeBytes) : row;
   }
   /// Value `offset` of the period, in the row (index).
   Value value(OpBuilder &b, Location loc, int64_t offset) const {
@@ -250,17 +253,17 @@ struct PeriodStart {
 std::pair<ChunkLoop, ChunkLoop> chunkLoops(const VectorRowDecoder &rows,
                                            int64_t lanes,
                                            int64_t maxUnrolled) {
-  ChunkLoop values{1, rows.width() / lanes, 0, 0};
-  ChunkLoop signs{1, rows.qjlRows() / lanes, 0, 0};
+  ChunkLoop values{1, rows.width() / lanes, 0, 0, {}};
+  ChunkLoop signs{1, rows.qjlRows() / lanes, 0, 0, {}};
   if (values.chunks + signs.chunks <= maxUnrolled)
     return {values, signs};
   const int64_t minValues = kMinPeriodChunks * lanes;
   if (auto period = rows.valuePeriod(lanes, minValues))
     values = {rows.width() / period->values, period->values / lanes,
-              period->bytes, period->reference};
+              period->bytes, period->reference, period->planeBytes};
   if (auto period = rows.signPeriod(lanes, minValues))
     signs = {rows.qjlRows() / period->values, period->values / lanes,
-             period->bytes, period->reference};
+             period->bytes, period->reference, {}};
   return {values, signs};
 }
 
@@ -288,15 +291,26 @@ forEachPeriod(OpBuilder &b, Location loc, const ChunkLoop &loop,
       b, loc, indexConst(b, loc, 0), indexConst(b, loc, loop.periods),
       indexConst(b, loc, 1), state,
       [&](OpBuilder &b, Location loc, Value k, ValueRange carried) {
-        Value bytes =
-            arith::MulIOp::create(b, loc, k, indexConst(b, loc, loop.bytes));
-        if (loop.reference)
-          bytes = arith::SubIOp::create(
-              b, loc, bytes, indexConst(b, loc, loop.reference * loop.bytes));
+        // (k - reference) * stride.
+        auto moved = [&](int64_t stride) -> Value {
+          Value bytes =
+              arith::MulIOp::create(b, loc, k, indexConst(b, loc, stride));
+          if (!loop.reference)
+            return bytes;
+          return arith::SubIOp::create(
+              b, loc, bytes, indexConst(b, loc, loop.reference * stride));
+        };
+        SmallVector<Value, 2> planeBytes;
+        // (Planes that all move with the row need no bases of their own.)
+        if (llvm::any_of(loop.planeBytes,
+                         [&](int64_t s) { return s != loop.bytes; }))
+          for (int64_t stride : loop.planeBytes)
+            planeBytes.push_back(moved(stride));
         PeriodStart start{
-            bytes,
+            moved(loop.bytes),
             arith::MulIOp::create(b, loc, k,
-                                  indexConst(b, loc, loop.chunks * lanes))};
+                                  indexConst(b, loc, loop.chunks * lanes)),
+            planeBytes};
         SmallVector<Value> next(carried.begin(), carried.end());
         body(b, loc, start, next);
         scf::YieldOp::create(b, loc, next);

@@ -263,10 +263,29 @@ Value RowBytes::read(OpBuilder &b, Location loc, int64_t offset,
       zeroByte, ArrayRef<bool>{true});
 }
 
-RowBytes RowBytes::movedBy(OpBuilder &b, Location loc, Value bytes) const {
+RowBytes RowBytes::movedBy(OpBuilder &b, Location loc, Value bytes,
+                           ArrayRef<Value> planeBytes) const {
+  auto add = [&](Value x, Value y) {
+    return x ? arith::AddIOp::create(b, loc, x, y).getResult() : y;
+  };
   RowBytes moved = *this;
-  moved.base =
-      base ? arith::AddIOp::create(b, loc, base, bytes).getResult() : bytes;
+  moved.base = add(base, bytes);
+  moved.planeBase.clear();
+  for (auto [p, delta] : llvm::enumerate(planeBytes))
+    moved.planeBase.push_back(
+        add(p < planeBase.size() ? planeBase[p] : base, delta));
+  return moved;
+}
+
+RowBytes VectorRowDecoder::planeRow(const RowBytes &row,
+                                    const PlaneLanes &lanes) const {
+  const PlaneLanes *first = planes_.data();
+  if (row.planeBase.empty() || &lanes < first ||
+      &lanes >= first + planes_.size())
+    return row;
+  RowBytes moved = row;
+  moved.base = row.planeBase[&lanes - first];
+  moved.planeBase.clear();
   return moved;
 }
 
@@ -309,13 +328,19 @@ VectorRowDecoder::periodOf(ArrayRef<const PlaneLanes *> planes,
     if (width % values != 0)
       continue;
     const int64_t periods = width / values;
-    const PlaneLanes &any = *planes.front();
-    const int64_t bytes = any.bytes[order[values]] - any.bytes[order[0]];
-    if (bytes <= 0 || (scales && (values % spec.blockLen != 0 ||
-                                  values / spec.blockLen *
-                                          spec.bytesPerBlock !=
-                                      bytes)))
+    // Each plane's stride; block scales move by the block's.
+    SmallVector<int64_t, 2> strides;
+    for (const PlaneLanes *plane : planes)
+      strides.push_back(plane->bytes[order[values]] -
+                        plane->bytes[order[0]]);
+    if (llvm::any_of(strides, [](int64_t s) { return s <= 0; }))
       continue;
+    int64_t bytes = strides.front();
+    if (scales) {
+      if (values % spec.blockLen != 0)
+        continue;
+      bytes = values / spec.blockLen * spec.bytesPerBlock;
+    }
     // The first period's code, or where its word reads would leave the
     // row when moved on (a plane at the row's end reads its last word
     // from further back), the last one's.
@@ -328,13 +353,13 @@ VectorRowDecoder::periodOf(ArrayRef<const PlaneLanes *> planes,
           ArrayRef<int64_t> theirs = order.slice(k * values + first, lanes);
           for (auto [o, t] : llvm::zip_equal(ours, theirs))
             repeats &= t == o + (k - reference) * values;
-          for (const PlaneLanes *plane : planes)
+          for (auto [plane, stride] : llvm::zip_equal(planes, strides))
             repeats = repeats &&
                       readsRepeat(*plane, ours, theirs,
-                                  (k - reference) * bytes, wholeBytes);
+                                  (k - reference) * stride, wholeBytes);
         }
       if (repeats)
-        return DecodePeriod{values, bytes, reference};
+        return DecodePeriod{values, bytes, reference, strides};
     }
   }
   return std::nullopt;
@@ -348,7 +373,7 @@ VectorRowDecoder::valuePeriod(int64_t lanes, int64_t minValues) const {
     for (int64_t values = llvm::alignTo(std::max(minValues, lanes), lanes);
          values < width_; values += lanes)
       if (width_ % values == 0)
-        return DecodePeriod{values, 2 * values, 0};
+        return DecodePeriod{values, 2 * values, 0, {}};
     return std::nullopt;
   }
   SmallVector<const PlaneLanes *> planes;
@@ -571,10 +596,11 @@ Value VectorRowDecoder::rowScale(OpBuilder &b, Location loc,
 }
 
 Value VectorRowDecoder::planeFields(OpBuilder &b, Location loc,
-                                    const RowBytes &row,
+                                    const RowBytes &rowBytes,
                                     const PlaneLanes &lanes,
                                     ArrayRef<int64_t> values,
                                     bool exact) const {
+  const RowBytes row = planeRow(rowBytes, lanes);
   const int64_t count = values.size();
   auto i32Vec = VectorType::get({count}, b.getI32Type());
   auto shiftToIndex = [&](Value field) -> Value {

@@ -42,10 +42,15 @@ struct RowBytes {
   /// one of its decode periods on (see VectorRowDecoder::DecodePeriod);
   /// null for the row's start.
   Value base;
+  /// Where index planes move by their own strides (a 3-bit polar row's
+  /// 2-bit and 1-bit planes), plane p's reads take planeBase[p] instead.
+  SmallVector<Value, 2> planeBase;
   /// Bytes [offset, offset + count) as vector<count x i8>.
   Value read(OpBuilder &b, Location loc, int64_t offset, int64_t count) const;
-  /// The same row, `bytes` (index) further on.
-  RowBytes movedBy(OpBuilder &b, Location loc, Value bytes) const;
+  /// The same row, `bytes` (index) further on, index plane p
+  /// `planeBytes[p]` further on (none: all by `bytes`).
+  RowBytes movedBy(OpBuilder &b, Location loc, Value bytes,
+                   ArrayRef<Value> planeBytes = {}) const;
 };
 
 class VectorRowDecoder {
@@ -113,8 +118,11 @@ public:
   /// width / values (the reads of every period stay inside the row). A
   /// consumer then loops over the periods and unrolls one, so its IR
   /// grows with the period, not the row.
+  /// (Each index plane moves by its own stride, planeBytes[p]; `bytes`
+  /// moves the rest: block scales, the sign plane.)
   struct DecodePeriod {
     int64_t values, bytes, reference;
+    SmallVector<int64_t, 2> planeBytes;
   };
   /// The shortest period of the values (decode with applyScale =
   /// !hasRowScale()) that is a multiple of `lanes` and at least
@@ -190,6 +198,9 @@ private:
   periodOf(ArrayRef<const PlaneLanes *> planes, ArrayRef<int64_t> order,
            int64_t lanes, int64_t minValues, bool scales,
            bool wholeBytes) const;
+  /// `row` as plane `lanes` reads it (its own moved base, where it has
+  /// one).
+  RowBytes planeRow(const RowBytes &row, const PlaneLanes &lanes) const;
   /// True where every plane of every chunk of `chunkLanes` lanes, in the
   /// row's order, has word reads.
   bool allChunksReadWords(int64_t chunkLanes) const;

@@ -91,6 +91,25 @@ func.func @accumulate_rows(%p: tensor<3x2x5xf32>, %vb: tensor<5x1x100xi8>) -> te
 
 // -----
 
+// polar3 at d256: a 2-bit plane (64 bytes from byte 2) and a 1-bit plane
+// (32 bytes from byte 66, read by words from byte 65, which leave its
+// fields at index bit 2). A period of 128 values moves the planes by 32 and
+// 16 bytes: each plane's reads take its own moved base.
+// CHECK-LABEL: func @score_polar3
+// CHECK: scf.for %[[K:.*]] = %c0 to %c2 step %c1
+// CHECK-DAG: %[[TWO:.*]] = arith.muli %[[K]], %c32 : index
+// CHECK-DAG: %[[ONE:.*]] = arith.muli %[[K]], %c16 : index
+// CHECK-DAG: arith.addi %[[TWO]], %c2 : index
+// CHECK-DAG: arith.addi %[[ONE]], %c65 : index
+// CHECK: scf.yield
+func.func @score_polar3(%q: tensor<1x2x256xf32>, %kb: tensor<5x1x98xi8>) -> tensor<1x2x5xf32> {
+  %k = tq.from_bytes %kb : tensor<5x1x98xi8> -> !tq.cache<5x1x256, #tq.format<"polar3">>
+  %s = tq.score %q, %k {lookup = #tq.lookup<tile>} : tensor<1x2x256xf32>, !tq.cache<5x1x256, #tq.format<"polar3">> -> tensor<1x2x5xf32>
+  return %s : tensor<1x2x5xf32>
+}
+
+// -----
+
 // No period: haar4 at d200 takes 8-lane chunks, and no multiple of the
 // shortest period (8 chunks, 64 values) divides 200, so the row stays
 // whole even at max-unrolled-chunks=0.

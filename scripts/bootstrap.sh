@@ -8,7 +8,7 @@ APT_PACKAGES=(
   pkg-config
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools lld-22 clang-22
   libclang-rt-22-dev
-  libgtest-dev
+  libgtest-dev libsqlite3-dev
 )
 
 missing=()

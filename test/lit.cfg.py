@@ -15,6 +15,7 @@ config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Inputs"]
 config.substitutions.append(("%golden", config.tqc_golden_dir))
 config.substitutions.append(
     ("%examples", os.path.join(config.tqc_src_root, "examples")))
+config.substitutions.append(("%tqc_src", config.tqc_src_root))
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)

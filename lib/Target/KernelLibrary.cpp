@@ -29,6 +29,8 @@
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/xxhash.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
@@ -133,21 +135,63 @@ bool emitObject(MLIRContext &context, ModuleOp module,
   return true;
 }
 
-/// The widest register permute the target CPU has.
-const char *centroidPermuteFor(const llvm::TargetMachine &tm) {
+/// The centroid permutes the target CPU has, widest first ("none", the
+/// select tree, last).
+std::vector<std::string> centroidPermutesOf(const llvm::TargetMachine &tm) {
   const llvm::MCSubtargetInfo *sti = tm.getMCSubtargetInfo();
+  std::vector<std::string> permutes;
   if (sti->checkFeatures("+avx512f"))
-    return "avx512";
+    permutes.push_back("avx512");
   if (sti->checkFeatures("+avx2"))
-    return "avx2";
-  return "none";
+    permutes.push_back("avx2");
+  permutes.push_back("none");
+  return permutes;
+}
+
+/// The permute `options` ask for, or the widest the target CPU has.
+std::string centroidPermuteFor(const llvm::TargetMachine &tm,
+                               const KernelLibraryOptions &options) {
+  if (!options.centroidPermute.empty())
+    return options.centroidPermute;
+  return centroidPermutesOf(tm).front();
+}
+
+/// Whether `spec` builds with the decode kernels' options (tile, splits).
+bool isDecodeKind(const RuntimeKernelSpec &spec) {
+  return spec.kind == RuntimeKernelKind::Decode ||
+         spec.kind == RuntimeKernelKind::GgmlDecode;
+}
+
+/// `options` with `spec`'s own knobs (options.kernelKnobs) applied.
+KernelLibraryOptions optionsFor(const RuntimeKernelSpec &spec,
+                                const KernelLibraryOptions &options) {
+  KernelLibraryOptions own = options;
+  auto it = options.kernelKnobs.find(spec.name());
+  if (it == options.kernelKnobs.end())
+    return own;
+  for (const auto &[knob, value] : it->second) {
+    int64_t n = 0;
+    bool isInt = !llvm::StringRef(value).getAsInteger(10, n);
+    if (knob == "tile_size" && isInt)
+      (isDecodeKind(spec) ? own.decodeTileSize : own.prefillTileSize) = n;
+    else if (knob == "splits" && isInt)
+      own.decodeSplits = n;
+    else if (knob == "max_unrolled_chunks" && isInt)
+      own.maxUnrolledChunks = n;
+    else if (knob == "lookup") {
+      if (auto l = symbolizeLookupStrategy(value))
+        own.lookup = *l;
+    } else if (knob == "centroid_permute")
+      own.centroidPermute = value;
+  }
+  return own;
 }
 
 /// Fills `pipeline` from the library options and the target machine.
 void configurePipeline(TQPipelineOptions &pipeline,
                        const KernelLibraryOptions &options,
                        const llvm::TargetMachine &tm, bool decode) {
-  pipeline.centroidPermute = centroidPermuteFor(tm);
+  pipeline.centroidPermute = centroidPermuteFor(tm, options);
   pipeline.tileSize =
       decode ? options.decodeTileSize : options.prefillTileSize;
   pipeline.lookup = options.lookup;
@@ -162,9 +206,19 @@ void configurePipeline(TQPipelineOptions &pipeline,
 
 /// Builds and compiles one runtime kernel.
 bool compileKernel(MLIRContext &context, const RuntimeKernelSpec &spec,
-                   const KernelLibraryOptions &options,
+                   const KernelLibraryOptions &libraryOptions,
                    llvm::TargetMachine &tm, const std::string &objectPath,
                    std::string &error) {
+  const KernelLibraryOptions options = optionsFor(spec, libraryOptions);
+  if (!options.centroidPermute.empty()) {
+    std::vector<std::string> permutes = centroidPermutesOf(tm);
+    if (!llvm::is_contained(permutes, options.centroidPermute)) {
+      error = "centroid permute '" + options.centroidPermute +
+              "' is not available on this CPU (it has: " +
+              llvm::join(permutes, ", ") + ")";
+      return false;
+    }
+  }
   std::string diagnostics;
   ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
     llvm::raw_string_ostream os(diagnostics);
@@ -193,14 +247,14 @@ bool compileKernel(MLIRContext &context, const RuntimeKernelSpec &spec,
             ArrayRef<int64_t>(info)));
   };
   TQPipelineOptions pipeline;
-  configurePipeline(pipeline, options, tm,
-                    spec.kind == RuntimeKernelKind::Decode ||
-                        spec.kind == RuntimeKernelKind::GgmlDecode);
+  configurePipeline(pipeline, options, tm, isDecodeKind(spec));
   return emitObject(context, *module, pipeline, options.passManagerCLOptions,
                     tm, objectPath, spec.name(), addInfo, diagnostics, error);
 }
 
-llvm::json::Object describe(const RuntimeKernelSpec &spec) {
+llvm::json::Object describe(const RuntimeKernelSpec &spec,
+                            const KernelLibraryOptions &options,
+                            const llvm::TargetMachine &tm) {
   llvm::json::Object o;
   o["name"] = spec.name();
   o["entry"] = "_mlir_ciface_" + spec.name();
@@ -222,6 +276,12 @@ llvm::json::Object describe(const RuntimeKernelSpec &spec) {
     o["causal"] = spec.causal;
     o["window"] = spec.window;
     o["softcap"] = double(spec.softcap);
+    // The knob values the kernel was built with (see Tuning.h).
+    llvm::json::Object knobs;
+    for (const auto &[knob, value] : effectiveKnobs(
+             spec, options, centroidPermuteFor(tm, optionsFor(spec, options))))
+      knobs[knob] = value;
+    o["knobs"] = std::move(knobs);
   }
   // One call per (sequence, kv head) (ggml kernels: per stream, kv head
   // and block of query rows; row kernels: any number of rows); no
@@ -443,7 +503,7 @@ bool mlir::tq::writeKernelLibrary(MLIRContext &context,
       return false;
     }
     objects.push_back(object);
-    entries.push_back(describe(spec));
+    entries.push_back(describe(spec, options, *tm));
   }
 
   // Link the objects into the shared library the runtime loads.
@@ -499,4 +559,208 @@ bool mlir::tq::writeKernelLibrary(MLIRContext &context,
     header << "#ifdef __cplusplus\n}\n#endif\n";
   }
   return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Knobs (Tuning.h)
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// The most vector chunks (values and QJL signs) of a row of `format` at
+/// `dim` as the fused products visit it (FusedTileProducts'
+/// fusedChunkLanes: 16 lanes where they divide the padded width, else 8,
+/// else the whole row).
+int64_t rowChunks(const std::string &format, unsigned dim) {
+  auto f = ::tq::quant::Format::get(format, dim);
+  if (!f)
+    return 0;
+  const int64_t width = f->paddedDim();
+  int64_t lanes = width;
+  for (int64_t l : {16, 8})
+    if (width % l == 0) {
+      lanes = l;
+      break;
+    }
+  int64_t signs = f->spec().qjl ? int64_t(f->spec().qjl->rows()) : 0;
+  return width / lanes + (signs % lanes == 0 ? signs / lanes : 0);
+}
+
+bool hasCodebook(const std::string &format, unsigned dim) {
+  auto f = ::tq::quant::Format::get(format, dim);
+  return f && f->spec().codebook.has_value();
+}
+
+/// The shortest period tq-lower-to-loops rolls (FusedTileProducts'
+/// kMinPeriodChunks): rows of at most this many chunks never loop.
+constexpr int64_t kMinPeriodChunks = 8;
+
+} // namespace
+
+bool mlir::tq::kernelKnobs(const RuntimeKernelSpec &spec,
+                           const std::string &cpu, std::vector<KnobInfo> &knobs,
+                           std::string &error) {
+  knobs.clear();
+  std::unique_ptr<llvm::TargetMachine> tm = makeTargetMachine(cpu, error);
+  if (!tm)
+    return false;
+  if (!isAttentionKind(spec.kind))
+    return true; // row kernels: nothing to choose
+  const bool decode = isDecodeKind(spec);
+  KernelLibraryOptions defaults;
+  auto str = [](int64_t v) { return std::to_string(v); };
+
+  KnobInfo tile;
+  tile.name = "tile_size";
+  tile.description = "tokens per KV tile of the flash loop";
+  tile.legal = "integer >= 1";
+  tile.defaultValue = str(decode ? defaults.decodeTileSize
+                                 : defaults.prefillTileSize);
+  tile.values = {tile.defaultValue};
+  for (int64_t v : decode ? std::vector<int64_t>{64, 128, 512, 1024}
+                          : std::vector<int64_t>{16, 32, 128, 256})
+    tile.values.push_back(str(v));
+  knobs.push_back(tile);
+
+  if (decode) {
+    KnobInfo splits;
+    splits.name = "splits";
+    splits.description = "split-KV chunks of the context, merged by "
+                         "log-sum-exp inside the kernel";
+    splits.legal = "integer >= 1";
+    splits.defaultValue = str(defaults.decodeSplits);
+    splits.values = {splits.defaultValue, "1", "2", "8", "16"};
+    knobs.push_back(splits);
+  }
+
+  const bool codebook = hasCodebook(spec.keyFormat, spec.headDim) ||
+                        hasCodebook(spec.valueFormat, spec.vDim());
+  KnobInfo lookup;
+  lookup.name = "lookup";
+  lookup.description =
+      "centroid lookup of the fused products: tile (each KV row decoded "
+      "once in registers for the GQA group), select (codebook in "
+      "registers), lut (per-query table; the same as select for formats "
+      "without a codebook)";
+  lookup.legal = "tile, select, lut";
+  lookup.defaultValue = stringifyLookupStrategy(defaults.lookup).str();
+  lookup.values = {"tile", "select"};
+  if (codebook)
+    lookup.values.push_back("lut");
+  knobs.push_back(lookup);
+
+  const int64_t chunks = std::max(rowChunks(spec.keyFormat, spec.headDim),
+                                  rowChunks(spec.valueFormat, spec.vDim()));
+  if (chunks > kMinPeriodChunks) {
+    KnobInfo unrolled;
+    unrolled.name = "max_unrolled_chunks";
+    unrolled.description =
+        "rows of more vector chunks (values and QJL signs; " + str(chunks) +
+        " here) are visited by decode periods, a loop with one period "
+        "unrolled, instead of unrolled whole";
+    unrolled.legal = "integer >= 0";
+    unrolled.defaultValue = str(defaults.maxUnrolledChunks);
+    unrolled.values = {unrolled.defaultValue,
+                       chunks > defaults.maxUnrolledChunks ? str(chunks)
+                                                           : "0"};
+    unrolled.onlyWith = "lookup=tile";
+    knobs.push_back(unrolled);
+  }
+
+  std::vector<std::string> permutes = centroidPermutesOf(*tm);
+  if (codebook && permutes.size() > 1) {
+    KnobInfo permute;
+    permute.name = "centroid_permute";
+    permute.description = "register permute of the centroid lookup in "
+                          "vector row decoding (none: a select tree); "
+                          "avx2's vpermps holds 8 levels, avx512's 16";
+    permute.legal = llvm::join(permutes, ", ");
+    permute.values = permutes;
+    permute.defaultValue = permutes.front();
+    knobs.push_back(permute);
+  }
+  return true;
+}
+
+bool mlir::tq::setKernelKnobs(const RuntimeKernelSpec &spec,
+                              const KnobValues &values,
+                              KernelLibraryOptions &options,
+                              std::string &error) {
+  std::vector<KnobInfo> knobs;
+  if (!kernelKnobs(spec, options.cpu, knobs, error))
+    return false;
+  for (const auto &[name, value] : values) {
+    const KnobInfo *knob = nullptr;
+    for (const KnobInfo &k : knobs)
+      if (k.name == name)
+        knob = &k;
+    if (!knob) {
+      std::vector<std::string> names;
+      for (const KnobInfo &k : knobs)
+        names.push_back(k.name);
+      error = spec.name() + ": no knob '" + name + "' (its knobs: " +
+              (names.empty() ? "none" : llvm::join(names, ", ")) + ")";
+      return false;
+    }
+    bool ok;
+    if (knob->legal.starts_with("integer")) {
+      int64_t n = 0;
+      const int64_t min = knob->legal == "integer >= 0" ? 0 : 1;
+      ok = !llvm::StringRef(value).getAsInteger(10, n) && n >= min &&
+           n <= (int64_t(1) << 30);
+    } else {
+      ok = llvm::is_contained(llvm::split(knob->legal, ", "), value);
+    }
+    if (!ok) {
+      error = spec.name() + ": knob " + name + " takes " + knob->legal +
+              ", got '" + value + "'";
+      return false;
+    }
+  }
+  options.kernelKnobs[spec.name()] = values;
+  return true;
+}
+
+KnobValues mlir::tq::effectiveKnobs(const RuntimeKernelSpec &spec,
+                                    const KernelLibraryOptions &libraryOptions,
+                                    const std::string &permute) {
+  KnobValues values;
+  if (!isAttentionKind(spec.kind))
+    return values;
+  const KernelLibraryOptions options = optionsFor(spec, libraryOptions);
+  const bool decode = isDecodeKind(spec);
+  values["tile_size"] = std::to_string(decode ? options.decodeTileSize
+                                              : options.prefillTileSize);
+  if (decode)
+    values["splits"] = std::to_string(options.decodeSplits);
+  values["lookup"] = stringifyLookupStrategy(options.lookup).str();
+  values["max_unrolled_chunks"] = std::to_string(options.maxUnrolledChunks);
+  values["centroid_permute"] = permute;
+  return values;
+}
+
+bool mlir::tq::cpuTuningTarget(const std::string &cpu, TuningTarget &target,
+                               std::string &error) {
+  std::unique_ptr<llvm::TargetMachine> tm = makeTargetMachine(cpu, error);
+  if (!tm)
+    return false;
+  target.triple = tm->getTargetTriple().str();
+  target.cpu = tm->getTargetCPU().str();
+  std::vector<std::string> features;
+  if (cpu == "host")
+    for (const auto &f : llvm::sys::getHostCPUFeatures())
+      if (f.second)
+        features.push_back("+" + f.first().str());
+  llvm::sort(features);
+  target.features = llvm::join(features, ",");
+  target.featuresHash =
+      llvm::utohexstr(llvm::xxh3_64bits(target.features), /*LowerCase=*/true,
+                      /*Width=*/16);
+  return true;
+}
+
+int64_t mlir::tq::contextBucket(int64_t tokens) {
+  if (tokens <= 1)
+    return 1;
+  return int64_t(llvm::PowerOf2Ceil(uint64_t(tokens)));
 }

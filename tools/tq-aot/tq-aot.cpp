@@ -4,7 +4,7 @@
 //          --kind=decode,prefill,append,dequantize
 //          --k-format=F[,F...] [--v-format=G[,G...]] --head-dim=D[,D...]
 //          [--gqa=N[,N...]] [--causal] [--window=W] [--softcap=C]
-//          [--input=FILE.mlir ...] -o DIR
+//          [--input=FILE.mlir ...] [--tuning-db=FILE] -o DIR
 //
 // compiles the Cartesian product of the listed kinds, formats, head dims
 // and GQA groups into a kernel library (see include/tq/Target/
@@ -17,6 +17,7 @@
 #include "tq/Quant/Format.h"
 #include "tq/Target/GpuKernelLibrary.h"
 #include "tq/Target/KernelLibrary.h"
+#include "tq/Target/Tuning.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
@@ -30,6 +31,7 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <set>
@@ -104,8 +106,25 @@ cl::opt<int64_t> maxUnrolledChunks(
              "chunks (values and QJL signs) whole; longer rows loop over "
              "decode periods, which bounds compile time at large head dims"),
     cl::init(48));
+cl::opt<std::string> tuningDb(
+    "tuning-db", cl::cat(toolOptions),
+    cl::desc("SQLite tuning database (tqc.autotune / python -m tqc.tune): "
+             "build each attention kernel with the knobs of its best "
+             "recorded measurement for this tqc version and CPU, and say "
+             "which record was used"));
+cl::opt<int64_t> tuningContext(
+    "tuning-context", cl::cat(toolOptions),
+    cl::desc("with --tuning-db: use records of this context length's bucket "
+             "(the power of two >= it; 0: the largest bucket recorded for "
+             "each kernel)"),
+    cl::init(0));
+cl::opt<bool> printTuningTarget(
+    "print-tuning-target", cl::cat(toolOptions),
+    cl::desc("print the tuning database key of --chip's target (tqc "
+             "version, triple, CPU, features and their hash) as JSON and "
+             "exit"));
 cl::opt<std::string> outputDir("o", cl::cat(toolOptions),
-                               cl::desc("output directory"), cl::Required);
+                               cl::desc("output directory"));
 cl::opt<bool> quiet("quiet", cl::cat(toolOptions),
                     cl::desc("no progress output"));
 cl::opt<std::string>
@@ -177,6 +196,24 @@ int main(int argc, char **argv) {
   ::tq::tools::parseCommandLine(argc, argv, "tq-aot",
                               "tq-aot: compile TurboQuant kernel libraries\n",
                               toolOptions);
+  if (printTuningTarget) {
+    TuningTarget key;
+    std::string why;
+    if (target != "cpu")
+      fail("--print-tuning-target: only CPU targets are tuned");
+    if (!cpuTuningTarget(chip, key, why))
+      fail(why);
+    llvm::json::Object o{{"tqc_version", TQ_AOT_VERSION},
+                         {"triple", key.triple},
+                         {"cpu", key.cpu},
+                         {"features", key.features},
+                         {"features_hash", key.featuresHash}};
+    llvm::outs() << llvm::formatv("{0:2}", llvm::json::Value(std::move(o)))
+                 << "\n";
+    return 0;
+  }
+  if (outputDir.empty())
+    fail("give the output directory: -o DIR");
   std::optional<GpuTarget> gpu;
   if (target == "nvptx" || target == "amdgcn") {
     std::string why;
@@ -360,6 +397,21 @@ int main(int argc, char **argv) {
   else
     fail("unknown --lookup '" + lookup + "' (tile, select, lut)");
   std::string error;
+  if (tuningContext < 0)
+    fail("--tuning-context must be >= 0");
+  if (!tuningDb.empty()) {
+    if (gpu)
+      fail("--tuning-db applies to CPU targets (GPU kernels are not tuned "
+           "yet)");
+    std::vector<std::string> report;
+    if (!applyTuningDatabase(tuningDb, TQ_AOT_VERSION, tuningContext, specs,
+                             options, report, error))
+      fail(error);
+    // Always printed (also with --quiet): which configuration each kernel
+    // was built with is part of the result.
+    for (const std::string &line : report)
+      llvm::errs() << "tq-aot: tuning: " << line << "\n";
+  }
   auto progress = [&](size_t i, size_t n, const std::string &name) {
     if (!quiet)
       llvm::errs() << "[" << (i + 1) << "/" << n << "] " << name << "\n";

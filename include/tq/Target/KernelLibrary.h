@@ -15,11 +15,13 @@
 
 #include "tq/Dialect/TQ/IR/TQDialect.h"
 #include "tq/Pipelines/RuntimeKernels.h"
+#include "tq/Target/Tuning.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,6 +51,13 @@ struct KernelLibraryOptions {
   bool naive = false;
   /// How fused kernels read centroids (see tq-fuse-codebook).
   LookupStrategy lookup = LookupStrategy::tile;
+  /// Centroid lookup of vector row decoding: none (select tree), avx2 or
+  /// avx512 (vpermps); empty: the widest permute the CPU has.
+  std::string centroidPermute;
+  /// Knob values of single kernels (spec name -> knobs, see Tuning.h's
+  /// kernelKnobs), over the library-wide options above; set them with
+  /// setKernelKnobs or applyTuningDatabase.
+  std::map<std::string, KnobValues> kernelKnobs;
   /// The C compiler driver used to link the shared library.
   std::string linker = "clang";
   /// The shared library's file name inside outputDir.

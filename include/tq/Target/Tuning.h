@@ -1,0 +1,115 @@
+//===- Tuning.h - Kernel knobs and the tuning database ----------*- C++ -*-===//
+//
+// The knobs of a kernel spec (what the lowering lets a tuner choose: flash
+// tile, split-KV chunks, centroid lookup strategy, unrolled row chunks,
+// centroid permute), the target a measurement belongs to, and the lookup
+// of the best recorded configuration in a tuning database (SQLite, written
+// by the Python package's tqc.tuning / tqc.autotune; schema in
+// docs/autotune.md). tq-aot --tuning-db and tqc.compile(tuning_db=...)
+// share these functions.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef TQ_TARGET_TUNING_H
+#define TQ_TARGET_TUNING_H
+
+#include "tq/Pipelines/RuntimeKernels.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mlir::tq {
+
+struct KernelLibraryOptions;
+
+/// Knob name -> value, values spelt as in the database ("256", "tile").
+using KnobValues = std::map<std::string, std::string>;
+
+/// One knob of a kernel spec.
+struct KnobInfo {
+  /// tile_size, splits, lookup, max_unrolled_chunks, centroid_permute.
+  std::string name;
+  std::string description;
+  /// What the compiler accepts, in words ("integer >= 1", "tile, select,
+  /// lut").
+  std::string legal;
+  /// The values worth trying (the default first); integer knobs accept any
+  /// value `legal` allows.
+  std::vector<std::string> values;
+  std::string defaultValue;
+  /// "knob=value" this knob only matters with (empty: always).
+  std::string onlyWith;
+};
+
+/// The knobs of `spec`'s kernel when built for CPU `cpu` (an LLVM CPU name
+/// or "host"): attention kernels (decode, prefill, ggml) have some; append
+/// and dequantize kernels none. False with `error` for an unknown CPU.
+bool kernelKnobs(const RuntimeKernelSpec &spec, const std::string &cpu,
+                 std::vector<KnobInfo> &knobs, std::string &error);
+
+/// Checks `values` against `spec`'s knobs (names and legal values) and
+/// records them in `options.kernelKnobs` for that kernel.
+bool setKernelKnobs(const RuntimeKernelSpec &spec, const KnobValues &values,
+                    KernelLibraryOptions &options, std::string &error);
+
+/// The effective knob values of `spec`'s kernel under `options` (its own
+/// entry of options.kernelKnobs over the library-wide options), for
+/// kernels.json; `permute` is the CPU's resolved centroid permute.
+KnobValues effectiveKnobs(const RuntimeKernelSpec &spec,
+                          const KernelLibraryOptions &options,
+                          const std::string &permute);
+
+/// The target a tuning measurement belongs to.
+struct TuningTarget {
+  std::string triple;
+  /// The CPU name ("host" resolved to the host's, e.g. "znver4").
+  std::string cpu;
+  /// The host's enabled CPU features, sorted, comma-separated ("+avx2,...");
+  /// empty for a named CPU (its name fixes them).
+  std::string features;
+  /// 16 hex digits of xxh3-64 over `features`.
+  std::string featuresHash;
+};
+
+/// The tuning target of CPU code for `cpu` ("host" or an LLVM CPU name).
+bool cpuTuningTarget(const std::string &cpu, TuningTarget &target,
+                     std::string &error);
+
+/// The context-length bucket of `tokens`: the smallest power of two >= it.
+int64_t contextBucket(int64_t tokens);
+
+/// A measurement of the tuning database.
+struct TuningRecord {
+  int64_t id = 0;
+  int64_t context = 0;
+  double seconds = 0;
+  int64_t rounds = 0;
+  std::string statistic;
+  KnobValues knobs;
+};
+
+/// The fastest correct measurement of `spec` (a kernel name) for
+/// (`version`, `target`) at context bucket contextBucket(`context`), or at
+/// the largest bucket recorded for them when `context` is 0. `record` is
+/// left empty when none matches. False with `error` when the database
+/// cannot be read.
+bool lookupTuningRecord(const std::string &database, const std::string &version,
+                        const TuningTarget &target, const std::string &spec,
+                        int64_t context, std::optional<TuningRecord> &record,
+                        std::string &error);
+
+/// For every attention spec: looks up its best record (as above) and sets
+/// its knobs in `options`, adding one line per spec to `report` (the record
+/// used, or why defaults are). The target is options.cpu's.
+bool applyTuningDatabase(const std::string &database,
+                         const std::string &version, int64_t context,
+                         const std::vector<RuntimeKernelSpec> &specs,
+                         KernelLibraryOptions &options,
+                         std::vector<std::string> &report, std::string &error);
+
+} // namespace mlir::tq
+
+#endif // TQ_TARGET_TUNING_H

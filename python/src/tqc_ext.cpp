@@ -23,6 +23,7 @@
 #include "tq/Quant/Half.h"
 #include "tq/Target/GpuKernelLibrary.h"
 #include "tq/Target/KernelLibrary.h"
+#include "tq/Target/Tuning.h"
 #include "tq/tq_runtime.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -31,6 +32,7 @@
 #include <nanobind/eval.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
@@ -538,20 +540,31 @@ std::string specName(const SpecTuple &t) { return toSpec(t).name(); }
 
 /// Compiles `specs` into a kernel library in `outputDir` with the driver
 /// tq-aot uses; raises tqc.CompileError with the compiler's message.
-void compileLibrary(const std::vector<SpecTuple> &specTuples,
-                    const std::string &outputDir, const std::string &target,
-                    const std::string &cpu, int64_t decodeTile,
-                    int64_t prefillTile, int64_t splits,
-                    const std::string &lookup, bool naive,
-                    const std::string &libraryName, nb::object progress) {
+std::vector<std::string>
+compileLibrary(const std::vector<SpecTuple> &specTuples,
+               const std::string &outputDir, const std::string &target,
+               const std::string &cpu, int64_t decodeTile, int64_t prefillTile,
+               int64_t splits, const std::string &lookup, bool naive,
+               const std::string &libraryName, nb::object progress,
+               int64_t maxUnrolledChunks, const std::string &centroidPermute,
+               const std::map<std::string, mlir::tq::KnobValues> &kernelKnobs,
+               const std::string &tuningDb, int64_t tuningContext) {
   std::vector<mlir::tq::RuntimeKernelSpec> specs;
   for (const SpecTuple &t : specTuples)
     specs.push_back(toSpec(t));
   mlir::tq::KernelLibraryOptions options;
   options.outputDir = outputDir;
   options.cpu = cpu;
-  if (decodeTile < 0 || prefillTile < 0 || splits <= 0)
-    valueError("tile_size must be >= 0 and splits > 0");
+  if (decodeTile < 0 || prefillTile < 0 || splits <= 0 ||
+      maxUnrolledChunks < 0 || tuningContext < 0)
+    valueError("tile_size, max_unrolled_chunks and tuning_context must be "
+               ">= 0 and splits > 0");
+  if (!centroidPermute.empty() && centroidPermute != "none" &&
+      centroidPermute != "avx2" && centroidPermute != "avx512")
+    valueError("centroid_permute: expected none, avx2 or avx512, got '" +
+               centroidPermute + "'");
+  options.maxUnrolledChunks = maxUnrolledChunks;
+  options.centroidPermute = centroidPermute;
   if (decodeTile)
     options.decodeTileSize = decodeTile;
   if (prefillTile)
@@ -574,6 +587,41 @@ void compileLibrary(const std::vector<SpecTuple> &specTuples,
     gpu = *t;
   } else if (target != "cpu") {
     valueError("target: expected cpu, nvptx or amdgcn, got '" + target + "'");
+  }
+  if (gpu && (!kernelKnobs.empty() || !tuningDb.empty()))
+    valueError("knobs and tuning_db apply to CPU targets (GPU kernels are "
+               "not tuned yet)");
+  // Per-kernel knobs, then the tuning database's records for the rest.
+  std::vector<std::string> tuningReport;
+  {
+    std::string why;
+    for (const auto &[name, values] : kernelKnobs) {
+      const mlir::tq::RuntimeKernelSpec *spec = nullptr;
+      for (const auto &s : specs)
+        if (s.name() == name)
+          spec = &s;
+      if (!spec)
+        valueError("knobs: no kernel '" + name + "' in this library");
+      if (!mlir::tq::setKernelKnobs(*spec, values, options, why))
+        valueError("knobs: " + why);
+    }
+    if (!tuningDb.empty()) {
+      std::vector<mlir::tq::RuntimeKernelSpec> rest;
+      for (const auto &s : specs)
+        if (!kernelKnobs.count(s.name()))
+          rest.push_back(s);
+      bool ok;
+      {
+        nb::gil_scoped_release release;
+        ok = mlir::tq::applyTuningDatabase(tuningDb, TQC_PY_VERSION,
+                                           tuningContext, rest, options,
+                                           tuningReport, why);
+      }
+      if (!ok) {
+        PyErr_SetString(compileErrorType.ptr(), why.c_str());
+        throw nb::python_error();
+      }
+    }
   }
 
   // The progress callback runs on this thread with the GIL taken back; an
@@ -621,6 +669,64 @@ void compileLibrary(const std::vector<SpecTuple> &specTuples,
     PyErr_SetString(compileErrorType.ptr(), error.c_str());
     throw nb::python_error();
   }
+  return tuningReport;
+}
+
+/// The knobs of a kernel spec for `cpu` (tqc.knobs).
+nb::list kernelKnobs(const SpecTuple &t, const std::string &cpu) {
+  std::vector<mlir::tq::KnobInfo> knobs;
+  std::string error;
+  if (!mlir::tq::kernelKnobs(toSpec(t), cpu, knobs, error))
+    valueError(error);
+  nb::list out;
+  for (const mlir::tq::KnobInfo &k : knobs) {
+    nb::dict d;
+    d["name"] = k.name;
+    d["description"] = k.description;
+    d["legal"] = k.legal;
+    d["values"] = k.values;
+    d["default"] = k.defaultValue;
+    d["only_with"] = k.onlyWith;
+    out.append(d);
+  }
+  return out;
+}
+
+/// The tuning key of CPU `cpu`'s target (tqc.tuning.target_key).
+nb::dict tuningTarget(const std::string &cpu) {
+  mlir::tq::TuningTarget t;
+  std::string error;
+  if (!mlir::tq::cpuTuningTarget(cpu, t, error))
+    valueError(error);
+  nb::dict d;
+  d["triple"] = t.triple;
+  d["cpu"] = t.cpu;
+  d["features"] = t.features;
+  d["features_hash"] = t.featuresHash;
+  return d;
+}
+
+/// tq-aot --tuning-db's lookup: the best record's id, context and knobs,
+/// or None.
+nb::object lookupTuningRecord(const std::string &db, const std::string &version,
+                              const std::string &cpu, const std::string &spec,
+                              int64_t context) {
+  mlir::tq::TuningTarget t;
+  std::string error;
+  if (!mlir::tq::cpuTuningTarget(cpu, t, error))
+    valueError(error);
+  std::optional<mlir::tq::TuningRecord> record;
+  if (!mlir::tq::lookupTuningRecord(db, version, t, spec, context, record,
+                                    error))
+    valueError(error);
+  if (!record)
+    return nb::none();
+  nb::dict d;
+  d["id"] = record->id;
+  d["context"] = record->context;
+  d["seconds"] = record->seconds;
+  d["knobs"] = record->knobs;
+  return d;
 }
 
 //===----------------------------------------------------------------------===//
@@ -1234,9 +1340,25 @@ class CompileError(RuntimeError):
   m.def("compile_library", &compileLibrary, "specs"_a, "output_dir"_a,
         "target"_a, "cpu"_a, "decode_tile"_a, "prefill_tile"_a, "splits"_a,
         "lookup"_a, "naive"_a, "library_name"_a,
-        "progress"_a.none() = nb::none(),
+        "progress"_a.none() = nb::none(), "max_unrolled_chunks"_a = 48,
+        "centroid_permute"_a = "",
+        "kernel_knobs"_a = std::map<std::string, mlir::tq::KnobValues>(),
+        "tuning_db"_a = "", "tuning_context"_a = 0,
         "Compiles kernel spec tuples into a library directory with tq-aot's "
-        "driver (writeKernelLibrary / writeGpuKernelLibrary).");
+        "driver (writeKernelLibrary / writeGpuKernelLibrary); returns the "
+        "tuning database's report (one line per attention kernel).");
+  m.attr("VERSION") = TQC_PY_VERSION;
+  m.def("kernel_knobs", &kernelKnobs, "spec"_a, "cpu"_a = "host",
+        "The knobs of a kernel spec tuple on a CPU (mlir::tq::kernelKnobs).");
+  m.def("tuning_target", &tuningTarget, "cpu"_a = "host",
+        "The tuning database key of a CPU target: triple, cpu, features, "
+        "features_hash.");
+  m.def("context_bucket", &mlir::tq::contextBucket, "tokens"_a,
+        "The context-length bucket of a context: the power of two >= it.");
+  m.def("lookup_tuning_record", &lookupTuningRecord, "database"_a,
+        "version"_a, "cpu"_a, "spec"_a, "context"_a = 0,
+        "tq-aot --tuning-db's lookup: the best correct record (id, context, "
+        "seconds, knobs) or None.");
 
   nb::class_<Runtime>(m, "Runtime",
                       "A loaded kernel library and its thread pool "

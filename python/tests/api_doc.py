@@ -52,11 +52,24 @@ def render() -> str:
            "Generated from the package's signatures and docstrings by "
            "`python/tests/api_doc.py` (see [python.md](python.md) for the "
            "tour); do not edit.", ""]
-    for name in sorted(tqc.__all__, key=lambda n: (not inspect.isclass(
-            getattr(tqc, n)), n.lower())):
-        obj = getattr(tqc, name)
+    import tqc.tuning
+    for module, prefix in ((tqc, "tqc"), (tqc.tuning, "tqc.tuning")):
+        if module is not tqc:
+            out += [f"# `{prefix}`", "", _doc(module), ""]
+        out += _render_module(module, prefix)
+    text = "\n".join(out)
+    while "\n\n\n" in text:
+        text = text.replace("\n\n\n", "\n\n")
+    return text.rstrip() + "\n"
+
+
+def _render_module(module, prefix: str) -> list:
+    out = []
+    for name in sorted(module.__all__, key=lambda n: (not inspect.isclass(
+            getattr(module, n)), n.lower())):
+        obj = getattr(module, name)
         if inspect.isclass(obj):
-            out += [f"## class `tqc.{name}`", ""]
+            out += [f"## class `{prefix}.{name}`", ""]
             if issubclass(obj, BaseException):
                 out += [f"Exception, a subclass of `{obj.__bases__[0].__name__}`.",
                         "", _doc(obj), ""]
@@ -64,7 +77,7 @@ def render() -> str:
             init = obj.__dict__.get("__init__")
             if init is not None:
                 sig = _format(inspect.signature(init), drop_first=True)
-                out += ["```python", f"tqc.{name}{sig.split(' -> ')[0]}",
+                out += ["```python", f"{prefix}.{name}{sig.split(' -> ')[0]}",
                         "```", ""]
             out += [_doc(obj), ""]
             for member, value in obj.__dict__.items():
@@ -84,13 +97,11 @@ def render() -> str:
                             "", _doc(value)]
             out += [""]
         elif callable(obj):
-            out += [f"## `tqc.{_signature(name, obj)}`", "", _doc(obj), ""]
+            out += [f"## `{prefix}.{_signature(name, obj)}`", "", _doc(obj),
+                    ""]
         else:
-            out += [f"## `tqc.{name}`", "", f"`{obj!r}`", ""]
-    text = "\n".join(out)
-    while "\n\n\n" in text:
-        text = text.replace("\n\n\n", "\n\n")
-    return text.rstrip() + "\n"
+            out += [f"## `{prefix}.{name}`", "", f"`{obj!r}`", ""]
+    return out
 
 
 if __name__ == "__main__":

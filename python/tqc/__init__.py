@@ -20,6 +20,7 @@ See docs/python.md in the tqc repository.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -39,6 +40,8 @@ __all__ = [
     "Kernel",
     "KernelLibrary",
     "KVCache",
+    "KernelSpec",
+    "Knob",
     "Runtime",
     "TQError",
     "compile",
@@ -46,7 +49,9 @@ __all__ = [
     "encode",
     "format_info",
     "formats",
+    "knobs",
     "reference_attention",
+    "autotune",
 ]
 
 __version__ = "0.1.0"
@@ -156,6 +161,9 @@ class KernelLibrary:
     directory: Path
     metadata: dict = field(repr=False)
     kernels: Tuple[Kernel, ...] = field(repr=False)
+    #: With ``compile(tuning_db=...)``: one line per attention kernel, the
+    #: tuning record it was built with or why it got the defaults.
+    tuning_report: Tuple[str, ...] = field(default=(), repr=False)
 
     @classmethod
     def load(cls, directory: Union[str, os.PathLike]) -> "KernelLibrary":
@@ -324,6 +332,11 @@ def compile(kind: Optional[Strs] = None, k_format: Optional[Strs] = None,
             gqa: Ints = 1, *, pairs: Optional[Iterable[Tuple[str, str]]] = None,
             causal: bool = False, window: int = 0, softcap: float = 0.0,
             tile_size: int = 0, splits: int = 4, lookup: str = "tile",
+            max_unrolled_chunks: int = 48,
+            centroid_permute: Optional[str] = None,
+            knobs: Optional[dict] = None,
+            tuning_db: Union[str, os.PathLike, None] = None,
+            tuning_context: int = 0,
             cpu: str = "host", target: str = "cpu", abi: str = "runtime",
             naive: bool = False,
             output_dir: Union[str, os.PathLike, None] = None,
@@ -350,6 +363,17 @@ def compile(kind: Optional[Strs] = None, k_format: Optional[Strs] = None,
     (``tqc-kernels-*``), left in place (removed when the compile fails).
     ``progress(i, n, name)`` is called before each kernel.
 
+    ``max_unrolled_chunks`` (rows of more vector chunks are visited by
+    decode periods) and ``centroid_permute`` (``none``, ``avx2``,
+    ``avx512``; default: the widest the CPU has) are knobs too.
+    ``knobs`` (``{"tile_size": 128, "splits": 2, ...}``, see :func:`knobs`)
+    sets knobs of every attention kernel, checked against each kernel's
+    own (a knob a kernel lacks raises ValueError). ``tuning_db`` builds
+    each attention kernel with its best record in a tuning database
+    (:mod:`tqc.tuning`; at ``tuning_context``'s bucket, or the largest
+    recorded when 0), as ``tq-aot --tuning-db``; the library's
+    ``tuning_report`` says which record each kernel used.
+
     Raises :class:`CompileError` with the compiler's message (the kernel
     and its diagnostics), ValueError/TypeError for malformed options.
     Releases the GIL while compiling."""
@@ -363,14 +387,81 @@ def compile(kind: Optional[Strs] = None, k_format: Optional[Strs] = None,
         output_dir = tempfile.mkdtemp(prefix="tqc-kernels-")
     output_dir = os.fspath(output_dir)
     name = "libtq_ggml_kernels.so" if abi == "ggml" else "libtqkernels.so"
+    kernel_knobs = {}
+    if knobs:
+        values = {str(k): str(v) for k, v in dict(knobs).items()}
+        kernel_knobs = {_tqc.kernel_name(sp): values for sp in specs
+                        if sp[0] not in ("append", "dequantize")}
     try:
-        _tqc.compile_library(specs, output_dir, target, cpu, tile_size,
-                             tile_size, splits, lookup, naive, name, progress)
+        report = _tqc.compile_library(
+            specs, output_dir, target, cpu, tile_size, tile_size, splits,
+            lookup, naive, name, progress, max_unrolled_chunks,
+            centroid_permute or "", kernel_knobs,
+            os.fspath(tuning_db) if tuning_db is not None else "",
+            tuning_context)
     except BaseException:
         if temporary:  # a directory the caller never saw
             shutil.rmtree(output_dir, ignore_errors=True)
         raise
-    return KernelLibrary.load(output_dir)
+    library = KernelLibrary.load(output_dir)
+    return dataclasses.replace(library, tuning_report=tuple(report))
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One attention kernel, as :func:`compile` would build it: ``kind``
+    ``decode``, ``prefill``, ``ggml_decode`` or ``ggml_prefill``; ``v_format``
+    defaults to ``k_format``; ``gqa`` query heads per KV head."""
+
+    kind: str
+    k_format: str
+    v_format: Optional[str] = None
+    head_dim: int = 128
+    gqa: int = 1
+    causal: bool = False
+    window: int = 0
+    softcap: float = 0.0
+
+    def as_tuple(self) -> tuple:
+        """The native module's spec tuple."""
+        return (self.kind, self.k_format, self.v_format or self.k_format,
+                int(self.head_dim), 0, int(self.gqa), bool(self.causal),
+                int(self.window), float(self.softcap), False)
+
+    @property
+    def name(self) -> str:
+        """The kernel's symbol name (the tuning database's ``spec``)."""
+        return _tqc.kernel_name(self.as_tuple())
+
+
+@dataclass(frozen=True)
+class Knob:
+    """A knob of a kernel spec (:func:`knobs`): its ``values`` worth trying
+    (the default first), what the compiler accepts (``legal``), and the
+    ``knob=value`` it only matters with (``only_with``, else empty)."""
+
+    name: str
+    values: Tuple[str, ...]
+    default: str
+    legal: str
+    description: str
+    only_with: str = ""
+
+
+def knobs(spec: KernelSpec, cpu: str = "host") -> list[Knob]:
+    """The knobs the compiler has for ``spec`` on ``cpu`` (an LLVM CPU name
+    or ``host``), from ``mlir::tq::kernelKnobs``: ``tile_size``, ``splits``
+    (decode kernels), ``lookup``, ``max_unrolled_chunks`` (rows long enough
+    to loop over decode periods), ``centroid_permute`` (CPUs with several
+    register permutes, formats with a codebook). Values are strings, as
+    the tuning database spells them."""
+    if not isinstance(spec, KernelSpec):
+        raise TypeError(f"spec: expected a tqc.KernelSpec, got "
+                        f"{type(spec).__name__}")
+    return [Knob(name=k["name"], values=tuple(k["values"]),
+                 default=k["default"], legal=k["legal"],
+                 description=k["description"], only_with=k["only_with"])
+            for k in _tqc.kernel_knobs(spec.as_tuple(), cpu)]
 
 
 # --------------------------------------------------------------------------
@@ -613,3 +704,6 @@ class KVCache:
         return (f"KVCache({self.k_format}/{self.v_format}, "
                 f"head_dim={self.head_dim}, kv_heads={self.num_kv_heads}, "
                 f"{self.layout}, lengths={self.lengths})")
+
+
+from .autotune import autotune  # noqa: E402  (uses the names above)

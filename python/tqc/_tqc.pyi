@@ -1,6 +1,6 @@
 """tqc's native bindings (use the tqc package, not this module)."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy
 from numpy.typing import NDArray
@@ -34,9 +34,27 @@ def reference_attention(q: object, k: object, v: object, k_format: str | None = 
 def kernel_name(spec: tuple[str, str, str, int, int, int, bool, int, float, bool]) -> str:
     """The symbol name of a kernel spec tuple."""
 
-def compile_library(specs: Sequence[tuple[str, str, str, int, int, int, bool, int, float, bool]], output_dir: str, target: str, cpu: str, decode_tile: int, prefill_tile: int, splits: int, lookup: str, naive: bool, library_name: str, progress: object | None = None) -> None:
+def compile_library(specs: Sequence[tuple[str, str, str, int, int, int, bool, int, float, bool]], output_dir: str, target: str, cpu: str, decode_tile: int, prefill_tile: int, splits: int, lookup: str, naive: bool, library_name: str, progress: object | None = None, max_unrolled_chunks: int = 48, centroid_permute: str = '', kernel_knobs: Mapping[str, Mapping[str, str]] = {}, tuning_db: str = '', tuning_context: int = 0) -> list[str]:
     """
-    Compiles kernel spec tuples into a library directory with tq-aot's driver (writeKernelLibrary / writeGpuKernelLibrary).
+    Compiles kernel spec tuples into a library directory with tq-aot's driver (writeKernelLibrary / writeGpuKernelLibrary); returns the tuning database's report (one line per attention kernel).
+    """
+
+VERSION: str = '0.1.0'
+
+def kernel_knobs(spec: tuple[str, str, str, int, int, int, bool, int, float, bool], cpu: str = 'host') -> list:
+    """The knobs of a kernel spec tuple on a CPU (mlir::tq::kernelKnobs)."""
+
+def tuning_target(cpu: str = 'host') -> dict:
+    """
+    The tuning database key of a CPU target: triple, cpu, features, features_hash.
+    """
+
+def context_bucket(tokens: int) -> int:
+    """The context-length bucket of a context: the power of two >= it."""
+
+def lookup_tuning_record(database: str, version: str, cpu: str, spec: str, context: int = 0) -> object:
+    """
+    tq-aot --tuning-db's lookup: the best correct record (id, context, seconds, knobs) or None.
     """
 
 class Runtime:

@@ -1,0 +1,132 @@
+"""The autotuner: variants compiled, checked against the reference before
+they are timed, failures recorded as infinitely slow, only what is missing
+measured again. (Mechanics only: nothing here compares speeds.)"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import tqc
+from tqc import tuning
+from tqc.autotune import variants
+
+SPEC = tqc.KernelSpec("decode", "turbo3_0", head_dim=64, gqa=2)
+KNOBS = {"tile_size": [256, 64], "splits": [4, 2], "lookup": ["tile"],
+         "centroid_permute": ["avx2"]}
+CPU = "x86-64-v3"
+
+
+def test_variants():
+    grid = variants(SPEC, KNOBS, cpu=CPU, strategy="grid")
+    assert len(grid) == 4
+    axes = variants(SPEC, KNOBS, cpu=CPU, strategy="axes")
+    assert axes[0] == {"tile_size": "256", "splits": "4", "lookup": "tile",
+                       "centroid_permute": "avx2"}
+    assert len(axes) == 3
+    with pytest.raises(ValueError, match="no knob 'unroll'"):
+        variants(SPEC, {"unroll": [1]}, cpu=CPU)
+    # max_unrolled_chunks only matters with the tile lookup: one variant.
+    long = tqc.KernelSpec("decode", "tqprod3", head_dim=256)
+    vs = variants(long, {"tile_size": [256], "splits": [4],
+                         "lookup": ["select"], "centroid_permute": ["avx2"]},
+                  cpu=CPU, strategy="grid")
+    assert len(vs) == 1 and vs[0]["max_unrolled_chunks"] == "48"
+
+
+def test_wrong_and_failing_variants_are_never_chosen(tmp_path):
+    compiled = []
+
+    def compile_fn(knobs, out_dir):
+        compiled.append(knobs)
+        if knobs["splits"] == "2" and knobs["tile_size"] == "256":
+            raise tqc.CompileError("injected: this variant does not compile")
+        return tqc.compile(kind="decode", k_format="turbo3_0", head_dim=64,
+                           gqa=2, cpu=CPU, knobs=knobs, output_dir=out_dir)
+
+    def wrap(knobs, call):
+        if knobs["tile_size"] == "64" and knobs["splits"] == "2":
+            # Fast and wrong: returns zeros without running the kernel.
+            def wrong():
+                out = call.__defaults__[0]
+                out[...] = 0.0
+                return out
+            return wrong
+        return call
+
+    lines = []
+    db_path = tmp_path / "tune.db"
+    result = tqc.autotune(SPEC, contexts=[300, 700], db=db_path, knobs=KNOBS,
+                          strategy="grid", rounds=2, num_kv_heads=2,
+                          flush_mib=1, threads=1, jobs=2, cpu=CPU,
+                          compile_fn=compile_fn, wrap_attention=wrap,
+                          progress=lines.append)
+    assert len(compiled) == 4
+    key = tuning.target_key(CPU)
+    with tuning.TuningDB(db_path) as db:
+        recs = db.records(SPEC, target=key)
+    assert len(recs) == 8  # 4 variants x 2 contexts
+    by = {(r.knobs["tile_size"], r.knobs["splits"], r.context): r
+          for r in recs}
+    for ctx in (512, 1024):
+        assert by[(256, 2, ctx)].status == "compile_error"
+        assert math.isinf(by[(256, 2, ctx)].seconds)
+        assert "injected" in by[(256, 2, ctx)].detail
+        assert by[(64, 2, ctx)].status == "wrong"
+        assert math.isinf(by[(64, 2, ctx)].seconds)
+        assert by[(256, 4, ctx)].ok and by[(64, 4, ctx)].ok
+    for ctx in (300, 700):
+        assert result.best[ctx].status == "ok"
+        assert (result.best[ctx].knobs["tile_size"],
+                result.best[ctx].knobs["splits"]) in ((256, 4), (64, 4))
+        assert result.default[ctx].knobs["tile_size"] == 256
+    assert result.measured == 4
+    assert any("WRONG" in line for line in lines)
+    assert any("compile failed" in line for line in lines)
+
+    # Re-tuning measures only what is missing: nothing here, one new
+    # variant there.
+    compiled.clear()
+    again = tqc.autotune(SPEC, contexts=[300, 700], db=db_path, knobs=KNOBS,
+                         strategy="grid", rounds=2, num_kv_heads=2,
+                         flush_mib=1, threads=1, cpu=CPU,
+                         compile_fn=compile_fn, progress=False)
+    assert compiled == [] and again.measured == 0
+    assert again.best[700].id == result.best[700].id
+    more = dict(KNOBS, tile_size=[256, 64, 128])
+    again = tqc.autotune(SPEC, contexts=[700], db=db_path, knobs=more,
+                         strategy="grid", rounds=2, num_kv_heads=2,
+                         flush_mib=1, threads=1, cpu=CPU,
+                         compile_fn=compile_fn, progress=False)
+    assert sorted(k["tile_size"] for k in compiled) == ["128", "128"]
+    assert again.measured == 2
+
+    # tq-aot's lookup agrees with the database's best.
+    native = tqc._tqc.lookup_tuning_record(str(db_path), tqc.__version__,
+                                           CPU, SPEC.name, 700)
+    with tuning.TuningDB(db_path) as db:
+        assert native["id"] == db.best(SPEC, 700, target=key).id
+
+
+def test_tune_command(tmp_path, capsys):
+    from tqc.tune import main
+    assert main(["--list-knobs", "--k-format", "turbo3_0", "--head-dim",
+                 "64", "--gqa", "2", "--cpu", CPU]) == 0
+    out = capsys.readouterr().out
+    assert "tq_decode_turbo3_0_turbo3_0_d64_g2" in out
+    assert "tile_size: 256, 64" in out
+    db = str(tmp_path / "cli.db")
+    assert main(["--db", db, "--k-format", "turbo3_0", "--head-dim", "64",
+                 "--gqa", "2", "--cpu", CPU, "--contexts", "200",
+                 "--knob", "tile_size=64", "--knob", "splits=1",
+                 "--knob", "lookup=tile", "--knob", "centroid_permute=avx2",
+                 "--rounds", "1", "--kv-heads", "1", "--flush-mib", "1",
+                 "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "context 200\tbest" in out
+    assert main(["--db", db, "--show", "--k-format", "turbo3_0",
+                 "--head-dim", "64", "--gqa", "2", "--cpu", CPU,
+                 "--contexts", "200"]) == 0
+    assert "record" in capsys.readouterr().out

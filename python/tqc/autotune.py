@@ -1,0 +1,381 @@
+"""The autotuner: compile a kernel spec's variants, check them against the
+reference, time them round-robin with flushed caches (as tq-bench does) and
+record every measurement in a tuning database (:mod:`tqc.tuning`).
+
+    >>> spec = tqc.KernelSpec("decode", "turbo3_0", head_dim=128, gqa=4)
+    >>> result = tqc.autotune(spec, contexts=[4096, 16384], db="tuning.db")
+    >>> result.best[16384].knobs
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import itertools
+import json
+import math
+import os
+import shutil
+import statistics as stats
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Optional, Sequence, Union
+
+import numpy as np
+
+from . import tuning as _tuning
+
+__all__ = ["autotune", "TuneResult", "variants"]
+
+
+@dataclass
+class TuneResult:
+    """What :func:`autotune` found: per context, the ``best`` correct
+    record and the ``default`` configuration's record (None where it was
+    not measured or failed); ``records``: every record of the spec's
+    variants, measured now or before."""
+
+    spec: object
+    contexts: tuple
+    best: dict = field(default_factory=dict)
+    default: dict = field(default_factory=dict)
+    records: list = field(default_factory=list)
+    measured: int = 0
+    compiled: int = 0
+
+    def speedup(self, context: int) -> Optional[float]:
+        """The default's time over the best's at ``context``."""
+        b, d = self.best.get(context), self.default.get(context)
+        if b is None or d is None or not d.ok:
+            return None
+        return d.seconds / b.seconds
+
+
+def _default_knobs(knob_list) -> dict:
+    return {k.name: k.default for k in knob_list}
+
+
+def _normalise(variant: dict, knob_list) -> dict:
+    """A knob that only matters with another knob's value (``only_with``)
+    takes its default elsewhere, so equivalent variants share one key."""
+    out = dict(variant)
+    for k in knob_list:
+        if k.only_with:
+            name, value = k.only_with.split("=", 1)
+            if out.get(name) != value:
+                out[k.name] = k.default
+    return out
+
+
+def variants(spec, knobs: Optional[dict] = None, *, cpu: str = "host",
+             strategy: str = "grid") -> list[dict]:
+    """The variants of ``spec`` the tuner compiles: every combination of
+    the knobs' values (``strategy="grid"``), or the default and each knob's
+    values with the others at their defaults (``"axes"``). ``knobs`` maps
+    knob names to the values to try instead of the compiler's list (a knob
+    left out keeps its list; ``[value]`` pins it). Knobs the compiler does
+    not have for the spec raise ValueError."""
+    from . import knobs as compiler_knobs
+    knob_list = compiler_knobs(spec, cpu)
+    names = [k.name for k in knob_list]
+    choices = {k.name: list(k.values) for k in knob_list}
+    for name, values in (knobs or {}).items():
+        if name not in choices:
+            raise ValueError(f"knobs: {spec.name} has no knob '{name}' (its "
+                             f"knobs: {', '.join(names) or 'none'})")
+        if isinstance(values, (str, int)):
+            values = [values]
+        choices[name] = [str(v) for v in values]
+        if not choices[name]:
+            raise ValueError(f"knobs: no values for '{name}'")
+    default = _default_knobs(knob_list)
+    out, seen = [], set()
+
+    def add(v):
+        v = _normalise(v, knob_list)
+        key = _tuning.canonical_knobs(v)
+        if key not in seen:
+            seen.add(key)
+            out.append(v)
+
+    if strategy == "grid":
+        for combo in itertools.product(*(choices[n] for n in names)):
+            add(dict(zip(names, combo)))
+    elif strategy == "axes":
+        # The default first (when its values are among the choices).
+        if all(default[n] in choices[n] for n in names):
+            add(default)
+        for n in names:
+            for value in choices[n]:
+                base = {m: (default[m] if default[m] in choices[m]
+                            else choices[m][0]) for m in names}
+                base[n] = value
+                add(base)
+    else:
+        raise ValueError(f"strategy: expected 'grid' or 'axes', got "
+                         f"'{strategy}'")
+    return out
+
+
+def _describe(knobs: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in sorted(knobs.items())) or "defaults"
+
+
+class _Flusher:
+    """Reads a buffer larger than the last-level cache before each timed
+    call (tq-bench's flush), split over ``threads`` threads."""
+
+    def __init__(self, mib: int, threads: int):
+        self.parts = []
+        if mib > 0:
+            buf = np.ones(mib * (1 << 20) // 8, dtype=np.float64)
+            self.parts = np.array_split(buf, max(1, threads))
+        self.pool = (concurrent.futures.ThreadPoolExecutor(len(self.parts))
+                     if len(self.parts) > 1 else None)
+        self.sink = 0.0
+
+    def __call__(self) -> None:
+        if self.pool:
+            self.sink += sum(self.pool.map(np.sum, self.parts))
+        elif self.parts:
+            self.sink += float(np.sum(self.parts[0]))
+
+    def close(self) -> None:
+        if self.pool:
+            self.pool.shutdown()
+
+
+def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
+             db: Union[str, os.PathLike, "_tuning.TuningDB", None] = None,
+             knobs: Optional[dict] = None, strategy: str = "axes",
+             rounds: int = 5, statistic: str = "best", num_kv_heads: int = 8,
+             prefill_rows: int = 16, flush_mib: int = 64, threads: int = 0,
+             jobs: int = 0, cpu: str = "host", tolerance: float = 2e-3,
+             seed: int = 0, progress: Union[bool, Callable[[str], None]] = True,
+             compile_fn: Optional[Callable] = None,
+             wrap_attention: Optional[Callable] = None,
+             work_dir: Union[str, os.PathLike, None] = None) -> TuneResult:
+    """Tunes the knobs of one attention kernel ``spec`` (a
+    :class:`tqc.KernelSpec`) at the ``contexts`` (tokens in the cache).
+
+    1. The variants (:func:`variants` with ``knobs`` and ``strategy``:
+       ``axes`` — each knob's values with the others at their defaults —
+       or ``grid``, every combination) that the database lacks a record of
+       at some context are compiled, ``jobs`` at a time (0: one per two
+       CPUs). A failed compile is recorded as ``compile_error`` (infinitely
+       slow).
+    2. Per context, one cache of ``num_kv_heads`` heads holding random rows
+       (K with outlier channels) is filled, and lib/Quant's reference
+       attention (:func:`tqc.reference_attention` over the cached bytes)
+       computed; every variant's output is compared with it first (max
+       error over ``tolerance`` x max(1, max |reference|): ``wrong``,
+       infinitely slow; a run-time failure: ``error``).
+    3. The correct variants are timed round-robin for ``rounds`` rounds
+       (each round calls every variant once, starting one later than the
+       round before), reading ``flush_mib`` MiB before every call so the
+       KV comes from memory; ``statistic`` ``best`` or ``median`` of the
+       rounds is recorded.
+
+    Decode kernels get one query row, prefill kernels ``prefill_rows`` (the
+    last positions). ``db`` is a path or an open :class:`TuningDB`
+    (default: an in-memory one); measurements already recorded for the
+    target are reused, not repeated. ``progress``: True prints to stderr,
+    a callable receives the lines. ``compile_fn(knobs, output_dir)`` and
+    ``wrap_attention(knobs, call)`` (returning the callable that computes
+    ``call(out)``) are hooks for tests: a variant that does not compile, or
+    computes something wrong."""
+    from . import KVCache, Runtime, TQError, CompileError, compile as compile_
+    from . import reference_attention
+
+    if isinstance(contexts, int):
+        contexts = [contexts]
+    contexts = [int(c) for c in contexts]
+    if not contexts or any(c <= 0 for c in contexts):
+        raise ValueError("contexts: expected positive token counts")
+    if statistic not in ("best", "median"):
+        raise ValueError(f"statistic: expected 'best' or 'median', got "
+                         f"'{statistic}'")
+    if rounds <= 0:
+        raise ValueError("rounds must be positive")
+    decode = spec.kind in ("decode", "ggml_decode")
+    if spec.kind not in ("decode", "prefill"):
+        raise ValueError(f"spec.kind: autotune times decode and prefill "
+                         f"kernels (tq_attention), got '{spec.kind}'")
+    say = (progress if callable(progress) else
+           (lambda line: print(line, file=sys.stderr, flush=True))
+           if progress else (lambda line: None))
+    own_db = not isinstance(db, _tuning.TuningDB)
+    database = _tuning.TuningDB(":memory:" if db is None else db) \
+        if own_db else db
+    target = _tuning.target_key(cpu)
+    work = tempfile.mkdtemp(prefix="tqc-tune-", dir=work_dir)
+    runtimes, flusher = [], None
+    try:
+        from . import knobs as compiler_knobs
+        knob_list = compiler_knobs(spec, cpu)
+        default = _normalise(_default_knobs(knob_list), knob_list)
+        todo = variants(spec, knobs, cpu=cpu, strategy=strategy)
+        if _tuning.canonical_knobs(default) not in {
+                _tuning.canonical_knobs(v) for v in todo}:
+            todo.insert(0, default)  # the baseline is always measured
+        result = TuneResult(spec=spec, contexts=tuple(contexts))
+        missing = database.missing(spec, contexts, todo, target=target)
+        needed = []
+        for v in todo:
+            if any(m is v for m, _ in missing):
+                needed.append(v)
+        say(f"tune {spec.name}: {len(todo)} variant(s), "
+            f"{len(todo) - len(needed)} recorded already; "
+            f"contexts {', '.join(map(str, contexts))}")
+        common = dict(detail=json.dumps(dict(
+            kv_heads=num_kv_heads,
+            prefill_rows=0 if decode else prefill_rows)),
+            statistic=statistic, rounds=rounds, target=target)
+
+        # 1. Compile what is missing.
+        def build(i, v):
+            out_dir = os.path.join(work, f"v{i}")
+            if compile_fn is not None:
+                return compile_fn(dict(v), out_dir)
+            return compile_(kind=(spec.kind,), k_format=spec.k_format,
+                            v_format=spec.v_format, head_dim=spec.head_dim,
+                            gqa=spec.gqa, causal=spec.causal,
+                            window=spec.window, softcap=spec.softcap,
+                            knobs=v, cpu=cpu, output_dir=out_dir)
+
+        libraries = {}
+        if needed:
+            workers = jobs or max(1, (os.cpu_count() or 2) // 2)
+            with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+                futures = {pool.submit(build, i, v): i
+                           for i, v in enumerate(needed)}
+                for n, f in enumerate(concurrent.futures.as_completed(futures)):
+                    i = futures[f]
+                    v = needed[i]
+                    try:
+                        libraries[i] = f.result()
+                        say(f"[{n + 1}/{len(needed)}] compiled {_describe(v)}")
+                    except (CompileError, ValueError) as e:
+                        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+                        say(f"[{n + 1}/{len(needed)}] compile failed "
+                            f"{_describe(v)}: {first}")
+                        for c in contexts:
+                            database.record(spec, c, v, "compile_error",
+                                            math.inf, **{**common,
+                                                         "detail": first})
+            result.compiled = len(libraries)
+            # Append kernels fill the caches (not tuned).
+            fill = compile_(kind=("append",), k_format=spec.k_format,
+                            v_format=spec.v_format, head_dim=spec.head_dim,
+                            cpu=cpu, output_dir=os.path.join(work, "fill"))
+            fill_rt = Runtime(fill, threads=threads)
+            runtimes.append(fill_rt)
+            flusher = _Flusher(flush_mib, threads or (os.cpu_count() or 1))
+
+        rng = np.random.default_rng(seed)
+        q_heads = num_kv_heads * spec.gqa
+        for context in contexts:
+            pending = [(i, needed[i]) for i in sorted(libraries)
+                       if database.lookup(spec, context, needed[i],
+                                          target=target) is None]
+            if not pending:
+                continue
+            say(f"context {context}: checking {len(pending)} variant(s)")
+            cache = KVCache(fill_rt, spec.k_format, spec.v_format or
+                            spec.k_format, head_dim=spec.head_dim,
+                            num_kv_heads=num_kv_heads, layout="contiguous",
+                            capacity=context)
+            k = rng.standard_normal((context, num_kv_heads, spec.head_dim),
+                                    dtype=np.float32)
+            k[..., :3] *= 4.0
+            v_rows = rng.standard_normal(
+                (context, num_kv_heads, spec.head_dim), dtype=np.float32)
+            cache.append(np.ascontiguousarray(k), v_rows)
+            rows = 1 if decode else min(prefill_rows, context)
+            q = rng.standard_normal((rows, q_heads, spec.head_dim),
+                                    dtype=np.float32)
+            kb, vb = cache.rows(0)
+            ref = reference_attention(
+                q, kb, vb, k_format=spec.k_format,
+                v_format=spec.v_format or spec.k_format, causal=spec.causal,
+                window=spec.window, softcap=spec.softcap)
+            limit = tolerance * max(1.0, float(np.max(np.abs(ref))))
+            calls = []
+            for i, v in pending:
+                try:
+                    rt = Runtime(libraries[i], threads=threads)
+                except TQError as e:
+                    say(f"  {_describe(v)}: cannot load: {e}")
+                    database.record(spec, context, v, "error", math.inf,
+                                    **{**common, "detail": str(e)})
+                    continue
+                runtimes.append(rt)
+                out = np.empty_like(q)
+
+                def call(out=out, rt=rt):
+                    rt.attention(q, cache, out=out, causal=spec.causal,
+                                 window=spec.window, softcap=spec.softcap)
+                    return out
+                if wrap_attention is not None:
+                    call = wrap_attention(dict(v), call)
+                try:
+                    got = call()
+                except (TQError, ValueError) as e:
+                    say(f"  {_describe(v)}: failed: {e}")
+                    database.record(spec, context, v, "error", math.inf,
+                                    **{**common, "detail": str(e)})
+                    continue
+                err = float(np.max(np.abs(np.asarray(got, np.float64) - ref)))
+                if not err <= limit:
+                    say(f"  {_describe(v)}: WRONG (max error {err:.3g} > "
+                        f"{limit:.3g}); not timed")
+                    database.record(spec, context, v, "wrong", math.inf,
+                                    **{**common,
+                                       "detail": f"max error {err:.6g}"})
+                    continue
+                calls.append((v, call))
+            # 2. Round-robin timing with flushed caches.
+            samples = [[] for _ in calls]
+            for r in range(rounds):
+                for j in range(len(calls)):
+                    at = (j + r) % len(calls)
+                    flusher()
+                    t0 = time.perf_counter()
+                    calls[at][1]()
+                    samples[at].append(time.perf_counter() - t0)
+                say(f"context {context}: round {r + 1}/{rounds}")
+            for (v, _), s in zip(calls, samples):
+                seconds = min(s) if statistic == "best" else stats.median(s)
+                database.record(spec, context, v, "ok", seconds, **common)
+                result.measured += 1
+            del cache
+
+        # 3. What the database says now.
+        keys = {_tuning.canonical_knobs(v) for v in todo}
+        for context in contexts:
+            recs = [r for r in database.records(spec, context=context,
+                                                target=target)
+                    if _tuning.canonical_knobs(r.knobs) in keys]
+            result.records.extend(recs)
+            good = [r for r in recs if r.ok]
+            result.best[context] = (min(good, key=lambda r: (r.seconds, r.id))
+                                    if good else None)
+            result.default[context] = database.lookup(spec, context, default,
+                                                      target=target)
+            b, d = result.best[context], result.default[context]
+            if b is not None:
+                ratio = result.speedup(context)
+                say(f"context {context}: best {_describe(b.knobs)}: "
+                    f"{b.seconds * 1e3:.4f} ms" +
+                    (f" (default {d.seconds * 1e3:.4f} ms, "
+                     f"{ratio:.2f}x)" if ratio else ""))
+        return result
+    finally:
+        for rt in runtimes:
+            rt.close()
+        if flusher is not None:
+            flusher.close()
+        if own_db:
+            database.close()
+        shutil.rmtree(work, ignore_errors=True)

@@ -16,6 +16,10 @@
 #   test.sh layer-types            TQ_K/V_LAYER_TYPES: listed layers get their
 #                                  type (the log says so), a malformed list
 #                                  stops the context naming the problem
+#   test.sh capture                tq-capture-kv writes post-RoPE K/V rows of
+#                                  chosen layers to .npy; python -m
+#                                  tqc.quality --rows measures them (needs
+#                                  the venv the ctest `python` builds)
 #
 # Exit status 77 (ctest: skipped) with a "SKIP:" line naming what is missing
 # when the integration is not built (integrations/llama.cpp/build.sh) or the
@@ -233,8 +237,63 @@ case "$cmd" in
     echo "ok: per-layer types applied and logged; malformed lists refused with a message"
     ;;
 
+  capture)
+    need_bin tq-capture-kv
+    need_model
+    py="$build/python-test/venv/bin/python"
+    [[ -x "$py" ]] && "$py" -c 'import tqc.quality' 2> /dev/null ||
+      skip "$py cannot import tqc.quality (the ctest 'python' builds that environment: ctest -R '^python\$')"
+    out="$PWD/capture"
+    rm -rf "$out"
+    mkdir -p "$out"
+    status=0
+    "$bin/tq-capture-kv" -m "$model" -f "$corpus" -n 96 --layers 0,5 -t "$threads" -o "$out" \
+      > "$PWD/capture.log" 2>&1 || status=$?
+    [[ $status -eq 0 ]] || { tail -20 "$PWD/capture.log"; fail "tq-capture-kv exited with status $status"; }
+    # Gemma 3 270M: 1 KV head of 256, 4 query heads; 96 tokens asked for.
+    "$py" - "$out" <<'PY' || fail "the captured rows are not what they should be"
+import sys
+from pathlib import Path
+import numpy as np
+out = Path(sys.argv[1])
+names = sorted(p.name for p in out.glob("*.npy"))
+want = sorted(f"{s}_L{l}.npy" for s in "QKV" for l in (0, 5))
+assert names == want, f"files {names}, expected {want}"
+rows = {}
+for n in want:
+    a = np.load(out / n)
+    shape = (96, 4 if n[0] == "Q" else 1, 256)
+    assert a.dtype == np.float32 and a.shape == shape, f"{n}: {a.dtype} {a.shape}, expected float32 {shape}"
+    assert np.isfinite(a).all(), f"{n}: non-finite values"
+    assert (np.linalg.norm(a, axis=-1) > 0).all(), f"{n}: a row of zeros"
+    rows[n] = a
+# Distinct tensors: K and V of a layer, one layer and the other.
+assert not np.allclose(rows["K_L0.npy"], rows["V_L0.npy"])
+assert not np.allclose(rows["K_L0.npy"], rows["K_L5.npy"])
+# Each token its own row (RoPE alone makes K rows of the same text differ).
+assert len({r.tobytes() for r in rows["K_L0.npy"][:, 0]}) == 96
+print("ok: Q/K/V of layers 0 and 5, [96, heads, 256] float32, finite, distinct")
+PY
+    "$py" -m tqc.quality --rows "$out/K_L0.npy" "$out/V_L5.npy" --formats turbo3_0,polar4,q8_0 \
+      --json "$out/quality.json" || fail "python -m tqc.quality --rows failed"
+    "$py" - "$out/quality.json" <<'PY' || fail "tqc.quality's results on the captured rows are wrong"
+import json, math, sys
+rep = json.load(open(sys.argv[1]))
+res = rep["results"]
+assert len(res) == 6, len(res)
+for r in res:
+    assert "error" not in r and r["head_dim"] == 256 and r["rows"] == 96, r
+    assert all(math.isfinite(r[m]) for m in ("mse", "cosine", "ip_rel_error", "attn_rel_error")), r
+    assert 0 < r["mse"] < 0.2 and r["cosine"] > 0.9, r
+mse = {(r["source"].rsplit("/", 1)[-1], r["format"]): r["mse"] for r in res}
+for s in ("K_L0.npy", "V_L5.npy"):
+    assert mse[(s, "q8_0")] < mse[(s, "polar4")] < mse[(s, "turbo3_0")], mse
+print("ok: tqc.quality on the captured rows:", {f"{k[0]}/{k[1]}": round(v, 5) for k, v in mse.items()})
+PY
+    ;;
+
   *)
-    echo "usage: test.sh pack NAME | fa PACK ARGS | rows D | ppl-f16 | ppl K V MAX_RATIO | fa-off K V | state | layer-types" >&2
+    echo "usage: test.sh pack NAME | fa PACK ARGS | rows D | ppl-f16 | ppl K V MAX_RATIO | fa-off K V | state | layer-types | capture" >&2
     exit 2
     ;;
 esac

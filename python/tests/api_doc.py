@@ -52,8 +52,10 @@ def render() -> str:
            "Generated from the package's signatures and docstrings by "
            "`python/tests/api_doc.py` (see [python.md](python.md) for the "
            "tour); do not edit.", ""]
+    import tqc.quality
     import tqc.tuning
-    for module, prefix in ((tqc, "tqc"), (tqc.tuning, "tqc.tuning")):
+    for module, prefix in ((tqc, "tqc"), (tqc.tuning, "tqc.tuning"),
+                           (tqc.quality, "tqc.quality")):
         if module is not tqc:
             out += [f"# `{prefix}`", "", _doc(module), ""]
         out += _render_module(module, prefix)

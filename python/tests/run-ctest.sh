@@ -18,6 +18,9 @@ python=${TQC_PYTHON:-python3}
 mkdir -p "$3"
 work=$(cd "$3" && pwd)
 venv=$work/venv
+# tqc.quality's llama.cpp drivers (tests/test_quality_llama.py) find the
+# integration, model and corpus under the build directory.
+export TQC_BUILD_DIR=${TQC_BUILD_DIR:-$build}
 skip() { echo "SKIP: python: $*"; exit 77; }
 
 if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import sys' 2>/dev/null; then

@@ -43,6 +43,8 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
   buildTQFusionPipeline(pm, options);
   TQLowerToLoopsOptions lowering;
   lowering.maxUnrolledChunks = options.maxUnrolledChunks;
+  lowering.scoreRows = options.scoreRows;
+  lowering.accumulators = options.accumulators;
   pm.addPass(createTQLowerToLoops(lowering));
   // exp as an inline polynomial instead of a libm call, so the softmax
   // loops vectorise.

@@ -178,6 +178,10 @@ KernelLibraryOptions optionsFor(const RuntimeKernelSpec &spec,
       own.decodeSplits = n;
     else if (knob == "max_unrolled_chunks" && isInt)
       own.maxUnrolledChunks = n;
+    else if (knob == "score_rows" && isInt)
+      own.scoreRows = n;
+    else if (knob == "accumulators" && isInt)
+      own.accumulators = n;
     else if (knob == "lookup") {
       if (auto l = symbolizeLookupStrategy(value))
         own.lookup = *l;
@@ -197,6 +201,8 @@ void configurePipeline(TQPipelineOptions &pipeline,
   pipeline.lookup = options.lookup;
   pipeline.splits = decode ? options.decodeSplits : 1;
   pipeline.maxUnrolledChunks = options.maxUnrolledChunks;
+  pipeline.scoreRows = options.scoreRows;
+  pipeline.accumulators = options.accumulators;
   if (options.naive) {
     pipeline.hoistRotations = false;
     pipeline.fuseCodebook = false;
@@ -667,6 +673,30 @@ bool mlir::tq::kernelKnobs(const RuntimeKernelSpec &spec,
     knobs.push_back(unrolled);
   }
 
+  // The fused products' register use (tile lookup only).
+  KnobInfo rows;
+  rows.name = "score_rows";
+  rows.description = "at most this many KV rows per step of the fused score "
+                     "(their chains share one horizontal-sum tree, which "
+                     "also bounds the step; more: more independent chains)";
+  rows.legal = "integer >= 1";
+  rows.defaultValue = str(defaults.scoreRows);
+  rows.values = {rows.defaultValue, "1", "2", "8"};
+  rows.onlyWith = "lookup=tile";
+  knobs.push_back(rows);
+  if (decode) {
+    KnobInfo accumulators;
+    accumulators.name = "accumulators";
+    accumulators.description =
+        "vector accumulators of the one-row weighted sum per token loop "
+        "(more: fewer passes over the rows, more register pressure)";
+    accumulators.legal = "integer >= 1";
+    accumulators.defaultValue = str(defaults.accumulators);
+    accumulators.values = {accumulators.defaultValue, "8", "24", "32"};
+    accumulators.onlyWith = "lookup=tile";
+    knobs.push_back(accumulators);
+  }
+
   std::vector<std::string> permutes = centroidPermutesOf(*tm);
   if (codebook && permutes.size() > 1) {
     KnobInfo permute;
@@ -735,6 +765,9 @@ KnobValues mlir::tq::effectiveKnobs(const RuntimeKernelSpec &spec,
     values["splits"] = std::to_string(options.decodeSplits);
   values["lookup"] = stringifyLookupStrategy(options.lookup).str();
   values["max_unrolled_chunks"] = std::to_string(options.maxUnrolledChunks);
+  values["score_rows"] = std::to_string(options.scoreRows);
+  if (decode)
+    values["accumulators"] = std::to_string(options.accumulators);
   values["centroid_permute"] = permute;
   return values;
 }

@@ -15,7 +15,8 @@ from tqc.autotune import variants
 
 SPEC = tqc.KernelSpec("decode", "turbo3_0", head_dim=64, gqa=2)
 KNOBS = {"tile_size": [256, 64], "splits": [4, 2], "lookup": ["tile"],
-         "centroid_permute": ["avx2"]}
+         "centroid_permute": ["avx2"], "score_rows": [4],
+         "accumulators": [16]}
 CPU = "x86-64-v3"
 
 
@@ -24,7 +25,8 @@ def test_variants():
     assert len(grid) == 4
     axes = variants(SPEC, KNOBS, cpu=CPU, strategy="axes")
     assert axes[0] == {"tile_size": "256", "splits": "4", "lookup": "tile",
-                       "centroid_permute": "avx2"}
+                       "centroid_permute": "avx2", "score_rows": "4",
+                       "accumulators": "16"}
     assert len(axes) == 3
     with pytest.raises(ValueError, match="no knob 'unroll'"):
         variants(SPEC, {"unroll": [1]}, cpu=CPU)

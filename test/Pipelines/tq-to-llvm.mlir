@@ -11,10 +11,10 @@
 // RUN: tq-opt %s --tq-to-llvm="lookup=tile centroid-permute=avx512" | FileCheck %s --check-prefix=AVX512
 // RUN: tq-opt %s --tq-to-llvm="lookup=tile" | FileCheck %s --check-prefix=TREE
 // RUN: not tq-opt %s --tq-to-llvm="centroid-permute=neon" 2>&1 | FileCheck %s --check-prefix=BAD
-// RUN: tq-opt %s --tq-to-llvm="max-unrolled-chunks=7" --dump-pass-pipeline -o /dev/null 2>&1 \
+// RUN: tq-opt %s --tq-to-llvm="max-unrolled-chunks=7 score-rows=2 accumulators=24" --dump-pass-pipeline -o /dev/null 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=UNROLL
 
-// UNROLL: tq-lower-to-loops{max-unrolled-chunks=7},
+// UNROLL: tq-lower-to-loops{accumulators=24 max-unrolled-chunks=7 score-rows=2},
 
 // STAGES: builtin.module(
 // STAGES-NEXT: tq-decompose-attention,
@@ -23,7 +23,7 @@
 // STAGES-NEXT: tq-tile-flash-attention{splits=1 tile-size=64},
 // STAGES-NEXT: canonicalize{{.*}},
 // STAGES-NEXT: cse,
-// STAGES-NEXT: tq-lower-to-loops{max-unrolled-chunks=48},
+// STAGES-NEXT: tq-lower-to-loops{accumulators=16 max-unrolled-chunks=48 score-rows=4},
 // STAGES-NEXT: tq-approximate-math,
 // STAGES-NEXT: canonicalize{{.*}},
 // STAGES-NEXT: cse,

@@ -106,6 +106,15 @@ cl::opt<int64_t> maxUnrolledChunks(
              "chunks (values and QJL signs) whole; longer rows loop over "
              "decode periods, which bounds compile time at large head dims"),
     cl::init(48));
+cl::opt<int64_t> scoreRows(
+    "score-rows", cl::cat(toolOptions),
+    cl::desc("at most this many KV rows per step of the fused score"),
+    cl::init(4));
+cl::opt<int64_t> accumulators(
+    "accumulators", cl::cat(toolOptions),
+    cl::desc("vector accumulators of the one-row weighted sum per token "
+             "loop"),
+    cl::init(16));
 cl::opt<std::string> tuningDb(
     "tuning-db", cl::cat(toolOptions),
     cl::desc("SQLite tuning database (tqc.autotune / python -m tqc.tune): "
@@ -230,6 +239,8 @@ int main(int argc, char **argv) {
   if (window < 0 || tileSize < 0 || splits <= 0 || maxUnrolledChunks < 0)
     fail("--window, --tile-size and --max-unrolled-chunks must be >= 0, "
          "--splits > 0");
+  if (scoreRows < 1 || accumulators < 1)
+    fail("--score-rows and --accumulators must be >= 1");
   if (!(softcap >= 0.0f && softcap <= kMaxSoftcap))
     fail(llvm::formatv("--softcap must be finite and in [0, {0}], got {1}",
                        llvm::format("%g", double(kMaxSoftcap)),
@@ -390,6 +401,8 @@ int main(int argc, char **argv) {
     options.decodeTileSize = options.prefillTileSize = tileSize;
   options.decodeSplits = splits;
   options.maxUnrolledChunks = maxUnrolledChunks;
+  options.scoreRows = scoreRows;
+  options.accumulators = accumulators;
   if (ggml)
     options.libraryName = "libtq_ggml_kernels.so";
   if (auto l = symbolizeLookupStrategy(lookup))

@@ -45,6 +45,7 @@ struct Config {
   mlir::tq::LookupStrategy lookup = mlir::tq::LookupStrategy::select;
   std::string centroidPermute = "none";
   int64_t maxUnrolledChunks = 48;
+  int64_t scoreRows = 4, accumulators = 16;
 
   std::string describe() const {
     char buf[256];
@@ -117,6 +118,8 @@ protected:
     options.lookup = c.lookup;
     options.centroidPermute = c.centroidPermute;
     options.maxUnrolledChunks = c.maxUnrolledChunks;
+    options.scoreRows = c.scoreRows;
+    options.accumulators = c.accumulators;
     spec.pageSize = c.pageSize;
     if (c.pageSize > 0)
       spec.numKeys = mlir::ShapedType::kDynamic;
@@ -323,6 +326,32 @@ TEST_F(Execution, RowsVisitedByDecodePeriods) {
         c.causal = queries > 1;
         c.lookup = mlir::tq::LookupStrategy::tile;
         c.maxUnrolledChunks = 0;
+        check(c);
+      }
+}
+
+/// The fused products' register knobs (rows per score step, accumulators
+/// of the one-row weighted sum) at values other than the defaults: fewer
+/// and more rows per step than the sum tree takes by default, fewer
+/// accumulators than one head's chunks and more than a block needs, with
+/// QJL signs (tqprod3), row scales (turbo3_0) and block scales (q8_0).
+TEST_F(Execution, RegisterKnobsKeepResults) {
+  for (auto [k, v] : {std::pair{"turbo3_0", "turbo3_0"},
+                      std::pair{"tqprod3", "q8_0"}})
+    for (auto [rows, accumulators] :
+         {std::pair{int64_t(1), int64_t(4)}, std::pair{int64_t(2), int64_t(8)},
+          std::pair{int64_t(8), int64_t(32)}, std::pair{int64_t(3), int64_t(5)}})
+      for (int64_t queries : {1, 3}) {
+        Config c = make(k, v, 128);
+        c.kvHeads = 2;
+        c.queryHeads = 4;
+        c.numQueries = queries;
+        c.numKeys = 37;
+        c.tileSize = 16;
+        c.causal = queries > 1;
+        c.lookup = mlir::tq::LookupStrategy::tile;
+        c.scoreRows = rows;
+        c.accumulators = accumulators;
         check(c);
       }
 }

@@ -45,7 +45,14 @@ def TQLowerToLoops : Pass<"tq-lower-to-loops", "::mlir::ModuleOp"> {
            "Fused score and accumulate unroll a row of at most this many "
            "vector chunks (values and QJL signs together) whole; longer "
            "rows loop over the row's decode periods and unroll one (IR, and "
-           "compile time, then grow with the period, not the head dim)">
+           "compile time, then grow with the period, not the head dim)">,
+    Option<"scoreRows", "score-rows", "int64_t", /*default=*/"4",
+           "At most this many KV rows per step of the fused score (their "
+           "multiply-add chains share one horizontal-sum tree, which also "
+           "bounds the step)">,
+    Option<"accumulators", "accumulators", "int64_t", /*default=*/"16",
+           "Vector accumulators the one-query-row weighted sum keeps per "
+           "token loop (more: fewer passes over the rows, more registers)">
   ];
 }
 

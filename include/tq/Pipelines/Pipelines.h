@@ -51,6 +51,16 @@ struct TQPipelineOptions : public PassPipelineOptions<TQPipelineOptions> {
                      "chunks whole, longer ones by decode periods (see "
                      "tq-lower-to-loops)"),
       llvm::cl::init(48)};
+  PassOptions::Option<int64_t> scoreRows{
+      *this, "score-rows",
+      llvm::cl::desc("At most this many KV rows per step of the fused score "
+                     "(see tq-lower-to-loops)"),
+      llvm::cl::init(4)};
+  PassOptions::Option<int64_t> accumulators{
+      *this, "accumulators",
+      llvm::cl::desc("Vector accumulators of the one-row weighted sum (see "
+                     "tq-lower-to-loops)"),
+      llvm::cl::init(16)};
   PassOptions::Option<std::string> centroidPermute{
       *this, "centroid-permute",
       llvm::cl::desc("Centroid lookup of vector row decoding: none (select "

@@ -45,6 +45,10 @@ struct KernelLibraryOptions {
   /// Rows of more vector chunks are unrolled by decode periods (see
   /// tq-lower-to-loops' max-unrolled-chunks).
   int64_t maxUnrolledChunks = 48;
+  /// KV rows per fused score step (at most) and accumulators of the
+  /// one-row weighted sum (see tq-lower-to-loops).
+  int64_t scoreRows = 4;
+  int64_t accumulators = 16;
   /// Build the naive pipeline instead (every cached row dequantised and
   /// un-rotated, no codebook fusion, no tiling): the dequantise-then-attend
   /// baseline of tq-bench.

@@ -16,10 +16,6 @@ using namespace mlir::tq;
 
 namespace {
 
-/// Accumulators the register-resident weighted sum keeps per token loop
-/// (AVX-512 has 32 vector registers; the decoded chunks need the rest).
-constexpr int64_t kAccumulatorBudget = 16;
-
 Value indexConst(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
 }
@@ -194,14 +190,15 @@ Value repeatPerHead(OpBuilder &b, Location loc, ArrayRef<Value> perRow,
   return vector::ShuffleOp::create(b, loc, packed, packed, mask);
 }
 
-/// Rows a score step takes: up to 4, while their horizontal sums (perRow
-/// each, padded to a power of two) fit one sum tree of `lanes` lanes.
-/// More rows per step make the tree cheaper per sum and give the core
-/// independent multiply-add chains to overlap.
-int64_t scoreRowsPerStep(int64_t perRow, int64_t lanes) {
+/// Rows a score step takes: up to `most` (the largest power of two not
+/// above it), while their horizontal sums (perRow each, padded to a power
+/// of two) fit one sum tree of `lanes` lanes. More rows per step make the
+/// tree cheaper per sum and give the core independent multiply-add chains
+/// to overlap.
+int64_t scoreRowsPerStep(int64_t perRow, int64_t lanes, int64_t most) {
   const int64_t padded = int64_t(llvm::PowerOf2Ceil(uint64_t(perRow)));
   int64_t step = 1;
-  while (step < 4 && 2 * step * padded <= lanes)
+  while (2 * step <= most && 2 * step * padded <= lanes)
     step *= 2;
   return step;
 }
@@ -454,7 +451,9 @@ int64_t mlir::tq::fusedChunkLanes(int64_t width) {
 
 Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
                                VectorRowDecoder &keys, int64_t kvHeads,
-                               int64_t group, int64_t maxUnrolledChunks) {
+                               int64_t group,
+                               const TQToLoopsOptions &options) {
+  const int64_t maxUnrolledChunks = options.maxUnrolledChunks;
   const CacheAccess &access = keys.rowDecoder().access();
   const int64_t width = keys.width(), lanes = fusedChunkLanes(width);
   Value queries = tensor::DimOp::create(b, loc, query, 0);
@@ -481,7 +480,7 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
   const int64_t perRow = block * (keys.hasQjl() ? 2 : 1);
   const bool oneQueryRow =
       cast<RankedTensorType>(query.getType()).getDimSize(0) == 1;
-  const int64_t step = scoreRowsPerStep(perRow, lanes);
+  const int64_t step = scoreRowsPerStep(perRow, lanes, options.scoreRows);
   return forEachDecodedRows(
       b, loc, keys, kvHeads, lanes, step, init,
       [&](OpBuilder &b, Location loc, Value kvh, ArrayRef<DecodedRow> rows,
@@ -701,11 +700,14 @@ Value writeHeadChunks(OpBuilder &b, Location loc, ArrayRef<Value> chunks,
 Value accumulateInRegisters(OpBuilder &b, Location loc, Value probs,
                             VectorRowDecoder &values, Value out,
                             Value tokens, int64_t kvHeads, int64_t group,
-                            int64_t lanes, int64_t maxUnrolledChunks) {
-  auto [valueLoop, signLoop] = chunkLoops(values, lanes, maxUnrolledChunks);
+                            int64_t lanes, const TQToLoopsOptions &options) {
+  auto [valueLoop, signLoop] =
+      chunkLoops(values, lanes, options.maxUnrolledChunks);
+  // (AVX-512 has 32 vector registers; the decoded chunks need the rest.)
+  const int64_t budget = options.accumulators;
   // Heads whose accumulators share a token loop; larger groups loop over
   // such blocks.
-  const int64_t block = headBlock(group, kAccumulatorBudget);
+  const int64_t block = headBlock(group, budget);
   Value c0 = indexConst(b, loc, 0);
   values.computeRowFactors(b, loc, kvHeads);
   Value prefetch = values.prefetchBuffer(b, loc);
@@ -748,7 +750,7 @@ Value accumulateInRegisters(OpBuilder &b, Location loc, Value probs,
                                    ArrayRef<PassChunk> items,
                                    const PeriodStart &start) {
                 const int64_t perPass = std::clamp<int64_t>(
-                    kAccumulatorBudget / block, 1, items.size());
+                    budget / block, 1, items.size());
                 for (int64_t first = 0; first < int64_t(items.size());
                      first += perPass) {
                   ArrayRef<PassChunk> pass = items.slice(
@@ -848,7 +850,8 @@ Value accumulateInRegisters(OpBuilder &b, Location loc, Value probs,
 Value accumulateInMemory(OpBuilder &b, Location loc, Value probs,
                          VectorRowDecoder &values, Value out,
                          int64_t kvHeads, int64_t group, int64_t lanes,
-                         int64_t maxUnrolledChunks) {
+                         const TQToLoopsOptions &options) {
+  const int64_t maxUnrolledChunks = options.maxUnrolledChunks;
   const int64_t width = values.width();
   auto [valueLoop, signLoop] = chunkLoops(values, lanes, maxUnrolledChunks);
   const bool whole = valueLoop.periods == 1 && signLoop.periods == 1;
@@ -971,7 +974,7 @@ Value accumulateInMemory(OpBuilder &b, Location loc, Value probs,
 Value mlir::tq::emitFusedAccumulate(OpBuilder &b, Location loc, Value probs,
                                     VectorRowDecoder &values,
                                     int64_t kvHeads, int64_t group,
-                                    int64_t maxUnrolledChunks) {
+                                    const TQToLoopsOptions &options) {
   const CacheAccess &access = values.rowDecoder().access();
   const int64_t width = values.width(), lanes = fusedChunkLanes(width);
   const int64_t signs = values.qjlRows();
@@ -993,11 +996,11 @@ Value mlir::tq::emitFusedAccumulate(OpBuilder &b, Location loc, Value probs,
   if (cast<ShapedType>(probs.getType()).getDimSize(0) == 1) {
     out = accumulateInRegisters(b, loc, probs, values,
                                 zerosOfWidth(width + signs), tokens, kvHeads,
-                                group, lanes, maxUnrolledChunks);
+                                group, lanes, options);
   } else {
     out = accumulateInMemory(b, loc, probs, values,
                              zerosOfWidth(width + signs), kvHeads, group,
-                             lanes, maxUnrolledChunks);
+                             lanes, options);
   }
   if (!signs)
     return inRowOrder(out);

@@ -12,6 +12,8 @@
 
 #include "VectorRowDecoder.h"
 
+#include "tq/Conversion/TQToLoops/TQToLoops.h"
+
 namespace mlir::tq {
 
 /// Lanes per vector chunk of a row of `width` values (16 where it divides
@@ -23,12 +25,13 @@ int64_t fusedChunkLanes(int64_t width);
 /// width x f32> with query_heads = kvHeads * group. With a QJL residual
 /// (tqprod) the score adds scale * ||r|| * sqrt(pi/2)/m * <S q, sign>, S q
 /// computed once per call.
-/// A row of more than `maxUnrolledChunks` vector chunks (values and
-/// signs) is visited by decode periods (VectorRowDecoder::DecodePeriod), a
-/// loop over them with one unrolled, where the row has them.
+/// A row of more than `options.maxUnrolledChunks` vector chunks (values
+/// and signs) is visited by decode periods (VectorRowDecoder::DecodePeriod),
+/// a loop over them with one unrolled, where the row has them; a step
+/// takes at most `options.scoreRows` rows.
 Value emitFusedScore(OpBuilder &b, Location loc, Value query,
                      VectorRowDecoder &keys, int64_t kvHeads, int64_t group,
-                     int64_t maxUnrolledChunks);
+                     const TQToLoopsOptions &options);
 
 /// out[i, h, :] = sum_t probs[i, h, t] V(t, h / group): tensor<queries x
 /// query_heads x width x f32>. With one (static) query row the output
@@ -36,9 +39,10 @@ Value emitFusedScore(OpBuilder &b, Location loc, Value query,
 /// time; otherwise (or with a QJL residual, whose signs are summed next to
 /// the values and projected by S^T once per call) each decoded row updates
 /// every query row in memory.
+/// One query row keeps `options.accumulators` vectors per token loop.
 Value emitFusedAccumulate(OpBuilder &b, Location loc, Value probs,
                           VectorRowDecoder &values, int64_t kvHeads,
-                          int64_t group, int64_t maxUnrolledChunks);
+                          int64_t group, const TQToLoopsOptions &options);
 
 } // namespace mlir::tq
 

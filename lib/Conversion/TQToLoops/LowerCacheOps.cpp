@@ -288,7 +288,7 @@ struct LowerScore : public OpConversionPattern<ScoreOp> {
                                          int64_t kvHeads, int64_t group) {
                                        return emitFusedScore(
                                            b, loc, query, keys, kvHeads, group,
-                                           options.maxUnrolledChunks);
+                                           options);
                                      });
       if (succeeded(fused)) {
         rewriter.replaceOp(op, *fused);
@@ -430,7 +430,7 @@ struct LowerAccumulate : public OpConversionPattern<AccumulateOp> {
           [&](OpBuilder &b, Location loc, Value probs,
               VectorRowDecoder &values, int64_t kvHeads, int64_t group) {
             return emitFusedAccumulate(b, loc, probs, values, kvHeads, group,
-                                       options.maxUnrolledChunks);
+                                       options);
           });
       if (succeeded(fused)) {
         rewriter.replaceOp(op, *fused);

@@ -56,6 +56,13 @@ struct TQLowerToLoopsPass
           << int64_t(maxUnrolledChunks);
       return signalPassFailure();
     }
+    if (scoreRows < 1 || accumulators < 1) {
+      getOperation()->emitError()
+          << "tq-lower-to-loops: score-rows and accumulators must be >= 1, "
+             "got "
+          << int64_t(scoreRows) << " and " << int64_t(accumulators);
+      return signalPassFailure();
+    }
     // Ops the loop lowering does not take: report them by name, with the
     // reason (a failed conversion would only say "failed to legalize").
     bool unsupported = false;
@@ -94,6 +101,8 @@ struct TQLowerToLoopsPass
     RewritePatternSet patterns(context);
     TQToLoopsOptions options;
     options.maxUnrolledChunks = maxUnrolledChunks;
+    options.scoreRows = scoreRows;
+    options.accumulators = accumulators;
     populateTQToLoopsPatterns(converter, patterns, options);
     populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns,
                                                                    converter);

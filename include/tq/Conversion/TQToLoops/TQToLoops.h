@@ -20,6 +20,12 @@ struct TQToLoopsOptions {
   /// Rows of more vector chunks (values and QJL signs) than this are not
   /// unrolled whole by the fused products, but by decode periods.
   int64_t maxUnrolledChunks = 48;
+  /// At most this many KV rows per step of the fused score (their chains
+  /// share one horizontal-sum tree, which also bounds the step).
+  int64_t scoreRows = 4;
+  /// Vector accumulators the one-row weighted sum keeps per token loop
+  /// (more: fewer passes over the rows, more register pressure).
+  int64_t accumulators = 16;
 };
 
 /// Patterns lowering every tq op except tq.attention and tq.quantize to

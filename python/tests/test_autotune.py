@@ -5,6 +5,7 @@ measured again. (Mechanics only: nothing here compares speeds.)"""
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -132,3 +133,33 @@ def test_tune_command(tmp_path, capsys):
                  "--head-dim", "64", "--gqa", "2", "--cpu", CPU,
                  "--contexts", "200"]) == 0
     assert "record" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("confirm", [0, 3])
+def test_winner_is_confirmed_against_the_default(confirm):
+    # The default is made slow, so the other variant wins the first pass;
+    # with confirm rounds the two are timed again head to head.
+    knobs = dict(KNOBS, tile_size=[256, 64], splits=[4])
+    calls = {}
+
+    def wrap(knobs, call):
+        key = knobs["tile_size"]
+
+        def counted():
+            calls[key] = calls.get(key, 0) + 1
+            if key == "256":
+                time.sleep(0.002)
+            return call()
+        return counted
+
+    lines = []
+    tqc.autotune(SPEC, contexts=[300], knobs=knobs, strategy="grid",
+                 rounds=2, confirm_rounds=confirm, num_kv_heads=2,
+                 flush_mib=1, threads=1, jobs=2, cpu=CPU,
+                 wrap_attention=wrap, progress=lines.append)
+    # One checking call, 2 rounds, then `confirm` head-to-head calls each.
+    assert calls == {"256": 3 + confirm, "64": 3 + confirm}
+    assert any("confirming" in line for line in lines) == bool(confirm)
+    with pytest.raises(ValueError, match="confirm_rounds"):
+        tqc.autotune(SPEC, contexts=[300], knobs=knobs, confirm_rounds=-1,
+                     cpu=CPU)

@@ -149,7 +149,8 @@ class _Flusher:
 def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
              db: Union[str, os.PathLike, "_tuning.TuningDB", None] = None,
              knobs: Optional[dict] = None, strategy: str = "axes",
-             rounds: int = 5, statistic: str = "best", num_kv_heads: int = 8,
+             rounds: int = 5, statistic: str = "best",
+             confirm_rounds: Optional[int] = None, num_kv_heads: int = 8,
              prefill_rows: int = 16, flush_mib: int = 64, threads: int = 0,
              jobs: int = 0, cpu: str = "host", tolerance: float = 2e-3,
              seed: int = 0, progress: Union[bool, Callable[[str], None]] = True,
@@ -176,6 +177,13 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
        round before), reading ``flush_mib`` MiB before every call so the
        KV comes from memory; ``statistic`` ``best`` or ``median`` of the
        rounds is recorded.
+    4. Where the fastest of them is not the default (and the default was
+       timed in the same rounds), the two are timed against each other for
+       ``confirm_rounds`` more interleaved rounds (default: ``rounds``; 0
+       skips it) and both are recorded over all their rounds. The fastest
+       of many noisy timings is biased low; this gives the default as many
+       chances (docs/perf/autotune.md: first-pass wins of 1.2-1.6x were
+       1.0-1.08x head to head).
 
     Decode kernels get one query row, prefill kernels ``prefill_rows`` (the
     last positions). ``db`` is a path or an open :class:`TuningDB`
@@ -198,6 +206,10 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
                          f"'{statistic}'")
     if rounds <= 0:
         raise ValueError("rounds must be positive")
+    if confirm_rounds is None:
+        confirm_rounds = rounds
+    if confirm_rounds < 0:
+        raise ValueError("confirm_rounds must be >= 0")
     decode = spec.kind in ("decode", "ggml_decode")
     if spec.kind not in ("decode", "prefill"):
         raise ValueError(f"spec.kind: autotune times decode and prefill "
@@ -345,13 +357,30 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
                     calls[at][1]()
                     samples[at].append(time.perf_counter() - t0)
                 say(f"context {context}: round {r + 1}/{rounds}")
+            # 3. The winner against the default, head to head.
+            def value(s):
+                return min(s) if statistic == "best" else stats.median(s)
+            canon = [_tuning.canonical_knobs(v) for v, _ in calls]
+            base = _tuning.canonical_knobs(default)
+            if confirm_rounds and calls and base in canon:
+                win = min(range(len(calls)), key=lambda j: value(samples[j]))
+                dflt = canon.index(base)
+                if win != dflt:
+                    say(f"context {context}: confirming "
+                        f"{_describe(calls[win][0])} against the default")
+                    for r in range(confirm_rounds):
+                        for at in ((win, dflt) if r % 2 == 0 else
+                                   (dflt, win)):
+                            flusher()
+                            t0 = time.perf_counter()
+                            calls[at][1]()
+                            samples[at].append(time.perf_counter() - t0)
             for (v, _), s in zip(calls, samples):
-                seconds = min(s) if statistic == "best" else stats.median(s)
-                database.record(spec, context, v, "ok", seconds, **common)
+                database.record(spec, context, v, "ok", value(s), **common)
                 result.measured += 1
             del cache
 
-        # 3. What the database says now.
+        # 4. What the database says now.
         keys = {_tuning.canonical_knobs(v) for v in todo}
         for context in contexts:
             recs = [r for r in database.records(spec, context=context,

@@ -42,6 +42,9 @@ def main(argv=None) -> int:
                    metavar="NAME=V1,V2", help="values to try for a knob")
     p.add_argument("--strategy", default="axes", choices=("axes", "grid"))
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--confirm-rounds", type=int, default=None,
+                   help="rounds of the winner against the default, head to "
+                        "head (default: --rounds; 0: none)")
     p.add_argument("--statistic", default="best", choices=("best", "median"))
     p.add_argument("--kv-heads", type=int, default=8)
     p.add_argument("--prefill-rows", type=int, default=16)
@@ -92,6 +95,7 @@ def main(argv=None) -> int:
         for s in specs:
             r = autotune(s, contexts, db=db, knobs=knob_values,
                          strategy=a.strategy, rounds=a.rounds,
+                         confirm_rounds=a.confirm_rounds,
                          statistic=a.statistic, num_kv_heads=a.kv_heads,
                          prefill_rows=a.prefill_rows, flush_mib=a.flush_mib,
                          threads=a.threads, jobs=a.jobs, cpu=a.cpu,

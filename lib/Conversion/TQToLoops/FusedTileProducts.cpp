@@ -453,13 +453,12 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
                                VectorRowDecoder &keys, int64_t kvHeads,
                                int64_t group,
                                const TQToLoopsOptions &options) {
-  const int64_t maxUnrolledChunks = options.maxUnrolledChunks;
   const CacheAccess &access = keys.rowDecoder().access();
   const int64_t width = keys.width(), lanes = fusedChunkLanes(width);
   Value queries = tensor::DimOp::create(b, loc, query, 0);
   // tqprod: S q of every query head (row order), for <S q, sign>.
   Value projected;
-  auto [valueLoop, signLoop] = chunkLoops(keys, lanes, maxUnrolledChunks);
+  auto [valueLoop, signLoop] = chunkLoops(keys, lanes, options.maxUnrolledChunks);
   if (keys.hasQjl())
     // (Loop-invariant in a flash loop: LICM lifts it out.)
     projected = projectQueriesByQjl(b, loc, query, keys.rowDecoder().spec());
@@ -851,9 +850,8 @@ Value accumulateInMemory(OpBuilder &b, Location loc, Value probs,
                          VectorRowDecoder &values, Value out,
                          int64_t kvHeads, int64_t group, int64_t lanes,
                          const TQToLoopsOptions &options) {
-  const int64_t maxUnrolledChunks = options.maxUnrolledChunks;
   const int64_t width = values.width();
-  auto [valueLoop, signLoop] = chunkLoops(values, lanes, maxUnrolledChunks);
+  auto [valueLoop, signLoop] = chunkLoops(values, lanes, options.maxUnrolledChunks);
   const bool whole = valueLoop.periods == 1 && signLoop.periods == 1;
   Value queries = tensor::DimOp::create(b, loc, probs, 0);
   /// Chunks of the step's rows (chunks[r][c]) to add to output lanes

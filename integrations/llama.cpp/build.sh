@@ -6,7 +6,9 @@
 #   ${TQC_BUILD_DIR:-build}/llama.cpp/pack/libtq_ggml_kernels.so
 # and checks the ggml ops a tqc cache uses (ops-check.c) on every tqc format
 # in the pack. Also builds tq-capture-kv and the test programs ctest runs
-# (fa-check, rows-check, state-check; see test.sh) into the same bin/.
+# (fa-check, rows-check, state-check; see test.sh) into the same bin/, and
+# lib/libtq_bench_ggml.so, the ggml baselines of tq-bench --ggml-bench
+# (bench-ggml/build.sh).
 # Needs tqc built first (scripts/build.sh): bin/tq-aot and lib/libtq_runtime.so.
 # Idempotent; a changed patch is reverse-applied and the new one applied.
 #
@@ -169,3 +171,7 @@ for t in "$here/state-check.cpp" "$here/tools/tq-capture-kv.cpp"; do
     "$tq_runtime" "-Wl,-rpath,$(dirname "$tq_runtime")" -lpthread -ldl -lm
 done
 echo "build.sh: fa-check, rows-check, state-check and tq-capture-kv in $base/bin"
+
+# 7. tq-bench's ggml baselines (tq-bench --ggml-bench):
+#    lib/libtq_bench_ggml.so over a PIC build of the same patched ggml.
+JOBS="$jobs" "$here/bench-ggml/build.sh"

@@ -7,9 +7,15 @@
 //   - the f16 flash-attention baseline (the same harness, f16 K/V),
 //   - the dequantise-then-attend baseline (the naive pipeline: every cached
 //     row decoded and un-rotated, then dense attention),
+//   - variants of the fused kernel with other knob values (--variants),
+//   - ggml's CPU flash attention (FLASH_ATTN_EXT) over f16 and q4_0 K/V,
+//     in a contiguous and in llama.cpp's cache layout (--ggml-bench: a
+//     library of integrations/llama.cpp/bench-ggml, dlopened, so tq-bench
+//     never links ggml),
 // with bytes of KV read per step, achieved GB/s as a share of a memory
-// bandwidth probe, and the time relative to the roofline
-// max(bytes / bandwidth, flops / FMA rate), both probed in the same run.
+// bandwidth probe, the time relative to the roofline
+// max(bytes / bandwidth, flops / FMA rate), both probed in the same run,
+// and relative to the bandwidth floor bytes / bandwidth alone.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,9 +32,11 @@
 #include "ToolOptions.h"
 
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/DynamicLibrary.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/TargetParser/Host.h"
 
@@ -40,6 +48,7 @@
 #include <ctime>
 #include <functional>
 #include <memory>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -95,6 +104,19 @@ cl::opt<std::string> prefillContexts(
     cl::init("1024,4096,16384"));
 cl::opt<std::string> report("report", cl::cat(toolOptions),
                             cl::desc("also write the markdown report here"));
+cl::opt<std::string> variantsOpt(
+    "variants", cl::cat(toolOptions),
+    cl::desc("more fused kernels, timed in the same rounds as rows 'fused "
+             "(LABEL)': LABEL:knob=value[,knob=value...][;LABEL2:...], "
+             "knobs as tq-aot --tuning-db's (tile_size, splits, lookup, ...)"),
+    cl::value_desc("variants"));
+cl::opt<std::string> ggmlBench(
+    "ggml-bench", cl::cat(toolOptions),
+    cl::desc("ggml baselines library (libtq_bench_ggml.so, built by "
+             "integrations/llama.cpp/build.sh); default: the build "
+             "directory's llama.cpp/lib/libtq_bench_ggml.so when it exists; "
+             "'off': no ggml rows"),
+    cl::value_desc("path"));
 
 [[noreturn]] void fail(const llvm::Twine &message) {
   llvm::errs() << "tq-bench: error: " << message << "\n";
@@ -180,11 +202,10 @@ struct Library {
   tq_runtime *rt = nullptr;
 };
 
-Library buildLibrary(MLIRContext &context, const std::vector<std::string> &fs,
-                     bool naive, bool withPrefill) {
-  llvm::SmallString<128> dir;
-  if (llvm::sys::fs::createUniqueDirectory("tq-bench", dir))
-    fail("cannot create a temporary directory");
+/// The kernels of a library over formats `fs`: a decode kernel per format
+/// and, with `withPrefill`, a causal prefill kernel.
+std::vector<RuntimeKernelSpec> benchSpecs(const std::vector<std::string> &fs,
+                                          bool withPrefill) {
   std::vector<RuntimeKernelSpec> specs;
   for (const std::string &f : fs) {
     RuntimeKernelSpec s;
@@ -199,17 +220,33 @@ Library buildLibrary(MLIRContext &context, const std::vector<std::string> &fs,
       specs.push_back(s);
     }
   }
+  return specs;
+}
+
+/// The library-wide options (--lookup; the naive pipeline with `naive`).
+KernelLibraryOptions libraryOptions(bool naive) {
   KernelLibraryOptions options;
-  options.outputDir = dir.str().str();
   options.naive = naive;
   if (auto l = symbolizeLookupStrategy(lookup))
     options.lookup = *l;
   else
     fail("unknown --lookup '" + lookup + "' (tile, select, lut)");
+  return options;
+}
+
+/// Compiles `specs` into a library in a new temporary directory and loads
+/// it; `tag` names it in the progress lines.
+Library buildLibrary(MLIRContext &context,
+                     const std::vector<RuntimeKernelSpec> &specs,
+                     KernelLibraryOptions options, const std::string &tag) {
+  llvm::SmallString<128> dir;
+  if (llvm::sys::fs::createUniqueDirectory("tq-bench", dir))
+    fail("cannot create a temporary directory");
+  options.outputDir = dir.str().str();
   std::string error;
   auto progress = [&](size_t i, size_t n, const std::string &name) {
     llvm::errs() << "  compiling [" << (i + 1) << "/" << n << "] " << name
-                 << (naive ? " (naive)" : "") << "\n";
+                 << (tag.empty() ? "" : " (" + tag + ")") << "\n";
   };
   if (!writeKernelLibrary(context, specs, options, progress, error))
     fail(error);
@@ -221,6 +258,113 @@ Library buildLibrary(MLIRContext &context, const std::vector<std::string> &fs,
   if (tq_runtime_create(&o, nullptr, &lib.rt) != TQ_STATUS_OK)
     fail("cannot load " + so);
   return lib;
+}
+
+/// A --variants entry: the fused kernels of the requested formats built
+/// with `knobs` over the library-wide options, in a library of their own
+/// (a kernel's name is its spec's, so it cannot share the default one).
+struct Variant {
+  std::string label;
+  KnobValues knobs;
+  /// The specs that have every knob of the variant (a decode-only knob
+  /// such as splits leaves the prefill kernels out).
+  std::vector<RuntimeKernelSpec> specs;
+  KernelLibraryOptions options;
+  Library lib;
+
+  bool has(const std::string &format, bool prefill) const {
+    for (const RuntimeKernelSpec &s : specs)
+      if (s.keyFormat == format &&
+          (s.kind == RuntimeKernelKind::Prefill) == prefill)
+        return true;
+    return false;
+  }
+};
+
+/// Parses --variants and checks every knob against the kernels' own knobs
+/// (kernelKnobs: names, then legal values through setKernelKnobs), before
+/// anything is probed or compiled. The knob names are the library's, not
+/// a list kept here.
+std::vector<Variant> parseVariants(const std::string &text,
+                                   const std::vector<std::string> &fs,
+                                   bool withPrefill) {
+  std::vector<Variant> variants;
+  if (llvm::StringRef(text).trim().empty())
+    return variants;
+  const std::vector<RuntimeKernelSpec> all = benchSpecs(fs, withPrefill);
+  // Each spec's knob names.
+  std::vector<std::set<std::string>> specKnobs;
+  std::vector<std::string> allNames;
+  for (const RuntimeKernelSpec &spec : all) {
+    std::vector<KnobInfo> knobs;
+    std::string error;
+    if (!kernelKnobs(spec, libraryOptions(false).cpu, knobs, error))
+      fail("--variants: " + error);
+    specKnobs.emplace_back();
+    for (const KnobInfo &k : knobs) {
+      specKnobs.back().insert(k.name);
+      if (!llvm::is_contained(allNames, k.name))
+        allNames.push_back(k.name);
+    }
+  }
+  const std::string usage = " (LABEL:knob=value[,knob=value...][;...])";
+  for (llvm::StringRef entry : llvm::split(text, ';')) {
+    entry = entry.trim();
+    if (entry.empty())
+      continue;
+    auto [label, list] = entry.split(':');
+    label = label.trim();
+    if (label.empty() || !entry.contains(':') || list.trim().empty())
+      fail("bad --variants entry '" + entry + "'" + usage);
+    for (char c : label)
+      if (!llvm::isAlnum(c) && !llvm::StringRef("_.+-").contains(c))
+        fail("bad --variants label '" + label +
+             "' (letters, digits and _ . + - only)");
+    for (const Variant &v : variants)
+      if (v.label == label)
+        fail("--variants: label '" + label + "' given twice");
+    Variant v;
+    v.label = label.str();
+    for (llvm::StringRef kv : llvm::split(list, ',')) {
+      kv = kv.trim();
+      auto [name, value] = kv.split('=');
+      name = name.trim();
+      value = value.trim();
+      if (name.empty() || value.empty() || !kv.contains('='))
+        fail("bad knob '" + kv + "' in --variants entry '" + label + "'" +
+             usage);
+      if (v.knobs.count(name.str()))
+        fail("--variants '" + label + "': knob " + name + " given twice");
+      if (!llvm::is_contained(allNames, name))
+        fail("--variants '" + label + "': unknown knob '" + name +
+             "' (knobs of these kernels: " + llvm::join(allNames, ", ") + ")");
+      v.knobs[name.str()] = value.str();
+    }
+    v.options = libraryOptions(false);
+    for (size_t i = 0; i < all.size(); ++i) {
+      const RuntimeKernelSpec &spec = all[i];
+      std::string missing;
+      for (const auto &[name, value] : v.knobs)
+        if (!specKnobs[i].count(name))
+          missing = name;
+      if (!missing.empty()) {
+        llvm::errs() << "variant " << v.label << ": no "
+                     << (spec.kind == RuntimeKernelKind::Prefill ? "prefill"
+                                                                 : "decode")
+                     << " kernel of " << spec.keyFormat << " (" << missing
+                     << " is not one of " << spec.name() << "'s knobs)\n";
+        continue;
+      }
+      std::string error;
+      if (!setKernelKnobs(spec, v.knobs, v.options, error))
+        fail("--variants '" + label + "': " + error);
+      v.specs.push_back(spec);
+    }
+    if (v.specs.empty())
+      fail("--variants '" + label + "': no kernel has all of its knobs");
+    variants.push_back(std::move(v));
+  }
+  return variants;
 }
 
 /// A contiguous cache of one sequence of `tokens` rows in `format`: its K
@@ -253,27 +397,53 @@ Pools::Pools(const std::string &format, uint64_t tokens) {
   v = k;
 }
 
-/// One point of a table: a kernel library over `pools` (a context of
-/// `tokens` rows) and `rows` query rows (1: a decode step; more: a causal
-/// prefill block at the end of the context), timed one call at a time.
-/// Holds pointers into itself (the descriptor), so it is never moved.
-class Case {
+/// One point of a table: a kernel timed one call at a time.
+class Timed {
 public:
-  Case(tq_runtime *rt, std::string format, std::string kernel,
-       uint64_t tokens, uint32_t rows, std::shared_ptr<Pools> pools);
-  Case(const Case &) = delete;
-  Case &operator=(const Case &) = delete;
+  Timed(std::string format, std::string kernel, uint64_t tokens)
+      : format(std::move(format)), kernel(std::move(kernel)), ctx(tokens) {}
+  Timed(const Timed &) = delete;
+  Timed &operator=(const Timed &) = delete;
+  virtual ~Timed() = default;
 
   /// Times one call and keeps the sample.
-  void timeOnce();
+  void timeOnce() {
+    auto start = Clock::now();
+    call();
+    times_.add(seconds(start, Clock::now()));
+    settle();
+  }
   const ::tq::tools::TimingSamples &times() const { return times_; }
-  uint64_t kvBytes() const { return pools_->k.size() + pools_->v.size(); }
+  /// Bytes of K and V the call reads.
+  virtual uint64_t kvBytes() const = 0;
 
   const std::string format, kernel;
   const uint64_t ctx;
 
+protected:
+  virtual void call() = 0;
+  /// Runs after each timed call, untimed.
+  virtual void settle() {}
+
 private:
-  void call();
+  ::tq::tools::TimingSamples times_;
+};
+
+/// A tqc kernel over `pools` (a context of `tokens` rows) and `rows` query
+/// rows (1: a decode step; more: a causal prefill block at the end of the
+/// context). Holds pointers into itself (the descriptor), so it is never
+/// moved.
+class Case : public Timed {
+public:
+  Case(tq_runtime *rt, std::string format, std::string kernel, uint64_t tokens,
+       uint32_t rows, std::shared_ptr<Pools> pools);
+
+  uint64_t kvBytes() const override {
+    return pools_->k.size() + pools_->v.size();
+  }
+
+private:
+  void call() override;
 
   tq_runtime *rt_;
   std::shared_ptr<Pools> pools_;
@@ -282,13 +452,12 @@ private:
   int32_t qIndptr_[2];
   tq_kv_cache_v0 cache_ = {};
   tq_attention_params_v0 params_ = {};
-  ::tq::tools::TimingSamples times_;
 };
 
 Case::Case(tq_runtime *rt, std::string formatName, std::string kernelName,
            uint64_t tokens, uint32_t rows, std::shared_ptr<Pools> pools)
-    : format(std::move(formatName)), kernel(std::move(kernelName)),
-      ctx(tokens), rt_(rt), pools_(std::move(pools)) {
+    : Timed(std::move(formatName), std::move(kernelName), tokens), rt_(rt),
+      pools_(std::move(pools)) {
   lens_[0] = int32_t(tokens);
   cache_.version = TQ_KV_CACHE_VERSION_0;
   cache_.size = sizeof(cache_);
@@ -328,11 +497,111 @@ void Case::call() {
     fail("attention failed for " + format + " (" + kernel + ")");
 }
 
-void Case::timeOnce() {
-  auto start = Clock::now();
-  call();
-  times_.add(seconds(start, Clock::now()));
+/// The C API of integrations/llama.cpp/bench-ggml (tq-bench-ggml.h),
+/// resolved from the dlopened library.
+struct GgmlBench {
+  static constexpr int kAbiVersion = 1;
+  std::string path, description;
+  int (*abiVersion)();
+  const char *(*describe)();
+  void *(*create)(const char *type, const char *layout, int headDim, int qHeads,
+                  int kvHeads, int64_t context, int rows, int threads);
+  int (*run)(void *);
+  void (*idle)(void *);
+  uint64_t (*bytes)(const void *);
+  void (*destroy)(void *);
+  const char *(*error)();
+};
+
+/// Loads the library at `path`; false with `why` when it cannot be loaded
+/// or is not one (a missing symbol, another ABI version).
+bool loadGgmlBench(const std::string &path, GgmlBench &api, std::string &why) {
+  std::string error;
+  auto lib =
+      llvm::sys::DynamicLibrary::getPermanentLibrary(path.c_str(), &error);
+  if (!lib.isValid()) {
+    why = "cannot load " + path + ": " + error;
+    return false;
+  }
+  bool ok = true;
+  auto get = [&](auto &fn, const char *name) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(
+        lib.getAddressOfSymbol(name));
+    if (!fn && ok) {
+      why = path + " has no symbol " + name +
+            " (not a tq-bench ggml library, or an older one: rebuild it "
+            "with integrations/llama.cpp/bench-ggml/build.sh)";
+      ok = false;
+    }
+  };
+  get(api.abiVersion, "tqbg_abi_version");
+  get(api.describe, "tqbg_describe");
+  get(api.create, "tqbg_create");
+  get(api.run, "tqbg_run");
+  get(api.idle, "tqbg_idle");
+  get(api.bytes, "tqbg_bytes");
+  get(api.destroy, "tqbg_destroy");
+  get(api.error, "tqbg_error");
+  if (!ok)
+    return false;
+  if (api.abiVersion() != GgmlBench::kAbiVersion) {
+    why = path + " has ABI version " + std::to_string(api.abiVersion()) +
+          ", tq-bench needs " + std::to_string(GgmlBench::kAbiVersion) +
+          " (rebuild it with integrations/llama.cpp/bench-ggml/build.sh)";
+    return false;
+  }
+  api.path = path;
+  api.description = api.describe();
+  return true;
 }
+
+/// ggml's CPU FLASH_ATTN_EXT over `type` K/V in `layout` (contiguous or
+/// cache), at the shape of the other rows, through the bench library. The
+/// library's threadpool is paused after each call (untimed), so its
+/// workers sleep instead of polling while the other kernels are timed;
+/// the timed call includes waking them.
+class GgmlCase : public Timed {
+public:
+  /// Null with `why` when the library cannot build the case.
+  static std::unique_ptr<GgmlCase> create(const GgmlBench &api,
+                                          const std::string &type,
+                                          const std::string &layout,
+                                          uint64_t tokens, uint32_t rows,
+                                          std::string &why) {
+    void *h = api.create(type.c_str(), layout.c_str(), int(headDim),
+                         int(qHeads), int(kvHeads), int64_t(tokens), int(rows),
+                         int(threadCount()));
+    if (!h) {
+      why = api.error();
+      return nullptr;
+    }
+    std::unique_ptr<GgmlCase> c(new GgmlCase(api, h, type, layout, tokens));
+    c->call(); // untimed: checks the call and warms the caches
+    c->settle();
+    return c;
+  }
+  ~GgmlCase() override { api_.destroy(h_); }
+
+  uint64_t kvBytes() const override { return api_.bytes(h_); }
+
+private:
+  GgmlCase(const GgmlBench &api, void *h, const std::string &type,
+           const std::string &layout, uint64_t tokens)
+      : Timed(type, "ggml " + type + " (" + layoutName(layout) + ")", tokens),
+        api_(api), h_(h) {}
+  static std::string layoutName(const std::string &layout) {
+    return layout == "cache" ? "cache layout" : layout;
+  }
+  void call() override {
+    if (api_.run(h_) != 0)
+      fail(kernel + " failed at context " + std::to_string(ctx) + ": " +
+           api_.error());
+  }
+  void settle() override { api_.idle(h_); }
+
+  const GgmlBench &api_;
+  void *h_;
+};
 
 /// A row of a table: what a timed Case leaves once its pools are freed.
 struct Measured {
@@ -346,7 +615,7 @@ struct Measured {
 /// other work on the machine, or the frequency it runs at, falls on all of
 /// them alike instead of on whichever was timed at that moment. Caches
 /// are flushed before every call.
-void timeInterleaved(std::vector<std::unique_ptr<Case>> &cases,
+void timeInterleaved(std::vector<std::unique_ptr<Timed>> &cases,
                      ::tq::tools::CacheFlusher &flusher) {
   const size_t n = cases.size();
   for (unsigned r = 0; r < repeat; ++r)
@@ -392,20 +661,63 @@ int main(int argc, char **argv) {
   std::vector<std::string> withBaseline = fs;
   if (std::find(fs.begin(), fs.end(), "f16") == fs.end())
     withBaseline.push_back("f16");
+  const bool withPrefill = !prefillCtxs.empty();
 
   std::unique_ptr<MLIRContext> owned = createKernelCompilerContext();
   MLIRContext &context = *owned;
+  std::vector<Variant> variants = parseVariants(variantsOpt, fs, withPrefill);
+
+  // The ggml baselines: the library given, or the build directory's when
+  // it has one; `ggmlNote` says in the report why there are none.
+  GgmlBench ggml;
+  bool withGgml = false;
+  std::string ggmlNote;
+  if (ggmlBench == "off") {
+    ggmlNote = "--ggml-bench=off";
+  } else if (!ggmlBench.empty()) {
+    if (!loadGgmlBench(ggmlBench, ggml, ggmlNote))
+      fail("--ggml-bench: " + ggmlNote);
+    withGgml = true;
+  } else {
+    llvm::SmallString<256> path;
+    if (const char *dir = std::getenv("TQC_LLAMA_DIR"); dir && *dir) {
+      path = dir;
+    } else {
+      // <build>/bin/tq-bench -> <build>/llama.cpp
+      path = llvm::sys::fs::getMainExecutable(
+          argv[0], reinterpret_cast<void *>(&threadCount));
+      llvm::sys::path::remove_filename(path);
+      llvm::sys::path::remove_filename(path);
+      llvm::sys::path::append(path, "llama.cpp");
+    }
+    llvm::sys::path::append(path, "lib", "libtq_bench_ggml.so");
+    if (!llvm::sys::fs::exists(path)) {
+      ggmlNote = "no library at " + path.str().str() +
+                 "; integrations/llama.cpp/build.sh builds it";
+    } else if (loadGgmlBench(path.str().str(), ggml, ggmlNote)) {
+      withGgml = true;
+    } else {
+      llvm::errs() << "tq-bench: warning: no ggml baselines: " << ggmlNote
+                   << "\n";
+    }
+  }
+  // ggml cases a library could not build (e.g. a head dim not a multiple
+  // of q4_0's block): each reason once, in the report.
+  std::vector<std::string> ggmlSkipped;
 
   llvm::errs() << "probing memory bandwidth and FMA throughput ("
                << threadCount() << " threads)...\n";
   const double bandwidthBefore = probeBandwidth();
   const double fmaBefore = probeFma();
   llvm::errs() << "building kernels...\n";
-  Library fused =
-      buildLibrary(context, withBaseline, false, !prefillCtxs.empty());
+  Library fused = buildLibrary(context, benchSpecs(withBaseline, withPrefill),
+                               libraryOptions(false), "");
   Library naive;
   if (!skipNaive)
-    naive = buildLibrary(context, fs, true, false);
+    naive = buildLibrary(context, benchSpecs(fs, false), libraryOptions(true),
+                         "naive");
+  for (Variant &v : variants)
+    v.lib = buildLibrary(context, v.specs, v.options, "variant " + v.label);
 
   // Every point is timed first; the probes run again afterwards and the
   // faster reading of each sets the roofline (a probe disturbed by other
@@ -420,17 +732,36 @@ int main(int argc, char **argv) {
   };
   auto measure = [&](std::vector<Measured> &table, uint64_t ctx,
                      uint32_t rows) {
-    std::vector<std::unique_ptr<Case>> cases;
+    std::vector<std::unique_ptr<Timed>> cases;
     for (const std::string &f : withBaseline) {
       auto pools = std::make_shared<Pools>(f, ctx);
       cases.push_back(std::make_unique<Case>(fused.rt, f, kernelName(f), ctx,
                                              rows, pools));
-      // The naive library holds the requested decode formats only.
+      // The naive and variant libraries hold the requested formats only.
       bool requested = std::find(fs.begin(), fs.end(), f) != fs.end();
       if (rows == 1 && !skipNaive && requested)
         cases.push_back(std::make_unique<Case>(
             naive.rt, f, "dequantise-then-attend", ctx, rows, pools));
+      for (const Variant &v : variants)
+        if (requested && v.has(f, rows > 1))
+          cases.push_back(std::make_unique<Case>(
+              v.lib.rt, f, "fused (" + v.label + ")", ctx, rows, pools));
     }
+    if (withGgml)
+      for (const char *type : {"f16", "q4_0"})
+        for (const char *layout : {"contiguous", "cache"}) {
+          std::string why;
+          if (auto c = GgmlCase::create(ggml, type, layout, ctx, rows, why)) {
+            cases.push_back(std::move(c));
+          } else {
+            std::string note =
+                std::string("ggml ") + type + " (" + layout + "): " + why;
+            if (!llvm::is_contained(ggmlSkipped, note)) {
+              llvm::errs() << "tq-bench: warning: " << note << "\n";
+              ggmlSkipped.push_back(note);
+            }
+          }
+        }
     llvm::errs() << "  context " << ctx << (rows > 1 ? " (prefill)" : "")
                  << ": " << cases.size() << " kernels x " << repeat
                  << " rounds\n";
@@ -463,6 +794,16 @@ int main(int argc, char **argv) {
     double bound = std::max(double(m.kvBytes) / bandwidth, flops / fma);
     return llvm::format("%.1f", m.best / bound);
   };
+  // The bandwidth floor: the KV bytes' read time alone at the probed
+  // bandwidth, and the best time against it.
+  auto floorColumns = [&](const Measured &m) {
+    double floor = double(m.kvBytes) / bandwidth;
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << llvm::format("%.3f", floor * 1e3) << " | "
+       << llvm::format("%.1f", m.best / floor);
+    return text;
+  };
   md << "## Decode, " << date << ", " << llvm::sys::getHostCPUName() << ", "
      << threadCount() << " threads\n\n"
      << "head dim " << headDim << ", " << qHeads << " query heads, " << kvHeads
@@ -476,10 +817,37 @@ int main(int argc, char **argv) {
         "kernels (the larger sets the roofline): read bandwidth "
      << gb(bandwidthBefore) << " / " << gb(bandwidthAfter)
      << " GB/s, multiply-add " << gb(fmaBefore) << " / " << gb(fmaAfter)
-     << " GFLOP/s.\n\n"
-     << "| format | context | kernel | ms/step | median | KV MB/step | GB/s "
-        "| % of bandwidth | x roofline |\n"
-        "|---|---|---|---|---|---|---|---|---|\n";
+     << " GFLOP/s. `floor ms`: the KV bytes' read time at that bandwidth "
+        "alone; `x floor`: the best step over it.\n\n";
+  if (!variants.empty()) {
+    md << "Variants (fused kernels with other knob values, in the same "
+          "rounds):";
+    for (const Variant &v : variants) {
+      std::vector<std::string> knobs;
+      for (const auto &[name, value] : v.knobs)
+        knobs.push_back(name + "=" + value);
+      md << " " << v.label << ": " << llvm::join(knobs, ",") << ";";
+    }
+    md << "\n\n";
+  }
+  if (withGgml) {
+    md << "ggml baselines: ggml's CPU FLASH_ATTN_EXT (" << ggml.description
+       << ", " << ggml.path
+       << "), f32 query, f16 mask, f32 accumulation, f16 and q4_0 K/V, "
+          "contiguous ([D, context, KV heads]) and in llama.cpp's cache "
+          "layout (the rows of all KV heads of a cell consecutive, viewed "
+          "and permuted as llama_kv_cache::get_k); "
+       << threadCount()
+       << " threads of ggml's threadpool, paused after each call";
+    for (const std::string &note : ggmlSkipped)
+      md << "; not measured: " << note;
+    md << ".\n\n";
+  } else {
+    md << "ggml baselines: not included (" << ggmlNote << ").\n\n";
+  }
+  md << "| format | context | kernel | ms/step | median | KV MB/step | GB/s "
+        "| % of bandwidth | x roofline | floor ms | x floor |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const Measured &m : decode) {
     double flops = 4.0 * qHeads * double(m.ctx) * headDim;
     double rate = m.kvBytes / m.best;
@@ -488,7 +856,7 @@ int main(int argc, char **argv) {
        << llvm::format("%.2f", m.kvBytes / 1e6) << " | "
        << llvm::format("%.2f", rate / 1e9) << " | "
        << llvm::format("%.1f", 100.0 * rate / bandwidth) << " | "
-       << xRoofline(m, flops) << " |\n";
+       << xRoofline(m, flops) << " | " << floorColumns(m) << " |\n";
   }
   if (!prefill.empty()) {
     // The block's rows sit at the last positions: row i sees ctx - rows +
@@ -496,16 +864,17 @@ int main(int argc, char **argv) {
     md << "\n### Prefill (causal block of " << prefillRows
        << " query rows at the end of the context)\n\n"
        << "| format | context | kernel | ms/block | median | KV MB | GFLOP/s "
-          "| x roofline |\n|---|---|---|---|---|---|---|---|\n";
+          "| x roofline | floor ms | x floor |\n"
+          "|---|---|---|---|---|---|---|---|---|---|\n";
     for (const Measured &m : prefill) {
       double keys = double(prefillRows) * double(m.ctx) -
                     double(prefillRows) * (prefillRows - 1) / 2.0;
       double flops = 4.0 * qHeads * keys * headDim;
-      md << "| " << m.format << " | " << m.ctx << " | " << m.kernel
-         << " | " << ms(m.best) << " | " << ms(m.median) << " | "
+      md << "| " << m.format << " | " << m.ctx << " | " << m.kernel << " | "
+         << ms(m.best) << " | " << ms(m.median) << " | "
          << llvm::format("%.2f", m.kvBytes / 1e6) << " | "
          << llvm::format("%.1f", flops / m.best / 1e9) << " | "
-         << xRoofline(m, flops) << " |\n";
+         << xRoofline(m, flops) << " | " << floorColumns(m) << " |\n";
     }
   }
   md.flush();
@@ -523,5 +892,9 @@ int main(int argc, char **argv) {
   llvm::sys::fs::remove_directories(fused.dir);
   if (!naive.dir.empty())
     llvm::sys::fs::remove_directories(naive.dir);
+  for (Variant &v : variants) {
+    tq_runtime_destroy(v.lib.rt);
+    llvm::sys::fs::remove_directories(v.lib.dir);
+  }
   return 0;
 }

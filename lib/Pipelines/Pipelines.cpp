@@ -45,6 +45,7 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
   lowering.maxUnrolledChunks = options.maxUnrolledChunks;
   lowering.scoreRows = options.scoreRows;
   lowering.accumulators = options.accumulators;
+  lowering.scoreDot = options.scoreDot;
   pm.addPass(createTQLowerToLoops(lowering));
   // exp as an inline polynomial instead of a libm call, so the softmax
   // loops vectorise.
@@ -68,7 +69,9 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
   // Centroid lookups become selects or register permutes (after
   // bufferization: the permute intrinsics declare no memory effects).
   TQLowerLaneLookupOptions laneLookup;
-  laneLookup.isa = options.centroidPermute;
+  laneLookup.isa = options.vnni && options.centroidPermute == "avx512"
+                       ? std::string("avx512vnni")
+                       : std::string(options.centroidPermute);
   pm.addPass(createTQLowerLaneLookup(laneLookup));
   // Copies through strided views would otherwise call memrefCopy from
   // MLIR's runtime library; kernels stay self-contained.

@@ -148,6 +148,12 @@ std::vector<std::string> centroidPermutesOf(const llvm::TargetMachine &tm) {
   return permutes;
 }
 
+/// True where the target CPU has the byte ops of the int8 score
+/// (vpdpbusd, vpshufb on 512 bits).
+bool hasVnni(const llvm::TargetMachine &tm) {
+  return tm.getMCSubtargetInfo()->checkFeatures("+avx512vnni,+avx512bw");
+}
+
 /// The permute `options` ask for, or the widest the target CPU has.
 std::string centroidPermuteFor(const llvm::TargetMachine &tm,
                                const KernelLibraryOptions &options) {
@@ -182,6 +188,8 @@ KernelLibraryOptions optionsFor(const RuntimeKernelSpec &spec,
       own.scoreRows = n;
     else if (knob == "accumulators" && isInt)
       own.accumulators = n;
+    else if (knob == "score_dot")
+      own.scoreDot = value;
     else if (knob == "lookup") {
       if (auto l = symbolizeLookupStrategy(value))
         own.lookup = *l;
@@ -203,6 +211,8 @@ void configurePipeline(TQPipelineOptions &pipeline,
   pipeline.maxUnrolledChunks = options.maxUnrolledChunks;
   pipeline.scoreRows = options.scoreRows;
   pipeline.accumulators = options.accumulators;
+  pipeline.scoreDot = options.scoreDot;
+  pipeline.vnni = hasVnni(tm);
   if (options.naive) {
     pipeline.hoistRotations = false;
     pipeline.fuseCodebook = false;
@@ -597,6 +607,19 @@ bool hasCodebook(const std::string &format, unsigned dim) {
   return f && f->spec().codebook.has_value();
 }
 
+/// True where tq-lower-to-loops{score-dot=i8} applies to keys of `format`:
+/// at most 16 levels, one scale per row, no QJL residual (see
+/// emitFusedByteScore).
+bool hasByteScore(const std::string &format, unsigned dim) {
+  auto f = ::tq::quant::Format::get(format, dim);
+  if (!f)
+    return false;
+  const ::tq::quant::FormatSpec &spec = f->spec();
+  return spec.codebook && spec.codebook->centroids.size() <= 16 &&
+         !spec.qjl && spec.scaleRule != ::tq::quant::ScaleRule::None &&
+         spec.blocksPerRow() == 1 && spec.paddedDim % 16 == 0;
+}
+
 /// The shortest period tq-lower-to-loops rolls (FusedTileProducts'
 /// kMinPeriodChunks): rows of at most this many chunks never loop.
 constexpr int64_t kMinPeriodChunks = 8;
@@ -697,6 +720,21 @@ bool mlir::tq::kernelKnobs(const RuntimeKernelSpec &spec,
     knobs.push_back(accumulators);
   }
 
+  if (hasVnni(*tm) && hasByteScore(spec.keyFormat, spec.headDim)) {
+    KnobInfo dot;
+    dot.name = "score_dot";
+    dot.description =
+        "dot products of the fused score: f32 (decoded keys times the f32 "
+        "query) or i8 (codebook levels as bytes times the query quantised "
+        "to int8, vpdpbusd; needs centroid_permute=avx512 for the VNNI "
+        "instructions)";
+    dot.legal = "f32, i8";
+    dot.defaultValue = defaults.scoreDot;
+    dot.values = {dot.defaultValue, dot.defaultValue == "f32" ? "i8" : "f32"};
+    dot.onlyWith = "lookup=tile";
+    knobs.push_back(dot);
+  }
+
   std::vector<std::string> permutes = centroidPermutesOf(*tm);
   if (codebook && permutes.size() > 1) {
     KnobInfo permute;
@@ -768,6 +806,7 @@ KnobValues mlir::tq::effectiveKnobs(const RuntimeKernelSpec &spec,
   values["score_rows"] = std::to_string(options.scoreRows);
   if (decode)
     values["accumulators"] = std::to_string(options.accumulators);
+  values["score_dot"] = options.scoreDot;
   values["centroid_permute"] = permute;
   return values;
 }

@@ -115,6 +115,12 @@ cl::opt<int64_t> accumulators(
     cl::desc("vector accumulators of the one-row weighted sum per token "
              "loop"),
     cl::init(16));
+cl::opt<std::string> scoreDot(
+    "score-dot", cl::cat(toolOptions),
+    cl::desc("dot products of the fused score: f32, or i8 (key levels as "
+             "bytes times the query quantised to int8; vpdpbusd where the "
+             "CPU has AVX512-VNNI; formats with one scale per row, no QJL)"),
+    cl::init("f32"));
 cl::opt<std::string> tuningDb(
     "tuning-db", cl::cat(toolOptions),
     cl::desc("SQLite tuning database (tqc.autotune / python -m tqc.tune): "
@@ -241,6 +247,8 @@ int main(int argc, char **argv) {
          "--splits > 0");
   if (scoreRows < 1 || accumulators < 1)
     fail("--score-rows and --accumulators must be >= 1");
+  if (scoreDot != "f32" && scoreDot != "i8")
+    fail("--score-dot must be f32 or i8, got '" + scoreDot + "'");
   if (!(softcap >= 0.0f && softcap <= kMaxSoftcap))
     fail(llvm::formatv("--softcap must be finite and in [0, {0}], got {1}",
                        llvm::format("%g", double(kMaxSoftcap)),
@@ -403,6 +411,7 @@ int main(int argc, char **argv) {
   options.maxUnrolledChunks = maxUnrolledChunks;
   options.scoreRows = scoreRows;
   options.accumulators = accumulators;
+  options.scoreDot = scoreDot;
   if (ggml)
     options.libraryName = "libtq_ggml_kernels.so";
   if (auto l = symbolizeLookupStrategy(lookup))

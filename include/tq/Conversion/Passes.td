@@ -52,12 +52,19 @@ def TQLowerToLoops : Pass<"tq-lower-to-loops", "::mlir::ModuleOp"> {
            "bounds the step)">,
     Option<"accumulators", "accumulators", "int64_t", /*default=*/"16",
            "Vector accumulators the one-query-row weighted sum keeps per "
-           "token loop (more: fewer passes over the rows, more registers)">
+           "token loop (more: fewer passes over the rows, more registers)">,
+    Option<"scoreDot", "score-dot", "std::string", /*default=*/"\"f32\"",
+           "Dot products of the fused score: f32 (decoded rows times the f32 "
+           "query) or i8 (codebook indices as int8 levels times the query "
+           "quantised to int8 once per call, tq.byte_dot; formats with one "
+           "scale per row and at most 16 levels, no QJL residual; others "
+           "keep f32)">
   ];
 }
 
 def TQLowerLaneLookup : Pass<"tq-lower-lane-lookup"> {
-  let summary = "Expand tq.lane_lookup for the target's vector ISA";
+  let summary = "Expand tq.lane_lookup, tq.byte_lookup and tq.byte_dot for "
+                "the target's vector ISA";
   let description = [{
     Rewrites each `tq.lane_lookup` (a decoded row picking its centroids):
 
@@ -70,15 +77,25 @@ def TQLowerLaneLookup : Pass<"tq-lower-lane-lookup"> {
     - `isa=avx2`: one `vpermps` (`llvm.x86.avx2.permps`) per 8 lanes, for
       tables of up to 8 entries.
 
+    - `isa=avx512vnni`: as `avx512` for `tq.lane_lookup`.
+
     Where the permute does not apply (a larger table, a lane count that is
-    not a multiple of the permute's width) the select tree is used. The
+    not a multiple of the permute's width) the select tree is used.
+
+    The int8 score path's byte ops (see `tq-lower-to-loops{score-dot=i8}`):
+    with `isa=avx512vnni`, `tq.byte_lookup` becomes one `vpshufb`
+    (`llvm.x86.avx512.pshuf.b.512`) per 64 lanes and `tq.byte_dot` one
+    `vpdpbusd` (`llvm.x86.avx512.vpdpbusd.512/256/128`) per 16, 8 or 4
+    lanes; with any other isa, a select tree on bytes and widening
+    multiplies with a sum of each group of four. The
     permutes only run on a CPU with that ISA: tq-aot picks `isa` from the
     target CPU's features. Runs after bufferization (the intrinsic calls
     have no declared memory effects).
   }];
   let options = [
     Option<"isa", "isa", "std::string", /*default=*/"\"none\"",
-           "none (select tree, any target), avx2 or avx512">
+           "none (select tree, any target), avx2, avx512 or avx512vnni "
+           "(avx512 plus AVX512-VNNI/BW byte ops)">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::LLVM::LLVMDialect",

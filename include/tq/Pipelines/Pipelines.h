@@ -61,6 +61,18 @@ struct TQPipelineOptions : public PassPipelineOptions<TQPipelineOptions> {
       llvm::cl::desc("Vector accumulators of the one-row weighted sum (see "
                      "tq-lower-to-loops)"),
       llvm::cl::init(16)};
+  PassOptions::Option<std::string> scoreDot{
+      *this, "score-dot",
+      llvm::cl::desc("Dot products of the fused score: f32 or i8 (see "
+                     "tq-lower-to-loops)"),
+      llvm::cl::init("f32")};
+  PassOptions::Option<bool> vnni{
+      *this, "vnni",
+      llvm::cl::desc("The target has AVX512-VNNI and -BW: with "
+                     "centroid-permute=avx512 the int8 score's byte ops "
+                     "become vpshufb / vpdpbusd (tq-lower-lane-lookup "
+                     "isa=avx512vnni); tq-aot sets it from the CPU"),
+      llvm::cl::init(false)};
   PassOptions::Option<std::string> centroidPermute{
       *this, "centroid-permute",
       llvm::cl::desc("Centroid lookup of vector row decoding: none (select "

@@ -49,6 +49,9 @@ struct KernelLibraryOptions {
   /// one-row weighted sum (see tq-lower-to-loops).
   int64_t scoreRows = 4;
   int64_t accumulators = 16;
+  /// Dot products of the fused score: f32 or i8 (see tq-lower-to-loops'
+  /// score-dot; formats it does not apply to keep f32).
+  std::string scoreDot = "f32";
   /// Build the naive pipeline instead (every cached row dequantised and
   /// un-rotated, no codebook fusion, no tiling): the dequantise-then-attend
   /// baseline of tq-bench.

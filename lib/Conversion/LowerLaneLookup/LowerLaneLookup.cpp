@@ -30,26 +30,27 @@ struct Permute {
   StringRef intrinsic;
 };
 
-Value splatI32(OpBuilder &b, Location loc, int64_t n, int32_t v) {
-  auto type = VectorType::get({n}, b.getI32Type());
-  return arith::ConstantOp::create(b, loc,
-                                   DenseElementsAttr::get(type, v));
-}
-
-/// table[index mod n] by a binary select tree: bit k (k < log2 n) of the
-/// index picks between pairs of the previous level.
-Value selectTree(OpBuilder &b, Location loc, ArrayRef<float> table,
+/// levels[index mod n] by a binary select tree: bit k (k < log2 n) of the
+/// index picks between pairs of the previous level. `levels` are scalar
+/// attributes of the result's element type.
+Value selectTree(OpBuilder &b, Location loc, ArrayRef<TypedAttr> levels,
                  Value index) {
-  const int64_t n = cast<VectorType>(index.getType()).getDimSize(0);
-  auto f32Vec = VectorType::get({n}, b.getF32Type());
+  auto indexType = cast<VectorType>(index.getType());
+  const int64_t n = indexType.getDimSize(0);
+  auto resultType = VectorType::get({n}, levels.front().getType());
+  auto splatIndex = [&](int64_t v) -> Value {
+    return arith::ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(
+            indexType, b.getIntegerAttr(indexType.getElementType(), v)));
+  };
   SmallVector<Value> level;
-  for (float c : table)
+  for (TypedAttr c : levels)
     level.push_back(arith::ConstantOp::create(
-        b, loc, DenseElementsAttr::get(f32Vec, c)));
-  Value zero = splatI32(b, loc, n, 0);
-  for (int32_t bit = 1; level.size() > 1; bit <<= 1) {
-    Value masked =
-        arith::AndIOp::create(b, loc, index, splatI32(b, loc, n, bit));
+        b, loc, DenseElementsAttr::get(resultType, c)));
+  Value zero = splatIndex(0);
+  for (int64_t bit = 1; level.size() > 1; bit <<= 1) {
+    Value masked = arith::AndIOp::create(b, loc, index, splatIndex(bit));
     Value isSet =
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, masked, zero);
     SmallVector<Value> next;
@@ -61,31 +62,22 @@ Value selectTree(OpBuilder &b, Location loc, ArrayRef<float> table,
   return level.front();
 }
 
-/// table[index mod n] by one permute per `p.lanes` lanes, the parts
-/// concatenated. The permute reads log2(p.lanes) index bits, so the table
-/// repeats to p.lanes entries: the bits above log2 n do not matter.
-Value permuteLanes(OpBuilder &b, Location loc, ArrayRef<float> table,
-                   Value index, const Permute &p) {
-  const int64_t n = cast<VectorType>(index.getType()).getDimSize(0);
-  SmallVector<float> padded;
-  for (int64_t i = 0; i < p.lanes; ++i)
-    padded.push_back(table[i % table.size()]);
-  auto tableType = VectorType::get({p.lanes}, b.getF32Type());
-  Value tableValue = arith::ConstantOp::create(
-      b, loc, DenseElementsAttr::get(tableType, ArrayRef<float>(padded)));
+/// The 1-D vectors [first, first + lanes) of `v`, for each first.
+SmallVector<Value> splitLanes(OpBuilder &b, Location loc, Value v,
+                              int64_t lanes) {
+  const int64_t n = cast<VectorType>(v.getType()).getDimSize(0);
+  if (n == lanes)
+    return {v};
   SmallVector<Value> parts;
-  for (int64_t first = 0; first < n; first += p.lanes) {
-    Value part = index;
-    if (n != p.lanes)
-      part = vector::ExtractStridedSliceOp::create(
-          b, loc, index, ArrayRef<int64_t>{first}, ArrayRef<int64_t>{p.lanes},
-          ArrayRef<int64_t>{1});
-    parts.push_back(LLVM::CallIntrinsicOp::create(
-                        b, loc, tableType, b.getStringAttr(p.intrinsic),
-                        ValueRange{tableValue, part})
-                        .getResult(0));
-  }
-  // Concatenate pairwise back to n lanes (n / lanes is a power of two).
+  for (int64_t first = 0; first < n; first += lanes)
+    parts.push_back(vector::ExtractStridedSliceOp::create(
+        b, loc, v, ArrayRef<int64_t>{first}, ArrayRef<int64_t>{lanes},
+        ArrayRef<int64_t>{1}));
+  return parts;
+}
+
+/// The parts concatenated (a power-of-two count of equal widths).
+Value concatLanes(OpBuilder &b, Location loc, SmallVector<Value> parts) {
   while (parts.size() > 1) {
     SmallVector<Value> joined;
     for (size_t i = 0; i < parts.size(); i += 2) {
@@ -98,6 +90,26 @@ Value permuteLanes(OpBuilder &b, Location loc, ArrayRef<float> table,
     parts = std::move(joined);
   }
   return parts.front();
+}
+
+/// table[index mod n] by one permute per `p.lanes` lanes, the parts
+/// concatenated. The permute reads log2(p.lanes) index bits, so the table
+/// repeats to p.lanes entries: the bits above log2 n do not matter.
+Value permuteLanes(OpBuilder &b, Location loc, ArrayRef<float> table,
+                   Value index, const Permute &p) {
+  SmallVector<float> padded;
+  for (int64_t i = 0; i < p.lanes; ++i)
+    padded.push_back(table[i % table.size()]);
+  auto tableType = VectorType::get({p.lanes}, b.getF32Type());
+  Value tableValue = arith::ConstantOp::create(
+      b, loc, DenseElementsAttr::get(tableType, ArrayRef<float>(padded)));
+  SmallVector<Value> parts;
+  for (Value part : splitLanes(b, loc, index, p.lanes))
+    parts.push_back(LLVM::CallIntrinsicOp::create(
+                        b, loc, tableType, b.getStringAttr(p.intrinsic),
+                        ValueRange{tableValue, part})
+                        .getResult(0));
+  return concatLanes(b, loc, std::move(parts));
 }
 
 struct ExpandLaneLookup : public OpRewritePattern<LaneLookupOp> {
@@ -116,12 +128,131 @@ struct ExpandLaneLookup : public OpRewritePattern<LaneLookupOp> {
       result = permuteLanes(rewriter, op.getLoc(), table, op.getIndex(),
                             *permute);
     else
-      result = selectTree(rewriter, op.getLoc(), table, op.getIndex());
+      result = selectTree(rewriter, op.getLoc(),
+                          llvm::map_to_vector(table,
+                                              [&](float c) -> TypedAttr {
+                                                return rewriter.getF32FloatAttr(
+                                                    c);
+                                              }),
+                          op.getIndex());
     rewriter.replaceOp(op, result);
     return success();
   }
 
   std::optional<Permute> permute;
+};
+
+/// tq.byte_lookup: with `vnni` (AVX512-BW, which every VNNI CPU has) one
+/// vpshufb per 64 lanes, the table repeated to 16 bytes in each 128-bit
+/// lane; vpshufb reads the low 4 index bits and zeroes lanes whose bit 7
+/// is set, so the index is masked to its low 4 bits first. Else (or for
+/// lane counts that are not multiples of 64) a select tree.
+struct ExpandByteLookup : public OpRewritePattern<ByteLookupOp> {
+  ExpandByteLookup(MLIRContext *context, bool vnni)
+      : OpRewritePattern(context), vnni(vnni) {}
+
+  LogicalResult matchAndRewrite(ByteLookupOp op,
+                                PatternRewriter &rewriter) const override {
+    ArrayRef<int8_t> table = op.getTable();
+    const Location loc = op.getLoc();
+    auto type = op.getIndex().getType();
+    const int64_t n = type.getDimSize(0);
+    Value result;
+    if (vnni && table.size() > 1 && n % 64 == 0) {
+      auto partType = VectorType::get({64}, rewriter.getI8Type());
+      SmallVector<int8_t> repeated;
+      for (int64_t i = 0; i < 64; ++i)
+        repeated.push_back(table[i % table.size()]);
+      Value tableValue = arith::ConstantOp::create(
+          rewriter, loc,
+          DenseElementsAttr::get(partType, ArrayRef<int8_t>(repeated)));
+      Value low = arith::AndIOp::create(
+          rewriter, loc, op.getIndex(),
+          arith::ConstantOp::create(
+              rewriter, loc,
+              DenseElementsAttr::get(type, rewriter.getI8IntegerAttr(15))));
+      SmallVector<Value> parts;
+      for (Value part : splitLanes(rewriter, loc, low, 64))
+        parts.push_back(LLVM::CallIntrinsicOp::create(
+                            rewriter, loc, partType,
+                            rewriter.getStringAttr(
+                                "llvm.x86.avx512.pshuf.b.512"),
+                            ValueRange{tableValue, part})
+                            .getResult(0));
+      result = concatLanes(rewriter, loc, std::move(parts));
+    } else {
+      result = selectTree(rewriter, loc,
+                          llvm::map_to_vector(table,
+                                              [&](int8_t c) -> TypedAttr {
+                                                return rewriter
+                                                    .getI8IntegerAttr(c);
+                                              }),
+                          op.getIndex());
+    }
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+
+  bool vnni;
+};
+
+/// tq.byte_dot: with `vnni` one vpdpbusd per 16 lanes (512 bits; 256 and
+/// 128 for 8 and 4 lanes, AVX512-VL). Else zero/sign extension to i32,
+/// a multiply and a sum of each group of four (LLVM may still find
+/// pmaddubsw-style code).
+struct ExpandByteDot : public OpRewritePattern<ByteDotOp> {
+  ExpandByteDot(MLIRContext *context, bool vnni)
+      : OpRewritePattern(context), vnni(vnni) {}
+
+  LogicalResult matchAndRewrite(ByteDotOp op,
+                                PatternRewriter &rewriter) const override {
+    const Location loc = op.getLoc();
+    const int64_t lanes = op.getAcc().getType().getDimSize(0);
+    const int64_t bytes = 4 * lanes;
+    // (The parts are joined pairwise: their count must be a power of two.)
+    int64_t width = 0;
+    for (int64_t w : {16, 8, 4})
+      if (lanes % w == 0 && llvm::isPowerOf2_64(lanes / w)) {
+        width = w;
+        break;
+      }
+    if (vnni && width) {
+      auto accType = VectorType::get({width}, rewriter.getI32Type());
+      std::string name =
+          "llvm.x86.avx512.vpdpbusd." + std::to_string(32 * width);
+      SmallVector<Value> accs = splitLanes(rewriter, loc, op.getAcc(), width);
+      SmallVector<Value> lhs = splitLanes(rewriter, loc, op.getLhs(), 4 * width);
+      SmallVector<Value> rhs = splitLanes(rewriter, loc, op.getRhs(), 4 * width);
+      SmallVector<Value> parts;
+      for (size_t k = 0; k < accs.size(); ++k)
+        parts.push_back(LLVM::CallIntrinsicOp::create(
+                            rewriter, loc, accType,
+                            rewriter.getStringAttr(name),
+                            ValueRange{accs[k], lhs[k], rhs[k]})
+                            .getResult(0));
+      rewriter.replaceOp(op, concatLanes(rewriter, loc, std::move(parts)));
+      return success();
+    }
+    auto wide = VectorType::get({bytes}, rewriter.getI32Type());
+    Value products = arith::MulIOp::create(
+        rewriter, loc, arith::ExtUIOp::create(rewriter, loc, wide, op.getLhs()),
+        arith::ExtSIOp::create(rewriter, loc, wide, op.getRhs()));
+    // Lane l sums products 4l .. 4l + 3: four strided shuffles (1-D
+    // vectors only; convert-vector-to-llvm has no multi-reductions).
+    Value sum = op.getAcc();
+    for (int64_t k = 0; k < 4; ++k) {
+      SmallVector<int64_t> mask;
+      for (int64_t l = 0; l < lanes; ++l)
+        mask.push_back(4 * l + k);
+      sum = arith::AddIOp::create(
+          rewriter, loc, sum,
+          vector::ShuffleOp::create(rewriter, loc, products, products, mask));
+    }
+    rewriter.replaceOp(op, sum);
+    return success();
+  }
+
+  bool vnni;
 };
 
 struct TQLowerLaneLookupPass
@@ -130,18 +261,20 @@ struct TQLowerLaneLookupPass
 
   void runOnOperation() override {
     std::optional<Permute> permute;
-    if (isa == "avx512") {
+    const bool vnni = isa == "avx512vnni";
+    if (isa == "avx512" || vnni) {
       permute = Permute{16, "llvm.x86.avx512.permvar.sf.512"};
     } else if (isa == "avx2") {
       permute = Permute{8, "llvm.x86.avx2.permps"};
     } else if (isa != "none") {
       getOperation()->emitError()
-          << "tq-lower-lane-lookup: isa must be none, avx2 or avx512, got '"
+          << "tq-lower-lane-lookup: isa must be none, avx2, avx512 or avx512vnni, got '"
           << isa << "'";
       return signalPassFailure();
     }
     RewritePatternSet patterns(&getContext());
     patterns.add<ExpandLaneLookup>(&getContext(), permute);
+    patterns.add<ExpandByteLookup, ExpandByteDot>(&getContext(), vnni);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -63,6 +63,12 @@ struct TQLowerToLoopsPass
           << int64_t(scoreRows) << " and " << int64_t(accumulators);
       return signalPassFailure();
     }
+    if (scoreDot != "f32" && scoreDot != "i8") {
+      getOperation()->emitError()
+          << "tq-lower-to-loops: score-dot must be f32 or i8, got '"
+          << scoreDot << "'";
+      return signalPassFailure();
+    }
     // Ops the loop lowering does not take: report them by name, with the
     // reason (a failed conversion would only say "failed to legalize").
     bool unsupported = false;
@@ -86,6 +92,8 @@ struct TQLowerToLoopsPass
                            tensor::TensorDialect, vector::VectorDialect>();
     // Row decoding's centroid lookup; tq-lower-lane-lookup expands it.
     target.addLegalOp<LaneLookupOp>();
+    // The int8 score's byte ops; tq-lower-lane-lookup expands them too.
+    target.addLegalOp<ByteLookupOp, ByteDotOp>();
     // Fused row decoding prefetches the next tile's rows through the
     // pool's buffer.
     target.addLegalOp<bufferization::ToBufferOp, memref::PrefetchOp>();
@@ -103,6 +111,8 @@ struct TQLowerToLoopsPass
     options.maxUnrolledChunks = maxUnrolledChunks;
     options.scoreRows = scoreRows;
     options.accumulators = accumulators;
+    options.scoreDot =
+        scoreDot == "i8" ? ScoreDot::I8 : ScoreDot::F32;
     populateTQToLoopsPatterns(converter, patterns, options);
     populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns,
                                                                    converter);

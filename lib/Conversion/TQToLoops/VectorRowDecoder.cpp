@@ -79,7 +79,7 @@ Value writeEveryRow(OpBuilder &b, Location loc, Value init, Value tokens,
 } // namespace
 
 VectorRowDecoder::VectorRowDecoder(const RowDecoder &decoder,
-                                   int64_t chunkLanes)
+                                   int64_t chunkLanes, bool wordReads)
     : decoder_(&decoder) {
   const quant::FormatSpec &spec = decoder.spec();
   width_ = spec.paddedDim;
@@ -94,8 +94,8 @@ VectorRowDecoder::VectorRowDecoder(const RowDecoder &decoder,
   }
   order_.resize(width_);
   std::iota(order_.begin(), order_.end(), 0);
-  if (chunkLanes > 0 && width_ % chunkLanes == 0 && spec.codebook &&
-      allChunksReadWords(chunkLanes))
+  if (wordReads && chunkLanes > 0 && width_ % chunkLanes == 0 &&
+      spec.codebook && allChunksReadWords(chunkLanes))
     return; // The row's order, fields read by words.
   // The widest plane sets the order (q8_0 and f16 have one value per byte
   // or wider: nothing to gain).
@@ -249,6 +249,27 @@ FailureOr<VectorRowDecoder> VectorRowDecoder::get(const RowDecoder &decoder,
   if (!supports(decoder.spec()))
     return failure();
   return VectorRowDecoder(decoder, chunkLanes);
+}
+
+FailureOr<VectorRowDecoder>
+VectorRowDecoder::getForCodes(const RowDecoder &decoder) {
+  if (!supports(decoder.spec()))
+    return failure();
+  for (int64_t lanes : {64, 32, 16}) {
+    VectorRowDecoder codes(decoder, lanes, /*wordReads=*/false);
+    if (!codes.hasCodes())
+      return failure();
+    if (codes.isReordered() || lanes == 16)
+      return codes;
+  }
+  llvm_unreachable("the loop returns");
+}
+
+bool VectorRowDecoder::hasCodes() const {
+  const quant::FormatSpec &spec = decoder_->spec();
+  return spec.family != quant::FormatFamily::Q8_0 &&
+         spec.family != quant::FormatFamily::F16 && spec.codebook &&
+         spec.codebook->centroids.size() <= 16;
 }
 
 Value RowBytes::read(OpBuilder &b, Location loc, int64_t offset,
@@ -704,6 +725,116 @@ Value VectorRowDecoder::decode(OpBuilder &b, Location loc, const RowBytes &row,
     return value;
   return arith::MulFOp::create(
       b, loc, blockScales(b, loc, row, values), value);
+}
+
+Value VectorRowDecoder::planeCodes(OpBuilder &b, Location loc,
+                                   const RowBytes &rowBytes,
+                                   const PlaneLanes &lanes,
+                                   ArrayRef<int64_t> values) const {
+  const RowBytes row = planeRow(rowBytes, lanes);
+  const int64_t count = values.size();
+  auto bytesType = VectorType::get({count}, b.getI8Type());
+  auto splat = [&](VectorType type, int64_t v) -> Value {
+    if (type.getElementType().isInteger(8))
+      v = int8_t(v); // (a bit pattern: 0x80 and up as negative bytes)
+    return arith::ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(type,
+                               b.getIntegerAttr(type.getElementType(), v)));
+  };
+  auto constBytes = [&](ArrayRef<int32_t> v) -> Value {
+    SmallVector<int8_t> bytes(v.begin(), v.end());
+    return arith::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(bytesType, ArrayRef<int8_t>(bytes)));
+  };
+  SmallVector<int64_t> at = gather<int64_t>(lanes.bytes, values);
+  SmallVector<int32_t> shifts = gather<int32_t>(lanes.shifts, values);
+  // One read of the bytes the lanes need; a shuffle where they are not
+  // consecutive (LLVM: vpermb / vpshufb).
+  Value spread;
+  if (std::optional<int64_t> first = firstOfConsecutive(at)) {
+    spread = row.read(b, loc, *first, count);
+  } else {
+    const int64_t lo = *llvm::min_element(at), hi = *llvm::max_element(at);
+    Value bytes = row.read(b, loc, lo, hi - lo + 1);
+    SmallVector<int64_t> mask;
+    for (int64_t byte : at)
+      mask.push_back(byte - lo);
+    spread = vector::ShuffleOp::create(b, loc, bytesType, bytes, bytes,
+                                       b.getDenseI64ArrayAttr(mask));
+  }
+  const int32_t indexMask = lanes.mask << lanes.indexShift;
+  Value field;
+  if (lanes.mask == 0xff) {
+    field = spread;
+  } else if (llvm::all_equal(shifts)) {
+    field = shifts.front() ? arith::ShRUIOp::create(
+                                 b, loc, spread,
+                                 splat(bytesType, shifts.front()))
+                                 .getResult()
+                           : spread;
+  } else if (lanes.mask == 1) {
+    // One bit per lane: test it and pick the index bit (vptestmb and a
+    // masked move), no shift.
+    SmallVector<int32_t> bits;
+    for (int32_t shift : shifts)
+      bits.push_back(int32_t(int8_t(1u << shift)));
+    Value set = arith::CmpIOp::create(
+        b, loc, arith::CmpIPredicate::ne,
+        arith::AndIOp::create(b, loc, spread, constBytes(bits)),
+        splat(bytesType, 0));
+    return arith::SelectOp::create(b, loc, set, splat(bytesType, indexMask),
+                                   splat(bytesType, 0));
+  } else {
+    // Per-lane shifts: as 16-bit lanes (vpsrlvw), pairs of bytes together
+    // where both shift alike, else each byte widened.
+    bool pairs = count % 2 == 0;
+    for (int64_t l = 0; pairs && l < count; l += 2)
+      pairs = shifts[l] == shifts[l + 1];
+    if (pairs) {
+      auto wordsType = VectorType::get({count / 2}, b.getI16Type());
+      SmallVector<int16_t> wordShifts;
+      for (int64_t l = 0; l < count; l += 2)
+        wordShifts.push_back(int16_t(shifts[l]));
+      Value words = vector::BitCastOp::create(b, loc, wordsType, spread);
+      Value shifted = arith::ShRUIOp::create(
+          b, loc, words,
+          arith::ConstantOp::create(
+              b, loc,
+              DenseElementsAttr::get(wordsType, ArrayRef<int16_t>(wordShifts))));
+      field = vector::BitCastOp::create(b, loc, bytesType, shifted);
+    } else {
+      auto wideType = VectorType::get({count}, b.getI16Type());
+      SmallVector<int16_t> wideShifts(shifts.begin(), shifts.end());
+      Value wide = arith::ExtUIOp::create(b, loc, wideType, spread);
+      Value shifted = arith::ShRUIOp::create(
+          b, loc, wide,
+          arith::ConstantOp::create(
+              b, loc,
+              DenseElementsAttr::get(wideType, ArrayRef<int16_t>(wideShifts))));
+      field = arith::TruncIOp::create(b, loc, bytesType, shifted);
+    }
+  }
+  if (lanes.indexShift)
+    field = arith::ShLIOp::create(b, loc, field,
+                                  splat(bytesType, lanes.indexShift));
+  if (indexMask != 0xff)
+    field = arith::AndIOp::create(b, loc, field, splat(bytesType, indexMask));
+  return field;
+}
+
+Value VectorRowDecoder::decodeCodes(OpBuilder &b, Location loc,
+                                    const RowBytes &row, int64_t first,
+                                    int64_t count) const {
+  assert(hasCodes() && "decodeCodes of a format without codes");
+  ArrayRef<int64_t> values = ArrayRef<int64_t>(order_).slice(first, count);
+  Value index;
+  for (const PlaneLanes &lanes : planes_) {
+    Value field = planeCodes(b, loc, row, lanes, values);
+    index =
+        index ? arith::OrIOp::create(b, loc, index, field).getResult() : field;
+  }
+  return index;
 }
 
 FailureOr<Value> mlir::tq::emitVectorGather(OpBuilder &b, Location loc,

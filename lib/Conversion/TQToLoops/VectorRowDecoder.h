@@ -66,6 +66,13 @@ public:
   static FailureOr<VectorRowDecoder> get(const RowDecoder &decoder,
                                          int64_t chunkLanes = 0);
   static bool supports(const ::tq::quant::FormatSpec &spec);
+  /// A decoder for decodeCodes in chunks of `chunkLanes` bytes: lanes in
+  /// the widest plane's order (see laneOrder) for the widest of 64, 32 or
+  /// 16 byte groups that divides the plane, so a chunk's fields of that
+  /// plane share a few bit offsets; never the word reads' row order
+  /// (bytes have no per-lane variable shift). Fails where the format has
+  /// no codes (hasCodes).
+  static FailureOr<VectorRowDecoder> getForCodes(const RowDecoder &decoder);
 
   /// Values per row (the padded head dim).
   int64_t width() const { return width_; }
@@ -111,6 +118,14 @@ public:
   Value decode(OpBuilder &b, Location loc, const RowBytes &row, int64_t first,
                int64_t count, bool applyScale = true) const;
 
+  /// True where a row's values are scale * C[idx] for indices idx of at
+  /// most 16 levels (decodeCodes applies; not q8_0 or f16).
+  bool hasCodes() const;
+  /// The codebook indices of values [first, first + count) in lane order
+  /// as vector<count x i8>, exact (bits above the index are zero).
+  Value decodeCodes(OpBuilder &b, Location loc, const RowBytes &row,
+                    int64_t first, int64_t count) const;
+
   /// A span over which decoding repeats: with r the reference period,
   /// lanes [l + k * values) of a row decode, by the same code, as lanes
   /// [l + r * values) of the row moved (k - r) * bytes bytes on
@@ -154,7 +169,8 @@ public:
                  Value kvHead) const;
 
 private:
-  VectorRowDecoder(const RowDecoder &decoder, int64_t chunkLanes);
+  VectorRowDecoder(const RowDecoder &decoder, int64_t chunkLanes,
+                   bool wordReads = true);
 
   /// Per value j of the row (not per lane): the byte of the row holding
   /// its bits in one plane, the bit offset within that byte, and where the
@@ -216,6 +232,13 @@ private:
   Value planeFields(OpBuilder &b, Location loc, const RowBytes &row,
                     const PlaneLanes &lanes, ArrayRef<int64_t> values,
                     bool exact) const;
+
+  /// The plane's fields of `values` at their index position as bytes,
+  /// exact: the bytes holding them gathered by one read (and a shuffle
+  /// where they are not consecutive), then shifted by the cheapest means
+  /// their bit offsets allow.
+  Value planeCodes(OpBuilder &b, Location loc, const RowBytes &row,
+                   const PlaneLanes &lanes, ArrayRef<int64_t> values) const;
 
   /// The little-endian f16 or f32 at byte `offset` of `row`, as f32.
   Value scalarInRow(OpBuilder &b, Location loc, const RowBytes &row,

@@ -15,6 +15,17 @@ public:
   CacheToBytesTypeConverter();
 };
 
+/// The dot products of the fused score.
+enum class ScoreDot {
+  /// Decoded rows (f32) times the f32 query: the reference.
+  F32,
+  /// Codebook indices as int8 levels times the query quantised to int8
+  /// (per query row and head, once per call), four products per i32 lane
+  /// (tq.byte_dot): where the format has one scale per row, at most 16
+  /// levels and no QJL residual; other formats keep F32.
+  I8,
+};
+
 /// Choices of the lowering that trade compile time for code.
 struct TQToLoopsOptions {
   /// Rows of more vector chunks (values and QJL signs) than this are not
@@ -26,6 +37,8 @@ struct TQToLoopsOptions {
   /// Vector accumulators the one-row weighted sum keeps per token loop
   /// (more: fewer passes over the rows, more register pressure).
   int64_t accumulators = 16;
+  /// The score's dot products.
+  ScoreDot scoreDot = ScoreDot::F32;
 };
 
 /// Patterns lowering every tq op except tq.attention and tq.quantize to

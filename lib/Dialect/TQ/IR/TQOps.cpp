@@ -124,6 +124,23 @@ LogicalResult LaneLookupOp::verify() {
   return success();
 }
 
+LogicalResult ByteLookupOp::verify() {
+  const size_t size = getTable().size();
+  if (size == 0 || size > 16 || !llvm::isPowerOf2_64(size))
+    return emitOpError()
+           << "table needs a power of two from 1 to 16 entries, got " << size;
+  return success();
+}
+
+LogicalResult ByteDotOp::verify() {
+  const int64_t bytes = getLhs().getType().getDimSize(0);
+  const int64_t lanes = getAcc().getType().getDimSize(0);
+  if (bytes != 4 * lanes)
+    return emitOpError() << "needs four bytes per i32 lane, got " << bytes
+                         << " bytes for " << lanes << " lanes";
+  return success();
+}
+
 LogicalResult FromBytesOp::verify() {
   return expectShape(*this, getBytes().getType(),
                      getCache().getType().getBytesType().getShape(), "bytes",

@@ -493,4 +493,54 @@ def TQ_LaneLookupOp : TQ_Op<"lane_lookup",
   let hasVerifier = 1;
 }
 
+def TQ_ByteLookupOp : TQ_Op<"byte_lookup",
+    [Pure, AllTypesMatch<["index", "result"]>]> {
+  let summary = "Per-byte lookup in a small constant table of bytes";
+  let description = [{
+    `result[i] = table[index[i] mod N]` for a 1-D vector of i8 indices and
+    a table of N bytes, N a power of two from 1 to 16: how a row decoded
+    to bytes picks its codebook levels as integers (the int8 score path).
+    Only the low log2(N) bits of an index count. Table entries are written
+    as signed bytes; a consumer may read them as unsigned (tq.byte_dot
+    does for its first operand).
+    `tq-lower-lane-lookup` expands it to a binary select tree (any target)
+    or, with `isa=avx512vnni`, to one `vpshufb` per 64 lanes of the table
+    repeated to every 128-bit lane.
+
+    ```mlir
+    %c = tq.byte_lookup %idx [1, 64, -64, -1] : vector<64xi8>
+    ```
+  }];
+  let arguments = (ins VectorOfRankAndType<[1], [I8]>:$index,
+                       DenseI8ArrayAttr:$table);
+  let results = (outs VectorOfRankAndType<[1], [I8]>:$result);
+  let assemblyFormat = "$index $table attr-dict `:` type($index)";
+  let hasVerifier = 1;
+}
+
+def TQ_ByteDotOp : TQ_Op<"byte_dot",
+    [Pure, AllTypesMatch<["lhs", "rhs"]>, AllTypesMatch<["acc", "result"]>]> {
+  let summary = "Groups of four unsigned x signed byte products, summed";
+  let description = [{
+    `result[l] = acc[l] + sum_{k<4} zext(lhs[4l+k]) * sext(rhs[4l+k])`
+    in i32 (wrapping; four products of bytes cannot overflow the sum of
+    one group): the integer dot product of the int8 score path, four
+    products per i32 lane. `tq-lower-lane-lookup` expands it to widening
+    multiplies and a reduction of each group (any target) or, with
+    `isa=avx512vnni`, to one `vpdpbusd` per 16 lanes (512, 256 or 128
+    bits).
+
+    ```mlir
+    %s = tq.byte_dot %acc, %codes, %query : vector<64xi8> -> vector<16xi32>
+    ```
+  }];
+  let arguments = (ins VectorOfRankAndType<[1], [I32]>:$acc,
+                       VectorOfRankAndType<[1], [I8]>:$lhs,
+                       VectorOfRankAndType<[1], [I8]>:$rhs);
+  let results = (outs VectorOfRankAndType<[1], [I32]>:$result);
+  let assemblyFormat =
+      "$acc `,` $lhs `,` $rhs attr-dict `:` type($lhs) `->` type($acc)";
+  let hasVerifier = 1;
+}
+
 #endif // TQ_DIALECT_TQ_IR_TQOPS_TD

@@ -1,0 +1,269 @@
+//===- FusedByteScore.cpp - The fused score by int8 dot products ----------===//
+//
+// scores[i, h, t] = <q, K_t> with K_t = s_t * C[idx_t] computed as
+//
+//   s_t * sq * sc * (sum_j q8_j * (c8[idx_tj] + 128) - 128 * sum_j q8_j)
+//
+// where q8 = round(q / sq) is the query quantised to int8 once per call
+// (per query row and head, sq = max |q| / 127) and c8 + 128 the codebook
+// levels as unsigned bytes (c8 = round(C / sc), sc = max |C| / 127). The
+// inner sum is tq.byte_dot (vpdpbusd: unsigned x signed bytes, four
+// products per i32 lane) of tq.byte_lookup (vpshufb) of the decoded
+// indices, 64 values per chunk: no f32 value of the row is ever formed.
+// The error against the f32 score is that of the two roundings, bounded
+// in tests against the format's own.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FusedByteScore.h"
+#include "FusedLoops.h"
+
+#include "LoopBuilders.h"
+#include "tq/Dialect/TQ/IR/TQDialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::tq;
+using namespace mlir::tq::fused;
+
+namespace {
+
+/// The query quantised to int8 (lanes in the keys' decode order), and per
+/// query row and head the factor sq * sc and the offset 128 * sum q8.
+struct ByteQuery {
+  Value bytes, factors, offsets;
+};
+
+/// Unsigned-byte levels of a codebook: round(C / sc) + 128, sc =
+/// max |C| / 127 (returned), as bit patterns of signed bytes.
+float levelBytes(ArrayRef<float> levels, SmallVectorImpl<int8_t> &table) {
+  float maxAbs = 0.0f;
+  for (float c : levels)
+    maxAbs = std::max(maxAbs, std::fabs(c));
+  const float scale = maxAbs > 0.0f ? maxAbs / 127.0f : 1.0f;
+  for (float c : levels)
+    table.push_back(
+        int8_t(uint8_t(int32_t(std::nearbyint(c / scale)) + 128)));
+  return scale;
+}
+
+ByteQuery quantiseQuery(OpBuilder &b, Location loc, Value query,
+                        ArrayRef<int64_t> order, bool reordered,
+                        float levelScale) {
+  auto type = cast<RankedTensorType>(query.getType());
+  const int64_t width = type.getDimSize(2);
+  auto f32Row = VectorType::get({width}, b.getF32Type());
+  auto i32Row = VectorType::get({width}, b.getI32Type());
+  auto i8Row = VectorType::get({width}, b.getI8Type());
+  SmallVector<OpFoldResult> rowsHeads = {sizeOf(b, loc, query, 0),
+                                         sizeOf(b, loc, query, 1)};
+  SmallVector<OpFoldResult> bytesSizes(rowsHeads);
+  bytesSizes.push_back(b.getIndexAttr(width));
+  Value bytes = tensor::EmptyOp::create(b, loc, bytesSizes, b.getI8Type());
+  Value factors = tensor::EmptyOp::create(b, loc, rowsHeads, b.getF32Type());
+  Value offsets = tensor::EmptyOp::create(b, loc, rowsHeads, b.getI32Type());
+  Value c0 = indexConst(b, loc, 0), c1 = indexConst(b, loc, 1);
+  auto loops = scf::ForOp::create(
+      b, loc, c0, tensor::DimOp::create(b, loc, query, 0), c1,
+      ValueRange{bytes, factors, offsets},
+      [&](OpBuilder &b, Location loc, Value i, ValueRange outer) {
+        auto heads = scf::ForOp::create(
+            b, loc, c0, tensor::DimOp::create(b, loc, query, 1), c1, outer,
+            [&](OpBuilder &b, Location loc, Value h, ValueRange state) {
+              Value row = vector::TransferReadOp::create(
+                  b, loc, f32Row, query, ValueRange{i, h, c0},
+                  f32Const(b, loc, 0.0f), ArrayRef<bool>{true});
+              if (reordered)
+                row = vector::ShuffleOp::create(b, loc, row, row, order);
+              Value maxAbs = vector::ReductionOp::create(
+                  b, loc, vector::CombiningKind::MAXNUMF,
+                  math::AbsFOp::create(b, loc, row));
+              // sq = max |q| / 127; a zero row quantises to zeros.
+              Value isZero = arith::CmpFOp::create(
+                  b, loc, arith::CmpFPredicate::OEQ, maxAbs,
+                  f32Const(b, loc, 0.0f));
+              Value inverse = arith::SelectOp::create(
+                  b, loc, isZero, f32Const(b, loc, 0.0f),
+                  arith::DivFOp::create(b, loc, f32Const(b, loc, 127.0f),
+                                        maxAbs));
+              Value scaled = arith::MulFOp::create(
+                  b, loc, row,
+                  vector::BroadcastOp::create(b, loc, f32Row, inverse));
+              Value ints = arith::FPToSIOp::create(
+                  b, loc, i32Row, math::RoundEvenOp::create(b, loc, scaled));
+              Value q8 = arith::TruncIOp::create(b, loc, i8Row, ints);
+              Value sum = vector::ReductionOp::create(
+                  b, loc, vector::CombiningKind::ADD, ints);
+              Value offset = arith::MulIOp::create(
+                  b, loc, sum,
+                  arith::ConstantIntOp::create(b, loc, b.getI32Type(), 128));
+              Value factor = arith::MulFOp::create(
+                  b, loc, maxAbs, f32Const(b, loc, levelScale / 127.0f));
+              Value nextBytes = vector::TransferWriteOp::create(
+                                    b, loc, q8, state[0], ValueRange{i, h, c0},
+                                    ArrayRef<bool>{true})
+                                    .getResult();
+              Value nextFactors = tensor::InsertOp::create(
+                  b, loc, factor, state[1], ValueRange{i, h});
+              Value nextOffsets = tensor::InsertOp::create(
+                  b, loc, offset, state[2], ValueRange{i, h});
+              scf::YieldOp::create(
+                  b, loc, ValueRange{nextBytes, nextFactors, nextOffsets});
+            });
+        scf::YieldOp::create(b, loc, heads.getResults());
+      });
+  return {loops.getResult(0), loops.getResult(1), loops.getResult(2)};
+}
+
+/// Lane hh * rows + r -> perHead[hh].
+Value repeatPerRow(OpBuilder &b, Location loc, ArrayRef<Value> perHead,
+                   int64_t rows) {
+  const int64_t heads = perHead.size();
+  Value packed = vector::FromElementsOp::create(
+      b, loc, VectorType::get({heads}, perHead.front().getType()), perHead);
+  SmallVector<int64_t> mask;
+  for (int64_t hh = 0; hh < heads; ++hh)
+    for (int64_t r = 0; r < rows; ++r)
+      mask.push_back(hh);
+  return vector::ShuffleOp::create(b, loc, packed, packed, mask);
+}
+
+} // namespace
+
+FailureOr<Value> mlir::tq::emitFusedByteScore(OpBuilder &b, Location loc,
+                                              Value query,
+                                              const VectorRowDecoder &keys,
+                                              int64_t kvHeads, int64_t group,
+                                              const TQToLoopsOptions &options) {
+  // One scale per row (applied to the score), codes, no QJL residual.
+  if (keys.hasQjl() || !keys.hasRowScale() || !keys.hasCodes())
+    return failure();
+  FailureOr<VectorRowDecoder> codes =
+      VectorRowDecoder::getForCodes(keys.rowDecoder());
+  if (failed(codes))
+    return failure();
+  const int64_t width = codes->width();
+  int64_t lanes = 0;
+  for (int64_t l : {64, 32, 16})
+    if (width % l == 0) {
+      lanes = l;
+      break;
+    }
+  if (!lanes)
+    return failure();
+  const int64_t sumLanes = lanes / 4, chunks = width / lanes;
+  const CacheAccess &access = keys.rowDecoder().access();
+  const std::vector<float> &levels =
+      keys.rowDecoder().spec().codebook->centroids;
+  SmallVector<int8_t> table;
+  const float levelScale = levelBytes(levels, table);
+  auto tableAttr = b.getDenseI8ArrayAttr(table);
+
+  ByteQuery q = quantiseQuery(b, loc, query, codes->laneOrder(),
+                              codes->isReordered(), levelScale);
+  Value queries = tensor::DimOp::create(b, loc, query, 0);
+  Value init = tensor::EmptyOp::create(
+      b, loc,
+      SmallVector<OpFoldResult>{sizeOf(b, loc, query, 0),
+                                sizeOf(b, loc, query, 1), access.numTokens},
+      b.getF32Type());
+  const int64_t block = headBlock(group, sumLanes);
+  const int64_t step = scoreRowsPerStep(block, sumLanes, options.scoreRows);
+  const bool oneQueryRow =
+      cast<RankedTensorType>(query.getType()).getDimSize(0) == 1;
+  auto bytesType = VectorType::get({lanes}, b.getI8Type());
+  auto sumType = VectorType::get({sumLanes}, b.getI32Type());
+  auto levelsOf = [&](OpBuilder &b, Location loc, const RowBytes &row,
+                      int64_t c) -> Value {
+    return ByteLookupOp::create(
+        b, loc, bytesType,
+        codes->decodeCodes(b, loc, row, c * lanes, lanes), tableAttr);
+  };
+  VectorRowDecoder &rowsDecoder = *codes;
+  return forEachDecodedRows(
+      b, loc, rowsDecoder, kvHeads, lanes, step, init,
+      [&](OpBuilder &b, Location loc, Value kvh, ArrayRef<DecodedRow> rows,
+          Value scores) {
+        // Several query rows (prefill): each row's levels decoded once,
+        // before the loop over the query rows.
+        SmallVector<SmallVector<Value>> decoded(rows.size());
+        if (!oneQueryRow)
+          for (auto [r, row] : llvm::enumerate(rows))
+            for (int64_t c = 0; c < chunks; ++c)
+              decoded[r].push_back(levelsOf(b, loc, row.row, c));
+        SmallVector<Value> rowScales;
+        for (const DecodedRow &row : rows)
+          rowScales.push_back(
+              rowsDecoder.rowScale(b, loc, row.row, row.t, kvh));
+        return forEach(
+            b, loc, queries, scores,
+            [&](OpBuilder &b, Location loc, Value i, Value scores) {
+              return forEachHeadBlock(
+                  b, loc, kvh, group, block, scores,
+                  [&](OpBuilder &b, Location loc, const HeadBlock &blockHeads,
+                      Value scores) {
+                    ArrayRef<Value> heads = blockHeads.heads;
+                    // Chain hh * step + r: head hh's product with row r.
+                    Value zero = arith::ConstantOp::create(
+                        b, loc, cast<TypedAttr>(b.getZeroAttr(sumType)));
+                    SmallVector<Value> chains(block * step, zero);
+                    for (int64_t c = 0; c < chunks; ++c) {
+                      Value offset = indexConst(b, loc, c * lanes);
+                      SmallVector<Value> qc;
+                      for (Value h : heads)
+                        qc.push_back(vector::TransferReadOp::create(
+                            b, loc, bytesType, q.bytes,
+                            ValueRange{i, h, offset},
+                            arith::ConstantIntOp::create(b, loc,
+                                                         b.getI8Type(), 0),
+                            ArrayRef<bool>{true}));
+                      for (auto [r, row] : llvm::enumerate(rows)) {
+                        Value kc = oneQueryRow ? levelsOf(b, loc, row.row, c)
+                                               : decoded[r][c];
+                        for (int64_t hh = 0; hh < block; ++hh)
+                          chains[hh * step + r] = ByteDotOp::create(
+                              b, loc, sumType, chains[hh * step + r], kc,
+                              qc[hh]);
+                      }
+                    }
+                    // Lane hh * step + r: head hh's score of row r.
+                    const int64_t n = block * step;
+                    Value sums = sliceLanes(b, loc, sumTree(b, loc, chains),
+                                            0, n);
+                    SmallVector<Value> offsets, factors;
+                    for (Value h : heads) {
+                      offsets.push_back(tensor::ExtractOp::create(
+                          b, loc, q.offsets, ValueRange{i, h}));
+                      factors.push_back(tensor::ExtractOp::create(
+                          b, loc, q.factors, ValueRange{i, h}));
+                    }
+                    Value exact = arith::SubIOp::create(
+                        b, loc, sums, repeatPerRow(b, loc, offsets, step));
+                    Value scaled = arith::MulFOp::create(
+                        b, loc,
+                        arith::SIToFPOp::create(
+                            b, loc, VectorType::get({n}, b.getF32Type()),
+                            exact),
+                        arith::MulFOp::create(
+                            b, loc, repeatPerRow(b, loc, factors, step),
+                            repeatPerHead(b, loc, rowScales, block)));
+                    for (int64_t hh = 0; hh < block; ++hh)
+                      scores = vector::TransferWriteOp::create(
+                                   b, loc,
+                                   sliceLanes(b, loc, scaled, hh * step, step),
+                                   scores, ValueRange{i, heads[hh], rows[0].t},
+                                   ArrayRef<bool>{step == 1})
+                                   .getResult();
+                    return scores;
+                  });
+            });
+      },
+      /*decode=*/false);
+}

@@ -3,7 +3,7 @@
 // RUN: tq-opt %s -split-input-file --tq-lower-lane-lookup=isa=avx2 | FileCheck %s --check-prefix=AVX2
 // RUN: not tq-opt %s --tq-lower-lane-lookup=isa=neon 2>&1 | FileCheck %s --check-prefix=BAD
 
-// BAD: tq-lower-lane-lookup: isa must be none, avx2 or avx512, got 'neon'
+// BAD: tq-lower-lane-lookup: isa must be none, avx2, avx512 or avx512vnni, got 'neon'
 
 // 8 levels. Select tree: bit 0 picks within pairs (4 selects), bit 1
 // between pairs (2), bit 2 the half (1); no compare per level.
@@ -26,8 +26,8 @@
 // Two 8-lane vpermps, concatenated.
 // AVX2-LABEL: func @three_bits
 // AVX2: %[[LO:.*]] = vector.extract_strided_slice %arg0 {offsets = [0], sizes = [8], strides = [1]}
-// AVX2: %[[A:.*]] = llvm.call_intrinsic "llvm.x86.avx2.permps"(%{{.*}}, %[[LO]]) : (vector<8xf32>, vector<8xi32>) -> vector<8xf32>
 // AVX2: %[[HI:.*]] = vector.extract_strided_slice %arg0 {offsets = [8], sizes = [8], strides = [1]}
+// AVX2: %[[A:.*]] = llvm.call_intrinsic "llvm.x86.avx2.permps"(%{{.*}}, %[[LO]]) : (vector<8xf32>, vector<8xi32>) -> vector<8xf32>
 // AVX2: %[[B:.*]] = llvm.call_intrinsic "llvm.x86.avx2.permps"(%{{.*}}, %[[HI]])
 // AVX2: %[[R:.*]] = vector.shuffle %[[A]], %[[B]] [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]
 // AVX2-NOT: arith.select

@@ -1054,3 +1054,22 @@ func.func @rotate_integers(%x: tensor<2x4xi32>) -> tensor<2x4xi32> {
   %r = tq.rotate %x {rotation = #tq.rotation<kind = identity, dim = 4>} : tensor<2x4xi32>
   return %r : tensor<2x4xi32>
 }
+
+// -----
+
+// tq.byte_lookup reads the low bits of an index: a table must have a
+// power-of-two size (3 levels would leave index 3 undefined).
+func.func @byte_lookup_three(%idx: vector<64xi8>) -> vector<64xi8> {
+  // expected-error @+1 {{'tq.byte_lookup' op table needs a power of two from 1 to 16 entries, got 3}}
+  %l = tq.byte_lookup %idx [1, 2, 3] : vector<64xi8>
+  return %l : vector<64xi8>
+}
+
+// -----
+
+// vpdpbusd sums four byte products per i32 lane: 64 bytes need 16 lanes.
+func.func @byte_dot_lanes(%acc: vector<8xi32>, %a: vector<64xi8>) -> vector<8xi32> {
+  // expected-error @+1 {{'tq.byte_dot' op needs four bytes per i32 lane, got 64 bytes for 8 lanes}}
+  %d = tq.byte_dot %acc, %a, %a : vector<64xi8> -> vector<8xi32>
+  return %d : vector<8xi32>
+}

@@ -257,3 +257,16 @@ func.func @lane_lookup(%idx: vector<8xi32>) -> (vector<8xf32>, vector<8xf32>, ve
   %2 = tq.lane_lookup %idx [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0] : vector<8xi32> -> vector<8xf32>
   return %0, %1, %2 : vector<8xf32>, vector<8xf32>, vector<8xf32>
 }
+
+// -----
+
+// The int8 score's byte ops: a lookup in up to 16 bytes, and groups of
+// four unsigned x signed byte products summed into i32 lanes.
+// CHECK-LABEL: func @byte_ops
+// CHECK: %[[L:.*]] = tq.byte_lookup %{{.*}} [1, 64, -64, -1] : vector<64xi8>
+// CHECK: tq.byte_dot %{{.*}}, %[[L]], %{{.*}} : vector<64xi8> -> vector<16xi32>
+func.func @byte_ops(%acc: vector<16xi32>, %idx: vector<64xi8>, %q: vector<64xi8>) -> vector<16xi32> {
+  %l = tq.byte_lookup %idx [1, 64, -64, -1] : vector<64xi8>
+  %d = tq.byte_dot %acc, %l, %q : vector<64xi8> -> vector<16xi32>
+  return %d : vector<16xi32>
+}

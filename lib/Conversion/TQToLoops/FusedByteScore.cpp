@@ -122,19 +122,6 @@ ByteQuery quantiseQuery(OpBuilder &b, Location loc, Value query,
   return {loops.getResult(0), loops.getResult(1), loops.getResult(2)};
 }
 
-/// Lane hh * rows + r -> perHead[hh].
-Value repeatPerRow(OpBuilder &b, Location loc, ArrayRef<Value> perHead,
-                   int64_t rows) {
-  const int64_t heads = perHead.size();
-  Value packed = vector::FromElementsOp::create(
-      b, loc, VectorType::get({heads}, perHead.front().getType()), perHead);
-  SmallVector<int64_t> mask;
-  for (int64_t hh = 0; hh < heads; ++hh)
-    for (int64_t r = 0; r < rows; ++r)
-      mask.push_back(hh);
-  return vector::ShuffleOp::create(b, loc, packed, packed, mask);
-}
-
 } // namespace
 
 FailureOr<Value> mlir::tq::emitFusedByteScore(OpBuilder &b, Location loc,

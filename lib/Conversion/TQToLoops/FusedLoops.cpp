@@ -150,16 +150,32 @@ Value sliceLanes(OpBuilder &b, Location loc, Value v, int64_t first,
       ArrayRef<int64_t>{1});
 }
 
+/// The vector whose lane l is scalars[mask[l]].
+static Value spreadScalars(OpBuilder &b, Location loc, ArrayRef<Value> scalars,
+                           ArrayRef<int64_t> mask) {
+  Value packed = vector::FromElementsOp::create(
+      b, loc,
+      VectorType::get({int64_t(scalars.size())}, scalars.front().getType()),
+      scalars);
+  return vector::ShuffleOp::create(b, loc, packed, packed, mask);
+}
+
 Value repeatPerHead(OpBuilder &b, Location loc, ArrayRef<Value> perRow,
                     int64_t group) {
-  const int64_t rows = perRow.size();
-  Value packed = vector::FromElementsOp::create(
-      b, loc, VectorType::get({rows}, perRow.front().getType()), perRow);
   SmallVector<int64_t> mask;
   for (int64_t hh = 0; hh < group; ++hh)
-    for (int64_t r = 0; r < rows; ++r)
+    for (int64_t r = 0; r < int64_t(perRow.size()); ++r)
       mask.push_back(r);
-  return vector::ShuffleOp::create(b, loc, packed, packed, mask);
+  return spreadScalars(b, loc, perRow, mask);
+}
+
+Value repeatPerRow(OpBuilder &b, Location loc, ArrayRef<Value> perHead,
+                   int64_t rows) {
+  SmallVector<int64_t> mask;
+  for (int64_t hh = 0; hh < int64_t(perHead.size()); ++hh)
+    for (int64_t r = 0; r < rows; ++r)
+      mask.push_back(hh);
+  return spreadScalars(b, loc, perHead, mask);
 }
 
 int64_t scoreRowsPerStep(int64_t perRow, int64_t lanes, int64_t most) {

@@ -77,6 +77,10 @@ Value sliceLanes(OpBuilder &b, Location loc, Value v, int64_t first,
 Value repeatPerHead(OpBuilder &b, Location loc, ArrayRef<Value> perRow,
                     int64_t group);
 
+/// The vector (hh, r) -> perHead[hh] for `rows` rows (lane hh * rows + r).
+Value repeatPerRow(OpBuilder &b, Location loc, ArrayRef<Value> perHead,
+                   int64_t rows);
+
 /// Rows a score step takes: up to `most` (the largest power of two not
 /// above it), while their horizontal sums (perRow each, padded to a power
 /// of two) fit one sum tree of `lanes` lanes. More rows per step make the

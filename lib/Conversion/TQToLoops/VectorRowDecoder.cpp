@@ -791,28 +791,28 @@ Value VectorRowDecoder::planeCodes(OpBuilder &b, Location loc,
     bool pairs = count % 2 == 0;
     for (int64_t l = 0; pairs && l < count; l += 2)
       pairs = shifts[l] == shifts[l + 1];
+    // v >> amounts, lane by lane, on 16-bit lanes.
+    auto shiftWords = [&](Value v, ArrayRef<int16_t> amounts) -> Value {
+      auto type = cast<VectorType>(v.getType());
+      return arith::ShRUIOp::create(
+          b, loc, v,
+          arith::ConstantOp::create(b, loc,
+                                    DenseElementsAttr::get(type, amounts)));
+    };
     if (pairs) {
-      auto wordsType = VectorType::get({count / 2}, b.getI16Type());
       SmallVector<int16_t> wordShifts;
       for (int64_t l = 0; l < count; l += 2)
         wordShifts.push_back(int16_t(shifts[l]));
-      Value words = vector::BitCastOp::create(b, loc, wordsType, spread);
-      Value shifted = arith::ShRUIOp::create(
-          b, loc, words,
-          arith::ConstantOp::create(
-              b, loc,
-              DenseElementsAttr::get(wordsType, ArrayRef<int16_t>(wordShifts))));
-      field = vector::BitCastOp::create(b, loc, bytesType, shifted);
+      Value words = vector::BitCastOp::create(
+          b, loc, VectorType::get({count / 2}, b.getI16Type()), spread);
+      field = vector::BitCastOp::create(b, loc, bytesType,
+                                        shiftWords(words, wordShifts));
     } else {
-      auto wideType = VectorType::get({count}, b.getI16Type());
       SmallVector<int16_t> wideShifts(shifts.begin(), shifts.end());
-      Value wide = arith::ExtUIOp::create(b, loc, wideType, spread);
-      Value shifted = arith::ShRUIOp::create(
-          b, loc, wide,
-          arith::ConstantOp::create(
-              b, loc,
-              DenseElementsAttr::get(wideType, ArrayRef<int16_t>(wideShifts))));
-      field = arith::TruncIOp::create(b, loc, bytesType, shifted);
+      Value wide = arith::ExtUIOp::create(
+          b, loc, VectorType::get({count}, b.getI16Type()), spread);
+      field = arith::TruncIOp::create(b, loc, bytesType,
+                                      shiftWords(wide, wideShifts));
     }
   }
   if (lanes.indexShift)

@@ -59,8 +59,8 @@ Value applyRowScale(OpBuilder &b, Location loc, const VectorRowDecoder &rows,
                     Value x, const RowBytes &row, Value t, Value kvHead);
 
 /// The horizontal sums of the vectors of `parts` (equal widths w, f32 or
-/// integers), lane k
-/// of the result holding part k's (lanes past parts.size() are zero).
+/// integers), lane k of the result holding part k's (lanes past
+/// parts.size() are zero).
 /// Where n, parts.size() rounded up to a power of two (zero parts fill
 /// the gap), is no larger than w, one shuffle tree serves all of them:
 /// each round adds the low and high halves of every lane group of two

@@ -46,6 +46,7 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
   lowering.scoreRows = options.scoreRows;
   lowering.accumulators = options.accumulators;
   lowering.scoreDot = options.scoreDot;
+  lowering.valueDot = options.valueDot;
   pm.addPass(createTQLowerToLoops(lowering));
   // exp as an inline polynomial instead of a libm call, so the softmax
   // loops vectorise.
@@ -69,9 +70,11 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
   // Centroid lookups become selects or register permutes (after
   // bufferization: the permute intrinsics declare no memory effects).
   TQLowerLaneLookupOptions laneLookup;
-  laneLookup.isa = options.vnni && options.centroidPermute == "avx512"
-                       ? std::string("avx512vnni")
-                       : std::string(options.centroidPermute);
+  laneLookup.isa = std::string(options.centroidPermute);
+  if (options.centroidPermute == "avx512" && options.bf16)
+    laneLookup.isa = "avx512bf16";
+  else if (options.centroidPermute == "avx512" && options.vnni)
+    laneLookup.isa = "avx512vnni";
   pm.addPass(createTQLowerLaneLookup(laneLookup));
   // Copies through strided views would otherwise call memrefCopy from
   // MLIR's runtime library; kernels stay self-contained.
@@ -88,7 +91,10 @@ void mlir::tq::buildHostLoopsToLLVMPipeline(OpPassManager &pm) {
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createConvertMathToLibmPass());
-  pm.addPass(createConvertVectorToLLVMPass());
+  // (x86vector: vdpbf16ps of a bf16 weighted sum.)
+  ConvertVectorToLLVMPassOptions vectorToLLVM;
+  vectorToLLVM.x86Vector = true;
+  pm.addPass(createConvertVectorToLLVMPass(vectorToLLVM));
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createConvertControlFlowToLLVMPass());

@@ -154,6 +154,12 @@ bool hasVnni(const llvm::TargetMachine &tm) {
   return tm.getMCSubtargetInfo()->checkFeatures("+avx512vnni,+avx512bw");
 }
 
+/// AVX512-BF16 as well (vdpbf16ps).
+bool hasBf16(const llvm::TargetMachine &tm) {
+  return hasVnni(tm) &&
+         tm.getMCSubtargetInfo()->checkFeatures("+avx512bf16");
+}
+
 /// The permute `options` ask for, or the widest the target CPU has.
 std::string centroidPermuteFor(const llvm::TargetMachine &tm,
                                const KernelLibraryOptions &options) {
@@ -190,6 +196,8 @@ KernelLibraryOptions optionsFor(const RuntimeKernelSpec &spec,
       own.accumulators = n;
     else if (knob == "score_dot")
       own.scoreDot = value;
+    else if (knob == "value_dot")
+      own.valueDot = value;
     else if (knob == "lookup") {
       if (auto l = symbolizeLookupStrategy(value))
         own.lookup = *l;
@@ -212,7 +220,9 @@ void configurePipeline(TQPipelineOptions &pipeline,
   pipeline.scoreRows = options.scoreRows;
   pipeline.accumulators = options.accumulators;
   pipeline.scoreDot = options.scoreDot;
+  pipeline.valueDot = options.valueDot;
   pipeline.vnni = hasVnni(tm);
+  pipeline.bf16 = hasBf16(tm);
   if (options.naive) {
     pipeline.hoistRotations = false;
     pipeline.fuseCodebook = false;
@@ -607,17 +617,11 @@ bool hasCodebook(const std::string &format, unsigned dim) {
   return f && f->spec().codebook.has_value();
 }
 
-/// True where tq-lower-to-loops{score-dot=i8} applies to keys of `format`:
-/// at most 16 levels, one scale per row, no QJL residual (see
-/// emitFusedByteScore).
-bool hasByteScore(const std::string &format, unsigned dim) {
+/// True where tq-lower-to-loops's score-dot=i8 and value-dot=bf16|i16
+/// apply to rows of `format` (FormatSpec::isScaledCodesRow).
+bool hasScaledCodes(const std::string &format, unsigned dim) {
   auto f = ::tq::quant::Format::get(format, dim);
-  if (!f)
-    return false;
-  const ::tq::quant::FormatSpec &spec = f->spec();
-  return spec.codebook && spec.codebook->centroids.size() <= 16 &&
-         !spec.qjl && spec.scaleRule != ::tq::quant::ScaleRule::None &&
-         spec.blocksPerRow() == 1 && spec.paddedDim % 16 == 0;
+  return f && f->spec().isScaledCodesRow();
 }
 
 /// The shortest period tq-lower-to-loops rolls (FusedTileProducts'
@@ -720,7 +724,7 @@ bool mlir::tq::kernelKnobs(const RuntimeKernelSpec &spec,
     knobs.push_back(accumulators);
   }
 
-  if (hasVnni(*tm) && hasByteScore(spec.keyFormat, spec.headDim)) {
+  if (hasVnni(*tm) && hasScaledCodes(spec.keyFormat, spec.headDim)) {
     KnobInfo dot;
     dot.name = "score_dot";
     dot.description =
@@ -733,6 +737,25 @@ bool mlir::tq::kernelKnobs(const RuntimeKernelSpec &spec,
     dot.defaultValue = defaults.scoreDot;
     // i8 changes results (within the accuracy contract of
     // docs/compiler.md): the tuner tries it only where asked to.
+    dot.values = {dot.defaultValue};
+    dot.onlyWith = "lookup=tile";
+    knobs.push_back(dot);
+  }
+
+  if (decode && hasVnni(*tm) &&
+      hasScaledCodes(spec.valueFormat, spec.headDim)) {
+    KnobInfo dot;
+    dot.name = "value_dot";
+    dot.description =
+        "multiply-adds of the decode weighted sum: f32 (decoded values "
+        "times each head's weight), i16 (int16 levels times fixed-point "
+        "weights, two tokens per vpdpwssd) or, where the CPU has "
+        "AVX512-BF16, bf16 (bf16 centroids and weights, two tokens per "
+        "vdpbf16ps); needs centroid_permute=avx512 for those instructions. "
+        "i16 and bf16 are lossy (bounded against the format's own error), "
+        "so they are tuned only where asked for";
+    dot.legal = hasBf16(*tm) ? "f32, bf16, i16" : "f32, i16";
+    dot.defaultValue = defaults.valueDot;
     dot.values = {dot.defaultValue};
     dot.onlyWith = "lookup=tile";
     knobs.push_back(dot);
@@ -810,6 +833,8 @@ KnobValues mlir::tq::effectiveKnobs(const RuntimeKernelSpec &spec,
   if (decode)
     values["accumulators"] = std::to_string(options.accumulators);
   values["score_dot"] = options.scoreDot;
+  if (decode)
+    values["value_dot"] = options.valueDot;
   values["centroid_permute"] = permute;
   return values;
 }

@@ -121,6 +121,14 @@ cl::opt<std::string> scoreDot(
              "bytes times the query quantised to int8; vpdpbusd where the "
              "CPU has AVX512-VNNI; formats with one scale per row, no QJL)"),
     cl::init("f32"));
+cl::opt<std::string> valueDot(
+    "value-dot", cl::cat(toolOptions),
+    cl::desc("multiply-adds of the decode weighted sum: f32, bf16 (bf16 "
+             "centroids and weights, vdpbf16ps where the CPU has "
+             "AVX512-BF16) or i16 (int16 levels times fixed-point weights, "
+             "vpdpwssd where it has AVX512-VNNI); formats with one scale per "
+             "row, no QJL"),
+    cl::init("f32"));
 cl::opt<std::string> tuningDb(
     "tuning-db", cl::cat(toolOptions),
     cl::desc("SQLite tuning database (tqc.autotune / python -m tqc.tune): "
@@ -249,6 +257,8 @@ int main(int argc, char **argv) {
     fail("--score-rows and --accumulators must be >= 1");
   if (scoreDot != "f32" && scoreDot != "i8")
     fail("--score-dot must be f32 or i8, got '" + scoreDot + "'");
+  if (valueDot != "f32" && valueDot != "bf16" && valueDot != "i16")
+    fail("--value-dot must be f32, bf16 or i16, got '" + valueDot + "'");
   if (!(softcap >= 0.0f && softcap <= kMaxSoftcap))
     fail(llvm::formatv("--softcap must be finite and in [0, {0}], got {1}",
                        llvm::format("%g", double(kMaxSoftcap)),
@@ -412,6 +422,7 @@ int main(int argc, char **argv) {
   options.scoreRows = scoreRows;
   options.accumulators = accumulators;
   options.scoreDot = scoreDot;
+  options.valueDot = valueDot;
   if (ggml)
     options.libraryName = "libtq_ggml_kernels.so";
   if (auto l = symbolizeLookupStrategy(lookup))

@@ -58,7 +58,14 @@ def TQLowerToLoops : Pass<"tq-lower-to-loops", "::mlir::ModuleOp"> {
            "query) or i8 (codebook indices as int8 levels times the query "
            "quantised to int8 once per call, tq.byte_dot; formats with one "
            "scale per row and at most 16 levels, no QJL residual; others "
-           "keep f32)">
+           "keep f32)">,
+    Option<"valueDot", "value-dot", "std::string", /*default=*/"\"f32\"",
+           "Multiply-adds of the one-query-row weighted sum: f32, bf16 "
+           "(two tokens per tq.pair_dot on bf16 centroids and weights, "
+           "summed in f32) or i16 (int16 levels times int16 fixed-point "
+           "weights, summed in i32 and scaled once per call); formats with "
+           "at most one scale per row and 16 levels, no QJL residual; "
+           "others keep f32">
   ];
 }
 
@@ -77,7 +84,8 @@ def TQLowerLaneLookup : Pass<"tq-lower-lane-lookup"> {
     - `isa=avx2`: one `vpermps` (`llvm.x86.avx2.permps`) per 8 lanes, for
       tables of up to 8 entries.
 
-    - `isa=avx512vnni`: as `avx512` for `tq.lane_lookup`.
+    - `isa=avx512vnni` and `isa=avx512bf16`: as `avx512` for
+      `tq.lane_lookup`.
 
     Where the permute does not apply (a larger table, a lane count that is
     not a multiple of the permute's width) the select tree is used.
@@ -87,19 +95,29 @@ def TQLowerLaneLookup : Pass<"tq-lower-lane-lookup"> {
     (`llvm.x86.avx512.pshuf.b.512`) per 64 lanes and `tq.byte_dot` one
     `vpdpbusd` (`llvm.x86.avx512.vpdpbusd.512/256/128`) per 16, 8 or 4
     lanes; with any other isa, a select tree on bytes and widening
-    multiplies with a sum of each group of four. The
+    multiplies with a sum of each group of four.
+
+    The pair weighted sum's ops (see `tq-lower-to-loops{value-dot=...}`):
+    with `isa=avx512vnni` or `avx512bf16`, `tq.word_lookup` becomes one
+    `vpermw` (`llvm.x86.avx512.permvar.hi.512`) per 32 lanes and an i16
+    `tq.pair_dot` one `vpdpwssd` (`llvm.x86.avx512.vpdpwssd.512/256/128`)
+    per 16, 8 or 4 lanes; with `isa=avx512bf16` a bf16 `tq.pair_dot`
+    becomes `x86vector.avx512.dot` (`vdpbf16ps`). Otherwise a select tree
+    on words and widening multiplies with a sum of each pair. The
     permutes only run on a CPU with that ISA: tq-aot picks `isa` from the
     target CPU's features. Runs after bufferization (the intrinsic calls
     have no declared memory effects).
   }];
   let options = [
     Option<"isa", "isa", "std::string", /*default=*/"\"none\"",
-           "none (select tree, any target), avx2, avx512 or avx512vnni "
-           "(avx512 plus AVX512-VNNI/BW byte ops)">
+           "none (select tree, any target), avx2, avx512, avx512vnni "
+           "(avx512 plus AVX512-VNNI/BW byte and word ops) or avx512bf16 "
+           "(avx512vnni plus vdpbf16ps)">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::LLVM::LLVMDialect",
-                           "::mlir::vector::VectorDialect"];
+                           "::mlir::vector::VectorDialect",
+                           "::mlir::x86vector::X86VectorDialect"];
 }
 
 def TQApproximateMath : Pass<"tq-approximate-math"> {

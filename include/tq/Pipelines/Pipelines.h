@@ -66,12 +66,24 @@ struct TQPipelineOptions : public PassPipelineOptions<TQPipelineOptions> {
       llvm::cl::desc("Dot products of the fused score: f32 or i8 (see "
                      "tq-lower-to-loops)"),
       llvm::cl::init("f32")};
+  PassOptions::Option<std::string> valueDot{
+      *this, "value-dot",
+      llvm::cl::desc("Multiply-adds of the one-row weighted sum: f32, bf16 "
+                     "or i16 (see tq-lower-to-loops)"),
+      llvm::cl::init("f32")};
   PassOptions::Option<bool> vnni{
       *this, "vnni",
       llvm::cl::desc("The target has AVX512-VNNI and -BW: with "
                      "centroid-permute=avx512 the int8 score's byte ops "
                      "become vpshufb / vpdpbusd (tq-lower-lane-lookup "
                      "isa=avx512vnni); tq-aot sets it from the CPU"),
+      llvm::cl::init(false)};
+  PassOptions::Option<bool> bf16{
+      *this, "bf16",
+      llvm::cl::desc("The target also has AVX512-BF16 (implies vnni): a bf16 "
+                     "weighted sum's pair products become vdpbf16ps "
+                     "(tq-lower-lane-lookup isa=avx512bf16); tq-aot sets it "
+                     "from the CPU"),
       llvm::cl::init(false)};
   PassOptions::Option<std::string> centroidPermute{
       *this, "centroid-permute",

@@ -112,6 +112,15 @@ struct FormatSpec {
   size_t rowBytes() const { return size_t(blocksPerRow()) * bytesPerBlock; }
   /// Storage bits per logical value of a row: rowBytes * 8 / headDim.
   double bitsPerValue() const { return double(rowBytes()) * 8.0 / headDim; }
+  /// True where a row is one scale times codebook levels of at most 16
+  /// entries, with no QJL residual, at a padded dim that is a multiple of
+  /// 16: the rows the integer and bf16 dot-product paths take
+  /// (tq-lower-to-loops score-dot=i8, value-dot=bf16|i16).
+  bool isScaledCodesRow() const {
+    return codebook && codebook->centroids.size() <= 16 && !qjl &&
+           scaleRule != ScaleRule::None && blocksPerRow() == 1 &&
+           paddedDim % 16 == 0;
+  }
 };
 
 /// What an encode observed that the caller may want to report.

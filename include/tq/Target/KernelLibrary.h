@@ -52,6 +52,10 @@ struct KernelLibraryOptions {
   /// Dot products of the fused score: f32 or i8 (see tq-lower-to-loops'
   /// score-dot; formats it does not apply to keep f32).
   std::string scoreDot = "f32";
+  /// Multiply-adds of the decode kernels' weighted sum: f32, bf16 or i16
+  /// (see tq-lower-to-loops' value-dot; formats it does not apply to keep
+  /// f32).
+  std::string valueDot = "f32";
   /// Build the naive pipeline instead (every cached row dequantised and
   /// un-rotated, no codebook fusion, no tiling): the dequantise-then-attend
   /// baseline of tq-bench.

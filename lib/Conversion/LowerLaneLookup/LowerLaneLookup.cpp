@@ -6,6 +6,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -196,6 +197,15 @@ struct ExpandByteLookup : public OpRewritePattern<ByteLookupOp> {
   bool vnni;
 };
 
+/// The widest of 16, 8 or 4 lanes that divides `lanes` into a power-of-two
+/// count of parts (concatLanes joins them pairwise); 0 if none does.
+int64_t intrinsicLanes(int64_t lanes) {
+  for (int64_t w : {16, 8, 4})
+    if (lanes % w == 0 && llvm::isPowerOf2_64(lanes / w))
+      return w;
+  return 0;
+}
+
 /// tq.byte_dot: with `vnni` one vpdpbusd per 16 lanes (512 bits; 256 and
 /// 128 for 8 and 4 lanes, AVX512-VL). Else zero/sign extension to i32,
 /// a multiply and a sum of each group of four (LLVM may still find
@@ -209,13 +219,7 @@ struct ExpandByteDot : public OpRewritePattern<ByteDotOp> {
     const Location loc = op.getLoc();
     const int64_t lanes = op.getAcc().getType().getDimSize(0);
     const int64_t bytes = 4 * lanes;
-    // (The parts are joined pairwise: their count must be a power of two.)
-    int64_t width = 0;
-    for (int64_t w : {16, 8, 4})
-      if (lanes % w == 0 && llvm::isPowerOf2_64(lanes / w)) {
-        width = w;
-        break;
-      }
+    const int64_t width = intrinsicLanes(lanes);
     if (vnni && width) {
       auto accType = VectorType::get({width}, rewriter.getI32Type());
       std::string name =
@@ -255,26 +259,146 @@ struct ExpandByteDot : public OpRewritePattern<ByteDotOp> {
   bool vnni;
 };
 
+/// tq.word_lookup: with AVX512-BW (every VNNI CPU) one vpermw per 32 lanes,
+/// the table repeated to 32 words (vpermw reads the low 5 index bits);
+/// else a select tree.
+struct ExpandWordLookup : public OpRewritePattern<WordLookupOp> {
+  ExpandWordLookup(MLIRContext *context, bool permute)
+      : OpRewritePattern(context), permute(permute) {}
+
+  LogicalResult matchAndRewrite(WordLookupOp op,
+                                PatternRewriter &rewriter) const override {
+    ArrayRef<int16_t> table = op.getTable();
+    const Location loc = op.getLoc();
+    const int64_t n = op.getIndex().getType().getDimSize(0);
+    Value result;
+    if (permute && table.size() > 1 && n % 32 == 0 &&
+        llvm::isPowerOf2_64(n / 32)) {
+      auto partType = VectorType::get({32}, rewriter.getI16Type());
+      SmallVector<int16_t> repeated;
+      for (int64_t i = 0; i < 32; ++i)
+        repeated.push_back(table[i % table.size()]);
+      Value tableValue = arith::ConstantOp::create(
+          rewriter, loc,
+          DenseElementsAttr::get(partType, ArrayRef<int16_t>(repeated)));
+      SmallVector<Value> parts;
+      for (Value part : splitLanes(rewriter, loc, op.getIndex(), 32))
+        parts.push_back(LLVM::CallIntrinsicOp::create(
+                            rewriter, loc, partType,
+                            rewriter.getStringAttr(
+                                "llvm.x86.avx512.permvar.hi.512"),
+                            ValueRange{tableValue, part})
+                            .getResult(0));
+      result = concatLanes(rewriter, loc, std::move(parts));
+    } else {
+      result = selectTree(rewriter, loc,
+                          llvm::map_to_vector(table,
+                                              [&](int16_t c) -> TypedAttr {
+                                                return rewriter
+                                                    .getI16IntegerAttr(c);
+                                              }),
+                          op.getIndex());
+    }
+    rewriter.replaceOp(op, result);
+    return success();
+  }
+
+  bool permute;
+};
+
+/// tq.pair_dot: per 16, 8 or 4 lanes one vpdpwssd (i16, `vnni`) or one
+/// x86vector.avx512.dot (vdpbf16ps; bf16, `bf16`). Else extensions to
+/// the accumulator's type, a multiply and the sum of each pair.
+struct ExpandPairDot : public OpRewritePattern<PairDotOp> {
+  ExpandPairDot(MLIRContext *context, bool vnni, bool bf16)
+      : OpRewritePattern(context), vnni(vnni), bf16(bf16) {}
+
+  LogicalResult matchAndRewrite(PairDotOp op,
+                                PatternRewriter &rewriter) const override {
+    const Location loc = op.getLoc();
+    VectorType accType = op.getAcc().getType();
+    const bool floats = isa<Float32Type>(accType.getElementType());
+    const int64_t lanes = accType.getDimSize(0);
+    const int64_t width = intrinsicLanes(lanes);
+    if (width && (floats ? bf16 : vnni)) {
+      auto partType = VectorType::get({width}, accType.getElementType());
+      SmallVector<Value> accs = splitLanes(rewriter, loc, op.getAcc(), width);
+      SmallVector<Value> lhs = splitLanes(rewriter, loc, op.getLhs(), 2 * width);
+      SmallVector<Value> rhs = splitLanes(rewriter, loc, op.getRhs(), 2 * width);
+      const std::string name =
+          "llvm.x86.avx512.vpdpwssd." + std::to_string(32 * width);
+      SmallVector<Value> parts;
+      for (size_t k = 0; k < accs.size(); ++k)
+        parts.push_back(
+            floats ? x86vector::DotBF16Op::create(rewriter, loc, partType,
+                                                  accs[k], lhs[k], rhs[k])
+                         .getResult()
+                   : LLVM::CallIntrinsicOp::create(
+                         rewriter, loc, partType, rewriter.getStringAttr(name),
+                         ValueRange{accs[k], lhs[k], rhs[k]})
+                         .getResult(0));
+      rewriter.replaceOp(op, concatLanes(rewriter, loc, std::move(parts)));
+      return success();
+    }
+    auto wide = VectorType::get({2 * lanes}, accType.getElementType());
+    auto extend = [&](Value v) -> Value {
+      if (floats)
+        return arith::ExtFOp::create(rewriter, loc, wide, v);
+      return arith::ExtSIOp::create(rewriter, loc, wide, v);
+    };
+    Value lhs = extend(op.getLhs()), rhs = extend(op.getRhs());
+    Value products = floats ? arith::MulFOp::create(rewriter, loc, lhs, rhs)
+                                  .getResult()
+                            : arith::MulIOp::create(rewriter, loc, lhs, rhs)
+                                  .getResult();
+    auto half = [&](int64_t k) -> Value {
+      SmallVector<int64_t> mask;
+      for (int64_t l = 0; l < lanes; ++l)
+        mask.push_back(2 * l + k);
+      return vector::ShuffleOp::create(rewriter, loc, products, products,
+                                       mask);
+    };
+    Value sum;
+    if (floats)
+      sum = arith::AddFOp::create(
+          rewriter, loc, op.getAcc(),
+          arith::AddFOp::create(rewriter, loc, half(0), half(1)));
+    else
+      sum = arith::AddIOp::create(
+          rewriter, loc, op.getAcc(),
+          arith::AddIOp::create(rewriter, loc, half(0), half(1)));
+    rewriter.replaceOp(op, sum);
+    return success();
+  }
+
+  bool vnni, bf16;
+};
+
 struct TQLowerLaneLookupPass
     : public mlir::tq::impl::TQLowerLaneLookupBase<TQLowerLaneLookupPass> {
   using TQLowerLaneLookupBase::TQLowerLaneLookupBase;
 
   void runOnOperation() override {
     std::optional<Permute> permute;
-    const bool vnni = isa == "avx512vnni";
+    // avx512bf16 implies VNNI (every CPU with AVX512-BF16 has it).
+    const bool bf16 = isa == "avx512bf16";
+    const bool vnni = isa == "avx512vnni" || bf16;
     if (isa == "avx512" || vnni) {
       permute = Permute{16, "llvm.x86.avx512.permvar.sf.512"};
     } else if (isa == "avx2") {
       permute = Permute{8, "llvm.x86.avx2.permps"};
     } else if (isa != "none") {
       getOperation()->emitError()
-          << "tq-lower-lane-lookup: isa must be none, avx2, avx512 or avx512vnni, got '"
+          << "tq-lower-lane-lookup: isa must be none, avx2, avx512, avx512vnni or "
+             "avx512bf16, got '"
           << isa << "'";
       return signalPassFailure();
     }
     RewritePatternSet patterns(&getContext());
     patterns.add<ExpandLaneLookup>(&getContext(), permute);
-    patterns.add<ExpandByteLookup, ExpandByteDot>(&getContext(), vnni);
+    patterns.add<ExpandByteLookup, ExpandByteDot, ExpandWordLookup>(
+        &getContext(), vnni);
+    patterns.add<ExpandPairDot>(&getContext(), vnni, bf16);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -3,6 +3,7 @@
 #include "FusedTileProducts.h"
 #include "FusedByteScore.h"
 #include "FusedLoops.h"
+#include "FusedPairAccumulate.h"
 
 #include "LoopBuilders.h"
 #include "QjlLowering.h"
@@ -572,8 +573,14 @@ Value mlir::tq::emitFusedAccumulate(OpBuilder &b, Location loc, Value probs,
       return out;
     return permuteRows(b, loc, out, inverseOrder(values.laneOrder()));
   };
+  const bool oneQueryRow = cast<ShapedType>(probs.getType()).getDimSize(0) == 1;
+  if (oneQueryRow && options.valueDot != ValueDot::F32)
+    if (FailureOr<Value> pairs = emitFusedPairAccumulate(
+            b, loc, probs, values, kvHeads, group, options);
+        succeeded(pairs))
+      return *pairs;
   Value out;
-  if (cast<ShapedType>(probs.getType()).getDimSize(0) == 1) {
+  if (oneQueryRow) {
     out = accumulateInRegisters(b, loc, probs, values,
                                 zerosOfWidth(width + signs), tokens, kvHeads,
                                 group, lanes, options);

@@ -69,6 +69,12 @@ struct TQLowerToLoopsPass
           << scoreDot << "'";
       return signalPassFailure();
     }
+    if (valueDot != "f32" && valueDot != "bf16" && valueDot != "i16") {
+      getOperation()->emitError()
+          << "tq-lower-to-loops: value-dot must be f32, bf16 or i16, got '"
+          << valueDot << "'";
+      return signalPassFailure();
+    }
     // Ops the loop lowering does not take: report them by name, with the
     // reason (a failed conversion would only say "failed to legalize").
     bool unsupported = false;
@@ -94,6 +100,8 @@ struct TQLowerToLoopsPass
     target.addLegalOp<LaneLookupOp>();
     // The int8 score's byte ops; tq-lower-lane-lookup expands them too.
     target.addLegalOp<ByteLookupOp, ByteDotOp>();
+    // So are the pair weighted sum's word ops.
+    target.addLegalOp<WordLookupOp, PairDotOp>();
     // Fused row decoding prefetches the next tile's rows through the
     // pool's buffer.
     target.addLegalOp<bufferization::ToBufferOp, memref::PrefetchOp>();
@@ -113,6 +121,9 @@ struct TQLowerToLoopsPass
     options.accumulators = accumulators;
     options.scoreDot =
         scoreDot == "i8" ? ScoreDot::I8 : ScoreDot::F32;
+    options.valueDot = valueDot == "bf16"  ? ValueDot::BF16
+                       : valueDot == "i16" ? ValueDot::I16
+                                           : ValueDot::F32;
     populateTQToLoopsPatterns(converter, patterns, options);
     populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns,
                                                                    converter);

@@ -26,6 +26,21 @@ enum class ScoreDot {
   I8,
 };
 
+/// The multiply-adds of the one-query-row weighted sum (decode).
+enum class ValueDot {
+  /// Decoded rows (f32) times each head's f32 weight: the reference.
+  F32,
+  /// Two tokens per multiply-add (tq.pair_dot): the rows' centroids and
+  /// the weights rounded to bf16, summed in f32 (vdpbf16ps).
+  BF16,
+  /// Two tokens per multiply-add: int16 levels of the centroids times the
+  /// weights in int16 fixed point (per head and call), summed in i32
+  /// (vpdpwssd) and scaled to f32 once per call.
+  I16,
+};
+// (BF16 and I16 apply where the values' format has one scale per row or
+// none, at most 16 levels and no QJL residual; others keep F32.)
+
 /// Choices of the lowering that trade compile time for code.
 struct TQToLoopsOptions {
   /// Rows of more vector chunks (values and QJL signs) than this are not
@@ -39,6 +54,8 @@ struct TQToLoopsOptions {
   int64_t accumulators = 16;
   /// The score's dot products.
   ScoreDot scoreDot = ScoreDot::F32;
+  /// The one-query-row weighted sum's multiply-adds.
+  ValueDot valueDot = ValueDot::F32;
 };
 
 /// Patterns lowering every tq op except tq.attention and tq.quantize to

@@ -141,6 +141,28 @@ LogicalResult ByteDotOp::verify() {
   return success();
 }
 
+LogicalResult WordLookupOp::verify() {
+  const size_t size = getTable().size();
+  if (size == 0 || size > 32 || !llvm::isPowerOf2_64(size))
+    return emitOpError()
+           << "table needs a power of two from 1 to 32 entries, got " << size;
+  return success();
+}
+
+LogicalResult PairDotOp::verify() {
+  const int64_t words = getLhs().getType().getDimSize(0);
+  const int64_t lanes = getAcc().getType().getDimSize(0);
+  if (words != 2 * lanes)
+    return emitOpError() << "needs two words per 32-bit lane, got " << words
+                         << " words for " << lanes << " lanes";
+  const bool floats = isa<Float32Type>(getAcc().getType().getElementType());
+  const bool bf16 = isa<BFloat16Type>(getLhs().getType().getElementType());
+  if (floats != bf16)
+    return emitOpError() << "needs bf16 operands with an f32 accumulator or "
+                            "i16 operands with an i32 one";
+  return success();
+}
+
 LogicalResult FromBytesOp::verify() {
   return expectShape(*this, getBytes().getType(),
                      getCache().getType().getBytesType().getShape(), "bytes",

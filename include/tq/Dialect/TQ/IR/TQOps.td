@@ -543,4 +543,57 @@ def TQ_ByteDotOp : TQ_Op<"byte_dot",
   let hasVerifier = 1;
 }
 
+def TQ_WordLookupOp : TQ_Op<"word_lookup",
+    [Pure, AllTypesMatch<["index", "result"]>]> {
+  let summary = "Per-word lookup in a small constant table of 16-bit words";
+  let description = [{
+    `result[i] = table[index[i] mod N]` for a 1-D vector of i16 indices and
+    a table of N words, N a power of two from 1 to 32: how the pair
+    weighted sum turns codebook indices into 16-bit levels (int16 levels,
+    or the bit patterns of bf16 centroids, bitcast by the consumer). Only
+    the low log2(N) bits of an index count. `tq-lower-lane-lookup` expands
+    it to a binary select tree (any target) or, with `isa=avx512vnni` or
+    `avx512bf16`, to one `vpermw` per 32 lanes of the table repeated to 32
+    words.
+
+    ```mlir
+    %l = tq.word_lookup %idx [-127, -40, 40, 127] : vector<32xi16>
+    ```
+  }];
+  let arguments = (ins VectorOfRankAndType<[1], [I16]>:$index,
+                       DenseI16ArrayAttr:$table);
+  let results = (outs VectorOfRankAndType<[1], [I16]>:$result);
+  let assemblyFormat = "$index $table attr-dict `:` type($index)";
+  let hasVerifier = 1;
+}
+
+def TQ_PairDotOp : TQ_Op<"pair_dot",
+    [Pure, AllTypesMatch<["lhs", "rhs"]>, AllTypesMatch<["acc", "result"]>]> {
+  let summary = "Pairs of 16-bit products, summed into 32-bit lanes";
+  let description = [{
+    `result[l] = acc[l] + lhs[2l] * rhs[2l] + lhs[2l+1] * rhs[2l+1]`:
+    with i16 operands and an i32 accumulator the products are exact and
+    the sum wraps; with bf16 operands and an f32 accumulator the products
+    are formed in f32. The pair weighted sum's multiply-add: lane l holds
+    one value of two tokens' rows, the other operand both tokens' weights.
+    `tq-lower-lane-lookup` expands it to extensions, multiplies and a sum
+    of each pair (any target) or, per 16 lanes (512, 256 or 128 bits), to
+    `vpdpwssd` (i16, `isa=avx512vnni` or `avx512bf16`) or
+    `x86vector.avx512.dot` (`vdpbf16ps`, bf16, `isa=avx512bf16`). The
+    bf16 instruction flushes denormals and rounds its own way, so it agrees
+    with the expansion to within rounding, not bit for bit.
+
+    ```mlir
+    %s = tq.pair_dot %acc, %levels, %weights : vector<32xi16> -> vector<16xi32>
+    ```
+  }];
+  let arguments = (ins VectorOfRankAndType<[1], [I32, F32]>:$acc,
+                       VectorOfRankAndType<[1], [I16, BF16]>:$lhs,
+                       VectorOfRankAndType<[1], [I16, BF16]>:$rhs);
+  let results = (outs VectorOfRankAndType<[1], [I32, F32]>:$result);
+  let assemblyFormat =
+      "$acc `,` $lhs `,` $rhs attr-dict `:` type($lhs) `->` type($acc)";
+  let hasVerifier = 1;
+}
+
 #endif // TQ_DIALECT_TQ_IR_TQOPS_TD

@@ -1,19 +1,23 @@
-//===- ByteScoreExecutionTest.cpp - The int8 score's accuracy contract ----===//
+//===- DotPathExecutionTest.cpp - Accuracy contracts of the dot paths ----===//
 //
-// tq-lower-to-loops{score-dot=i8} scores keys by int8 dot products: the
-// query quantised to int8 per query row and head, the codebook levels as
-// bytes. The contract, checked here over every format it applies to, head
-// dims 64-256, GQA 1-8, long contexts and peaked and flat softmax:
+// tq-lower-to-loops has reduced-precision dot products beside the f32
+// reference: score-dot=i8 scores keys by int8 dot products (the query
+// quantised to int8 per query row and head, the codebook levels as bytes);
+// value-dot=bf16 and value-dot=i16 sum values two tokens per multiply-add
+// (bf16 centroids and weights, or int16 levels and fixed-point weights).
+// The contract of each, checked here over every format it applies to,
+// head dims 64-256, GQA 1-8, long contexts and peaked and flat softmax:
 //
-//   ||out_i8 - out_f32|| / ||out_f32||  <=  kShareOfFormatError x
+//   ||out_path - out_f32|| / ||out_f32||  <=  kShareOfFormatError x
 //   ||out_f32 - exact|| / ||exact||
 //
-// i.e. the error the int8 score adds to the attention output (against the
-// f32 kernel over the same cache) is a small share of the format's own
-// error (the f32 kernel against exact attention over unquantised K/V),
-// and at most kAbsoluteBound in any case. Both the portable lowering of
-// the byte ops and, on hosts with AVX512-VNNI, vpshufb/vpdpbusd run, and
-// must agree bit for bit (integer sums are exact).
+// i.e. the error the path adds to the attention output (against the f32
+// kernel over the same cache) is a small share of the format's own error
+// (the f32 kernel against exact attention over unquantised K/V), and at
+// most kAbsoluteBound in any case. Both the portable lowering of the
+// path's ops and, on hosts with the instructions (AVX512-VNNI: vpshufb,
+// vpdpbusd, vpermw, vpdpwssd; AVX512-BF16: vdpbf16ps), the native one run:
+// integer paths must agree bit for bit, bf16 to within rounding.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,23 +43,32 @@ using namespace tq::quant;
 
 namespace {
 
-/// The int8 score's error on the output, as a share of the format's own.
+/// A path's error on the output, as a share of the format's own.
 constexpr double kShareOfFormatError = 0.2;
 /// And never more than this (relative to the output's norm).
 constexpr double kAbsoluteBound = 0.03;
+/// vdpbf16ps against the portable bf16 expansion (relative to the
+/// output's norm): the same exact products, summed in another order.
+constexpr double kNativeBf16Bound = 1e-5;
 
-/// The formats score-dot=i8 applies to at head dim `d` (mirrors
-/// emitFusedByteScore's conditions: codes of at most 16 levels, one scale
-/// per row, no QJL residual).
-bool hasByteScore(const std::string &name, unsigned d) {
+/// The formats the paths apply to at head dim `d`.
+bool hasScaledCodes(const std::string &name, unsigned d) {
   Result<Format> f = Format::get(name, d);
-  if (!f.ok())
-    return false;
-  const FormatSpec &spec = f->spec();
-  return spec.codebook && spec.codebook->centroids.size() <= 16 &&
-         !spec.qjl && spec.scaleRule != ScaleRule::None &&
-         spec.blocksPerRow() == 1 && spec.paddedDim % 16 == 0;
+  return f.ok() && f->spec().isScaledCodesRow();
 }
+
+/// One reduced-precision path: its pipeline options and the instructions
+/// its native lowering needs.
+struct Path {
+  const char *name, *scoreDot, *valueDot;
+  bool bf16;
+};
+
+const Path kPaths[] = {
+    {"ScoreI8", "i8", "f32", false},
+    {"ValueBf16", "f32", "bf16", true},
+    {"ValueI16", "f32", "i16", false},
+};
 
 struct Case {
   std::string format;
@@ -84,21 +97,25 @@ double relativeL2(const std::vector<float> &x, const std::vector<float> &y) {
   return std::sqrt(err / std::max(norm, 1e-30));
 }
 
-class ByteScore : public ::testing::Test {
+class DotPath : public ::testing::TestWithParam<Path> {
 protected:
   static test::KernelRunner &runner() {
     static test::KernelRunner r;
     return r;
   }
 
-  static bool hostHasVnni() {
+  /// True where the host runs the path's native lowering.
+  static bool hostHasInstructions(const Path &path) {
     llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
-    return features.lookup("avx512vnni") && features.lookup("avx512bw");
+    return features.lookup("avx512vnni") && features.lookup("avx512bw") &&
+           (!path.bf16 || features.lookup("avx512bf16"));
   }
 
-  std::unique_ptr<test::CompiledKernel>
-  compile(const Case &c, const std::string &scoreDot,
-          const std::string &permute, bool vnni) {
+  /// The kernel of case `c` with the dot products of `path` (null: f32),
+  /// lowered natively or portably.
+  std::unique_ptr<test::CompiledKernel> compile(const Case &c,
+                                                const Path *path,
+                                                bool native) {
     mlir::tq::AttentionKernelSpec spec;
     spec.keyFormat = spec.valueFormat = c.format;
     spec.headDim = c.headDim;
@@ -110,18 +127,22 @@ protected:
     mlir::tq::TQPipelineOptions options;
     options.lookup = mlir::tq::LookupStrategy::tile;
     options.tileSize = 256;
-    options.scoreDot = scoreDot;
-    options.centroidPermute = permute;
-    options.vnni = vnni;
+    options.scoreDot = path ? path->scoreDot : "f32";
+    options.valueDot = path ? path->valueDot : "f32";
+    options.centroidPermute = native ? "avx512" : "none";
+    options.vnni = native;
+    options.bf16 = native && path && path->bf16;
     std::string error;
     auto kernel = runner().compile(spec, options, error);
     EXPECT_TRUE(kernel) << error;
     return kernel;
   }
 
-  /// Runs the case through the f32 and i8 scores (and the VNNI lowering
-  /// where the host has it); checks the contract; returns the i8 error.
+  /// Runs the case through the f32 kernel and the path (and its native
+  /// lowering where the host has it); checks the contract; returns the
+  /// path's error.
   double check(const Case &c) {
+    const Path &path = GetParam();
     SCOPED_TRACE(c.describe());
     Result<Format> f = Format::get(c.format, c.headDim);
     EXPECT_TRUE(f.ok());
@@ -162,17 +183,17 @@ protected:
                                    r * f->rowBytes(), f->rowBytes()))
                       .ok());
 
-    auto run = [&](const std::string &dot, const std::string &permute,
-                   bool vnni) {
+    auto run = [&](const Path *p, bool native) {
       std::vector<float> out(q.size(), NAN), noMask;
-      if (auto kernel = compile(c, dot, permute, vnni))
+      if (auto kernel = compile(c, p, native))
         kernel->run(q, kb, vb, noMask, out);
       for (float x : out)
-        EXPECT_TRUE(std::isfinite(x)) << dot << " " << permute;
+        EXPECT_TRUE(std::isfinite(x))
+            << (p ? p->name : "f32") << (native ? " native" : " portable");
       return out;
     };
-    std::vector<float> f32 = run("f32", "none", false);
-    std::vector<float> i8 = run("i8", "none", false);
+    std::vector<float> f32 = run(nullptr, false);
+    std::vector<float> reduced = run(&path, false);
 
     AttentionShape shape{unsigned(c.numQueries), c.queryHeads, c.kvHeads,
                          c.headDim, unsigned(c.numKeys)};
@@ -182,24 +203,30 @@ protected:
     EXPECT_TRUE(referenceAttention(shape, opts, q, k, v, exact).ok());
     std::vector<float> exactF(exact.begin(), exact.end());
     const double formatError = relativeL2(f32, exactF);
-    const double byteError = relativeL2(i8, f32);
-    std::printf("  %-44s i8 vs f32 %.2e, f32 vs exact %.2e (share %.3f)\n",
-                c.describe().c_str(), byteError, formatError,
-                byteError / std::max(formatError, 1e-30));
-    EXPECT_LE(byteError, kShareOfFormatError * formatError)
-        << "the int8 score's error is not a small share of the format's";
-    EXPECT_LE(byteError, kAbsoluteBound);
-    if (hostHasVnni())
-      EXPECT_EQ(run("i8", "avx512", true), i8)
-          << "vpshufb/vpdpbusd disagree with the portable byte ops";
-    return byteError;
+    const double pathError = relativeL2(reduced, f32);
+    std::printf("  %-9s %-44s vs f32 %.2e, f32 vs exact %.2e (share %.3f)\n",
+                path.name, c.describe().c_str(), pathError, formatError,
+                pathError / std::max(formatError, 1e-30));
+    EXPECT_LE(pathError, kShareOfFormatError * formatError)
+        << "the path's error is not a small share of the format's";
+    EXPECT_LE(pathError, kAbsoluteBound);
+    if (hostHasInstructions(path)) {
+      std::vector<float> native = run(&path, true);
+      if (path.bf16)
+        EXPECT_LE(relativeL2(native, reduced), kNativeBf16Bound)
+            << "vdpbf16ps disagrees with the portable bf16 products";
+      else
+        EXPECT_EQ(native, reduced)
+            << "the VNNI instructions disagree with the portable ops";
+    }
+    return pathError;
   }
 };
 
-TEST_F(ByteScore, EveryApplicableFormatPeakedAndFlat) {
+TEST_P(DotPath, EveryApplicableFormatPeakedAndFlat) {
   int formats = 0;
   for (const FormatInfo &info : allFormats()) {
-    if (!hasByteScore(info.name, 128))
+    if (!hasScaledCodes(info.name, 128))
       continue;
     ++formats;
     for (bool peaked : {false, true}) {
@@ -214,20 +241,20 @@ TEST_F(ByteScore, EveryApplicableFormatPeakedAndFlat) {
   EXPECT_GE(formats, 6);
 }
 
-TEST_F(ByteScore, HeadDims) {
+TEST_P(DotPath, HeadDims) {
   for (unsigned d : {64u, 96u, 256u})
     for (const char *format : {"turbo3_0", "polar4"}) {
       Case c;
       c.format = format;
       c.headDim = d;
       c.peaked = true;
-      if (!hasByteScore(format, d))
+      if (!hasScaledCodes(format, d))
         continue;
       check(c);
     }
 }
 
-TEST_F(ByteScore, GqaGroupsAndLongContext) {
+TEST_P(DotPath, GqaGroupsAndLongContext) {
   for (unsigned group : {1u, 2u, 4u, 8u}) {
     Case c;
     c.format = "turbo3_0";
@@ -239,7 +266,7 @@ TEST_F(ByteScore, GqaGroupsAndLongContext) {
   }
 }
 
-TEST_F(ByteScore, PrefillRows) {
+TEST_P(DotPath, PrefillRows) {
   for (const char *format : {"turbo3_0", "polar4"}) {
     Case c;
     c.format = format;
@@ -251,14 +278,14 @@ TEST_F(ByteScore, PrefillRows) {
 }
 
 /// Formats the path does not apply to (block scales, QJL, q8_0, f16) keep
-/// the f32 score: score-dot=i8 changes nothing, bit for bit.
-TEST_F(ByteScore, OtherFormatsKeepTheF32Score) {
+/// the f32 products: the path changes nothing, bit for bit.
+TEST_P(DotPath, OtherFormatsKeepTheF32Products) {
   for (const char *format : {"tq3_0", "tqprod3", "q8_0", "f16"}) {
     Case c;
     c.format = format;
     c.numKeys = 300;
     SCOPED_TRACE(format);
-    EXPECT_FALSE(hasByteScore(format, 128));
+    EXPECT_FALSE(hasScaledCodes(format, 128));
     Result<Format> f = Format::get(format, 128);
     ASSERT_TRUE(f.ok());
     std::vector<float> q(c.queryHeads * 128);
@@ -268,18 +295,24 @@ TEST_F(ByteScore, OtherFormatsKeepTheF32Score) {
     std::vector<uint8_t> kb(c.numKeys * c.kvHeads * f->rowBytes());
     for (auto &x : kb)
       x = uint8_t(rng.next() & 0x3b); // (small f16 / scale bytes)
-    auto run = [&](const std::string &dot) {
+    auto run = [&](const Path *p) {
       std::vector<float> out(q.size(), NAN), noMask;
       std::vector<uint8_t> vb = kb;
-      if (auto kernel = compile(c, dot, "none", false))
+      if (auto kernel = compile(c, p, false))
         kernel->run(q, kb, vb, noMask, out);
       return out;
     };
-    std::vector<float> f32 = run("f32"), i8 = run("i8");
+    std::vector<float> f32 = run(nullptr), reduced = run(&GetParam());
     for (size_t j = 0; j < f32.size(); ++j)
-      ASSERT_TRUE(f32[j] == i8[j] || (std::isnan(f32[j]) && std::isnan(i8[j])))
+      ASSERT_TRUE(f32[j] == reduced[j] ||
+                  (std::isnan(f32[j]) && std::isnan(reduced[j])))
           << "lane " << j;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Paths, DotPath, ::testing::ValuesIn(kPaths),
+                         [](const ::testing::TestParamInfo<Path> &info) {
+                           return std::string(info.param.name);
+                         });
 
 } // namespace

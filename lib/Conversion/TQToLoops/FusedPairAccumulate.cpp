@@ -1,0 +1,456 @@
+//===- FusedPairAccumulate.cpp - Weighted sum two tokens at a time --------===//
+//
+// out[h, :] = sum_t w[h, t] C[idx_t] with w = p * s_t (the probability times
+// the row's scale), two tokens per multiply-add: lane l of a 32-bit
+// accumulator takes value l of rows t and t+1 as a pair of 16-bit words,
+// times the pair (w[h, t], w[h, t+1]) broadcast to every lane
+// (tq.pair_dot: vdpbf16ps or vpdpwssd, 32 multiply-adds per instruction
+// where an f32 FMA does 16).
+//
+// - bf16: the words are the centroids rounded to bf16 and the weights
+//   rounded to bf16; the sums are f32.
+// - i16: the words are int16 levels round(C / sc) (sc = max |C| / 511) and
+//   the weights are int16 fixed point, w16 = round(w * q) per head and
+//   call with q = min(32767 / max w, 2^30 / (511 sum w)), so no i32 sum
+//   can overflow; the sums become f32 once per call, times sc / q.
+//
+// The rows are decoded to codebook indices as bytes (decodeCodes, 64 per
+// chunk), the two rows' bytes interleaved and widened to words by in-lane
+// unpacks, and the words turned into levels by tq.word_lookup (vpermw).
+// The unpacks permute lanes; the output is put back in row order once.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FusedPairAccumulate.h"
+#include "FusedLoops.h"
+
+#include "LoopBuilders.h"
+#include "tq/Dialect/TQ/IR/TQDialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include "llvm/ADT/APFloat.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::tq;
+using namespace mlir::tq::fused;
+
+namespace {
+
+/// Largest |level| of the i16 path (levels round(C / sc), sc = max |C| /
+/// kLevelMax). With the weights bounded by 2^30 / (kLevelMax sum w) an i32
+/// sum stays below 2^30 plus the weights' rounding, 0.5 kLevelMax per
+/// token.
+constexpr int64_t kLevelMax = 511;
+
+/// The codebook as 16-bit words, padded to a power of two: bf16 bit
+/// patterns, or int16 levels (then *levelScale = sc).
+SmallVector<int16_t> wordTable(ArrayRef<float> centroids, ValueDot dot,
+                               float *levelScale) {
+  SmallVector<int16_t> table;
+  float maxAbs = 0.0f;
+  for (float c : centroids)
+    maxAbs = std::max(maxAbs, std::fabs(c));
+  *levelScale = maxAbs > 0.0f ? maxAbs / float(kLevelMax) : 1.0f;
+  for (float c : centroids) {
+    if (dot == ValueDot::BF16) {
+      llvm::APFloat value(c);
+      bool lost = false;
+      value.convert(llvm::APFloat::BFloat(),
+                    llvm::APFloat::rmNearestTiesToEven, &lost);
+      table.push_back(
+          int16_t(value.bitcastToAPInt().getZExtValue() & 0xffff));
+    } else {
+      table.push_back(int16_t(std::nearbyint(c / *levelScale)));
+    }
+  }
+  while (!llvm::isPowerOf2_64(table.size()))
+    table.push_back(table.back());
+  return table;
+}
+
+/// The in-lane unpacks (punpcklbw / punpckhbw within each 16-byte lane)
+/// that turn two rows' index bytes a, b (vector<n x i8>, n a multiple of
+/// 16) into word vectors: part v of 4, word 2l + k is row k's index of
+/// value wordSource[v][l] of the chunk, zero-extended.
+struct Unpacks {
+  /// Bytes of (a ++ b) into the interleaved halves (lo, hi).
+  SmallVector<int64_t> interleave[2];
+  /// Bytes of (half ++ zeros) into each part's words.
+  SmallVector<int64_t> widen[2];
+  /// Part v, lane l: the chunk value its words hold.
+  SmallVector<SmallVector<int64_t>> wordSource;
+
+  explicit Unpacks(int64_t n) {
+    const int64_t lanes16 = n / 16;
+    for (int64_t high = 0; high < 2; ++high)
+      for (int64_t lane = 0; lane < lanes16; ++lane)
+        for (int64_t j = 0; j < 8; ++j) {
+          interleave[high].push_back(16 * lane + 8 * high + j);
+          interleave[high].push_back(n + 16 * lane + 8 * high + j);
+          // Byte j of the lane's half: (j, zero) in every word.
+          widen[high].push_back(16 * lane + 8 * high + j);
+          widen[high].push_back(n);
+        }
+    // Follow value indices through both shuffles (row a's byte of the
+    // even word of each pair).
+    for (int64_t outer = 0; outer < 2; ++outer)
+      for (int64_t inner = 0; inner < 2; ++inner) {
+        SmallVector<int64_t> lanes;
+        for (size_t w = 0; w < widen[inner].size(); w += 4)
+          lanes.push_back(interleave[outer][widen[inner][w]]);
+        wordSource.push_back(std::move(lanes));
+      }
+  }
+};
+
+/// Lanes of the weights' vector loops.
+constexpr int64_t kWeightLanes = 16;
+
+/// Per query head of kv head `kvh`'s group, its pair weights as a tensor
+/// <group x span x word> (word: bf16, or i16 with the heads' factors
+/// sc / q as tensor<group x f32>), `span` the tokens rounded up to
+/// kWeightLanes; tokens past `tokens` weigh zero. Vector loops over the
+/// tokens (the weights of a 256-token tile cost as much as its products
+/// when formed one scalar at a time).
+struct PairWeights {
+  Value words, factors;
+};
+
+PairWeights pairWeights(OpBuilder &b, Location loc, Value probs,
+                        const VectorRowDecoder &values, Value tokens,
+                        Value span, Value kvh, int64_t group, ValueDot dot,
+                        float levelScale) {
+  Value c0 = indexConst(b, loc, 0), c1 = indexConst(b, loc, 1),
+        step = indexConst(b, loc, kWeightLanes);
+  Type f32 = b.getF32Type();
+  auto f32s = VectorType::get({kWeightLanes}, f32);
+  Value zero = f32Const(b, loc, 0.0f);
+  // The rows' scales (strided reads of the rows), zero past the tokens.
+  Value scales;
+  if (values.hasRowScale()) {
+    scales = createFilledTensor(
+        b, loc, {getAsOpFoldResult(span)}, f32, b.getF32FloatAttr(0.0f));
+    scales = forEach(b, loc, tokens, scales,
+                     [&](OpBuilder &b, Location loc, Value t, Value scales) {
+                       RowBytes row = values.rowBytes(b, loc, t, kvh);
+                       return tensor::InsertOp::create(
+                                  b, loc,
+                                  values.rowScale(b, loc, row, t, kvh), scales,
+                                  ValueRange{t})
+                           .getResult();
+                     });
+  }
+  Value first = arith::MulIOp::create(b, loc, kvh, indexConst(b, loc, group));
+  // Head hh's weights for tokens [t, t + kWeightLanes), zero past the
+  // tokens.
+  auto weights = [&](OpBuilder &b, Location loc, Value hh, Value t) -> Value {
+    Value h = arith::AddIOp::create(b, loc, first, hh);
+    Value p = vector::TransferReadOp::create(b, loc, f32s, probs,
+                                             ValueRange{c0, h, t}, zero,
+                                             ArrayRef<bool>{false});
+    Value valid = vector::CreateMaskOp::create(
+        b, loc, VectorType::get({kWeightLanes}, b.getI1Type()),
+        ValueRange{arith::SubIOp::create(b, loc, tokens, t)});
+    p = arith::SelectOp::create(b, loc, valid, p,
+                                vector::BroadcastOp::create(b, loc, f32s, zero));
+    if (!scales)
+      return p;
+    return arith::MulFOp::create(
+        b, loc, p,
+        vector::TransferReadOp::create(b, loc, f32s, scales, ValueRange{t},
+                                       zero, ArrayRef<bool>{true}));
+  };
+  // for t in [0, span) step kWeightLanes, carrying `init`.
+  auto overTokens = [&](OpBuilder &b, Location loc, ValueRange init,
+                        function_ref<SmallVector<Value>(
+                            OpBuilder &, Location, Value, ValueRange)>
+                            body) {
+    return scf::ForOp::create(
+               b, loc, c0, span, step, init,
+               [&](OpBuilder &b, Location loc, Value t, ValueRange state) {
+                 scf::YieldOp::create(b, loc, body(b, loc, t, state));
+               })
+        .getResults();
+  };
+  Type word = dot == ValueDot::BF16 ? Type(b.getBF16Type())
+                                    : Type(b.getI16Type());
+  Value words = tensor::EmptyOp::create(
+      b, loc,
+      SmallVector<OpFoldResult>{b.getIndexAttr(group), getAsOpFoldResult(span)},
+      word);
+  auto write = [&](OpBuilder &b, Location loc, Value v, Value words, Value hh,
+                   Value t) -> Value {
+    return vector::TransferWriteOp::create(b, loc, v, words, ValueRange{hh, t},
+                                           ArrayRef<bool>{true})
+        .getResult();
+  };
+  if (dot == ValueDot::BF16) {
+    words = forEach(
+        b, loc, indexConst(b, loc, group), words,
+        [&](OpBuilder &b, Location loc, Value hh, Value words) {
+          return overTokens(
+              b, loc, words,
+              [&](OpBuilder &b, Location loc, Value t, ValueRange state) {
+                Value w = arith::TruncFOp::create(
+                    b, loc, VectorType::get({kWeightLanes}, word),
+                    weights(b, loc, hh, t));
+                return SmallVector<Value>{write(b, loc, w, state[0], hh, t)};
+              })[0];
+        });
+    return {words, Value()};
+  }
+  // i16: per head, q from the largest weight and the weights' sum, then
+  // the weights in fixed point.
+  Value factors = tensor::EmptyOp::create(
+      b, loc, SmallVector<OpFoldResult>{b.getIndexAttr(group)}, f32);
+  Value zeros = vector::BroadcastOp::create(b, loc, f32s, zero);
+  auto heads = scf::ForOp::create(
+      b, loc, c0, indexConst(b, loc, group), c1, ValueRange{words, factors},
+      [&](OpBuilder &b, Location loc, Value hh, ValueRange state) {
+        ValueRange stats = overTokens(
+            b, loc, ValueRange{zeros, zeros},
+            [&](OpBuilder &b, Location loc, Value t, ValueRange acc) {
+              Value w = weights(b, loc, hh, t);
+              return SmallVector<Value>{
+                  arith::MaximumFOp::create(b, loc, acc[0], w),
+                  arith::AddFOp::create(b, loc, acc[1], w)};
+            });
+        Value maxW = vector::ReductionOp::create(
+            b, loc, vector::CombiningKind::MAXIMUMF, stats[0]);
+        Value sumW = vector::ReductionOp::create(
+            b, loc, vector::CombiningKind::ADD, stats[1]);
+        Value byMax =
+            arith::DivFOp::create(b, loc, f32Const(b, loc, 32767.0f), maxW);
+        Value bySum = arith::DivFOp::create(
+            b, loc, f32Const(b, loc, float(1 << 30) / float(kLevelMax)), sumW);
+        // All-zero weights (a masked head): q = 0, the sums stay zero.
+        Value isZero = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLE,
+                                             maxW, zero);
+        Value q = arith::SelectOp::create(
+            b, loc, isZero, zero,
+            arith::MinimumFOp::create(b, loc, byMax, bySum));
+        Value factor = arith::SelectOp::create(
+            b, loc, isZero, zero,
+            arith::DivFOp::create(b, loc, f32Const(b, loc, levelScale), q));
+        Value qs = vector::BroadcastOp::create(b, loc, f32s, q);
+        Value nextWords = overTokens(
+            b, loc, state[0],
+            [&](OpBuilder &b, Location loc, Value t, ValueRange words) {
+              Value scaled = math::RoundEvenOp::create(
+                  b, loc,
+                  arith::MulFOp::create(b, loc, weights(b, loc, hh, t), qs));
+              Value w = arith::TruncIOp::create(
+                  b, loc, VectorType::get({kWeightLanes}, word),
+                  arith::FPToSIOp::create(
+                      b, loc,
+                      VectorType::get({kWeightLanes}, b.getI32Type()),
+                      scaled));
+              return SmallVector<Value>{write(b, loc, w, words[0], hh, t)};
+            })[0];
+        Value nextFactors =
+            tensor::InsertOp::create(b, loc, factor, state[1], ValueRange{hh});
+        scf::YieldOp::create(b, loc, ValueRange{nextWords, nextFactors});
+      });
+  return {heads.getResult(0), heads.getResult(1)};
+}
+
+} // namespace
+
+FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
+    OpBuilder &b, Location loc, Value probs, const VectorRowDecoder &values,
+    int64_t kvHeads, int64_t group, const TQToLoopsOptions &options) {
+  const ValueDot dot = options.valueDot;
+  assert(dot != ValueDot::F32 && "the f32 weighted sum has its own path");
+  // One scale per row (folded into the weights), codes, no QJL residual.
+  if (values.hasQjl() || !values.hasRowScale() || !values.hasCodes())
+    return failure();
+  FailureOr<VectorRowDecoder> decoded =
+      VectorRowDecoder::getForCodes(values.rowDecoder());
+  if (failed(decoded))
+    return failure();
+  VectorRowDecoder &codes = *decoded;
+  const int64_t width = codes.width();
+  int64_t lanes = 0;
+  for (int64_t l : {64, 32, 16})
+    if (width % l == 0) {
+      lanes = l;
+      break;
+    }
+  if (!lanes)
+    return failure();
+
+  float levelScale = 1.0f;
+  SmallVector<int16_t> table = wordTable(
+      values.rowDecoder().spec().codebook->centroids, dot, &levelScale);
+  auto tableAttr = b.getDenseI16ArrayAttr(table);
+  const Unpacks unpacks(lanes);
+  // Accumulators of `accLanes` 32-bit lanes, four per chunk.
+  const int64_t accLanes = lanes / 4, chunks = width / lanes;
+  const bool floats = dot == ValueDot::BF16;
+  Type accElement = floats ? Type(b.getF32Type()) : Type(b.getI32Type());
+  Type wordElement = floats ? Type(b.getBF16Type()) : Type(b.getI16Type());
+  auto accType = VectorType::get({accLanes}, accElement);
+  auto wordsType = VectorType::get({2 * accLanes}, wordElement);
+  auto i16Words = VectorType::get({2 * accLanes}, b.getI16Type());
+  auto bytesType = VectorType::get({lanes}, b.getI8Type());
+  // Heads sharing a token loop, and chunks per pass over the rows.
+  const int64_t budget = std::max<int64_t>(options.accumulators, 4);
+  const int64_t block = headBlock(group, std::max<int64_t>(budget / 4, 1));
+  const int64_t perPass =
+      std::clamp<int64_t>(budget / (4 * block), 1, chunks);
+
+  const CacheAccess &access = values.rowDecoder().access();
+  Value tokens = getValueOrCreateConstantIndexOp(b, loc, access.numTokens);
+  Value c0 = indexConst(b, loc, 0), c1 = indexConst(b, loc, 1),
+        c2 = indexConst(b, loc, 2);
+  Value pairs = arith::DivUIOp::create(
+      b, loc, arith::AddIOp::create(b, loc, tokens, c1), c2);
+  // (kWeightLanes is even: the span covers every pair.)
+  Value span = arith::MulIOp::create(
+      b, loc,
+      arith::CeilDivUIOp::create(b, loc, tokens,
+                                 indexConst(b, loc, kWeightLanes)),
+      indexConst(b, loc, kWeightLanes));
+  Value last = arith::SubIOp::create(b, loc, tokens, c1);
+  codes.computeRowFactors(b, loc, kvHeads);
+  Value prefetch = codes.prefetchBuffer(b, loc);
+
+  // Output lanes in accumulator order: chunk c, part v, lane l at
+  // c * lanes + v * accLanes + l.
+  Value out = createFilledTensor(
+      b, loc,
+      {sizeOf(b, loc, probs, 0), sizeOf(b, loc, probs, 1),
+       b.getIndexAttr(width)},
+      b.getF32Type(), b.getF32FloatAttr(0.0f));
+  out = forEach(b, loc, indexConst(b, loc, kvHeads), out,
+                [&](OpBuilder &b, Location loc, Value kvh, Value out) {
+    PairWeights weights = pairWeights(b, loc, probs, codes, tokens, span,
+                                      kvh, group, dot, levelScale);
+    return forEachHeadBlock(
+        b, loc, kvh, group, block, out,
+        [&](OpBuilder &b, Location loc, const HeadBlock &heads, Value out) {
+          // Head hh's weights for pair t/2, in every lane.
+          auto pairWeight = [&](OpBuilder &b, Location loc, int64_t hh,
+                                Value t) -> Value {
+            Value row = arith::AddIOp::create(b, loc, heads.inGroup,
+                                              indexConst(b, loc, hh));
+            Value zero = floats ? Value(arith::ConstantOp::create(
+                                      b, loc, b.getFloatAttr(wordElement, 0.0)))
+                                : Value(arith::ConstantIntOp::create(
+                                      b, loc, wordElement, 0));
+            Value two = vector::TransferReadOp::create(
+                b, loc, VectorType::get({2}, wordElement), weights.words,
+                ValueRange{row, t}, zero, ArrayRef<bool>{true});
+            Value dword = vector::BitCastOp::create(
+                b, loc, VectorType::get({1}, b.getI32Type()), two);
+            Value splat = vector::BroadcastOp::create(
+                b, loc, VectorType::get({accLanes}, b.getI32Type()), dword);
+            return vector::BitCastOp::create(b, loc, wordsType, splat);
+          };
+          for (int64_t firstChunk = 0; firstChunk < chunks;
+               firstChunk += perPass) {
+            const int64_t count = std::min(perPass, chunks - firstChunk);
+            // Accumulator (hh, c, v) at (hh * count + c) * 4 + v.
+            Value zeroAcc = arith::ConstantOp::create(
+                b, loc, DenseElementsAttr::get(
+                            accType, floats ? Attribute(b.getF32FloatAttr(0))
+                                            : Attribute(b.getI32IntegerAttr(0))));
+            SmallVector<Value> zeros(block * count * 4, zeroAcc);
+            auto loop = scf::ForOp::create(
+                b, loc, c0, pairs, c1, zeros,
+                [&](OpBuilder &b, Location loc, Value pair, ValueRange accs) {
+                  Value t0 = arith::MulIOp::create(b, loc, pair, c2);
+                  // An odd count's last pair repeats the last row; its
+                  // second weight is zero.
+                  Value t1 = arith::MinUIOp::create(
+                      b, loc, arith::AddIOp::create(b, loc, t0, c1), last);
+                  if (firstChunk == 0) {
+                    codes.prefetchNextRange(b, loc, prefetch, t0, kvh);
+                    codes.prefetchNextRange(b, loc, prefetch, t1, kvh);
+                  }
+                  RowBytes row0 = codes.rowBytes(b, loc, t0, kvh);
+                  RowBytes row1 = codes.rowBytes(b, loc, t1, kvh);
+                  // words[c * 4 + v]: part v of chunk firstChunk + c.
+                  SmallVector<Value> words;
+                  Value zeroBytes = arith::ConstantOp::create(
+                      b, loc,
+                      DenseElementsAttr::get(bytesType, b.getI8IntegerAttr(0)));
+                  for (int64_t c = 0; c < count; ++c) {
+                    const int64_t at = (firstChunk + c) * lanes;
+                    Value a = codes.decodeCodes(b, loc, row0, at, lanes);
+                    Value bb = codes.decodeCodes(b, loc, row1, at, lanes);
+                    for (int64_t outer = 0; outer < 2; ++outer) {
+                      Value half = vector::ShuffleOp::create(
+                          b, loc, a, bb, unpacks.interleave[outer]);
+                      for (int64_t inner = 0; inner < 2; ++inner) {
+                        Value wide = vector::ShuffleOp::create(
+                            b, loc, half, zeroBytes, unpacks.widen[inner]);
+                        Value index =
+                            vector::BitCastOp::create(b, loc, i16Words, wide);
+                        Value level =
+                            WordLookupOp::create(b, loc, i16Words, index,
+                                                 tableAttr);
+                        words.push_back(
+                            floats ? vector::BitCastOp::create(
+                                         b, loc, wordsType, level)
+                                         .getResult()
+                                   : level);
+                      }
+                    }
+                  }
+                  SmallVector<Value> next;
+                  for (int64_t hh = 0; hh < block; ++hh) {
+                    Value w = pairWeight(b, loc, hh, t0);
+                    for (int64_t k = 0; k < count * 4; ++k)
+                      next.push_back(PairDotOp::create(
+                          b, loc, accType, accs[hh * count * 4 + k], words[k],
+                          w));
+                  }
+                  scf::YieldOp::create(b, loc, next);
+                });
+            for (int64_t hh = 0; hh < block; ++hh) {
+              Value factor;
+              if (!floats)
+                factor = vector::BroadcastOp::create(
+                    b, loc, VectorType::get({accLanes}, b.getF32Type()),
+                    tensor::ExtractOp::create(
+                        b, loc, weights.factors,
+                        ValueRange{arith::AddIOp::create(
+                            b, loc, heads.inGroup, indexConst(b, loc, hh))}));
+              for (int64_t k = 0; k < count * 4; ++k) {
+                Value acc = loop.getResult(hh * count * 4 + k);
+                if (!floats)
+                  acc = arith::MulFOp::create(
+                      b, loc,
+                      arith::SIToFPOp::create(
+                          b, loc,
+                          VectorType::get({accLanes}, b.getF32Type()), acc),
+                      factor);
+                const int64_t at = firstChunk * lanes + k * accLanes;
+                out = writeChunk(b, loc, acc, out, c0, heads.heads[hh],
+                                 indexConst(b, loc, at));
+              }
+            }
+          }
+          return out;
+        });
+  });
+  // Position c * lanes + v * accLanes + l holds row value
+  // laneOrder[c * lanes + wordSource[v][l]].
+  ArrayRef<int64_t> order = codes.laneOrder();
+  SmallVector<int64_t> valueAt(width);
+  for (int64_t c = 0; c < chunks; ++c)
+    for (int64_t v = 0; v < 4; ++v)
+      for (int64_t l = 0; l < accLanes; ++l)
+        valueAt[c * lanes + v * accLanes + l] =
+            order[c * lanes + unpacks.wordSource[v][l]];
+  return permuteRows(b, loc, out, inverseOrder(valueAt));
+}

@@ -17,6 +17,8 @@
 // RUN:   | FileCheck %s --check-prefix=BYTES
 // RUN: tq-opt %s --tq-to-llvm="score-dot=i8 centroid-permute=avx2 vnni=true" --dump-pass-pipeline -o /dev/null 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=NOVNNI
+// RUN: tq-opt %s --tq-to-llvm="value-dot=bf16 centroid-permute=avx512 vnni=true bf16=true" --dump-pass-pipeline -o /dev/null 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=PAIRS
 
 // score-dot reaches tq-lower-to-loops; vnni turns the avx512 permutes'
 // lane lookup into avx512vnni (the byte ops' vpshufb / vpdpbusd), and
@@ -25,7 +27,14 @@
 // BYTES: tq-lower-lane-lookup{isa=avx512vnni},
 // NOVNNI: tq-lower-lane-lookup{isa=avx2},
 
-// UNROLL: tq-lower-to-loops{accumulators=24 max-unrolled-chunks=7 score-dot=f32 score-rows=2},
+// value-dot reaches tq-lower-to-loops; bf16 (AVX512-BF16) makes the lane
+// lookup avx512bf16 (vdpbf16ps through x86vector, which the vector-to-llvm
+// conversion then lowers).
+// PAIRS: tq-lower-to-loops{{{.*}}value-dot=bf16},
+// PAIRS: tq-lower-lane-lookup{isa=avx512bf16},
+// PAIRS: convert-vector-to-llvm{{{.*}}enable-x86vector=true{{.*}}},
+
+// UNROLL: tq-lower-to-loops{accumulators=24 max-unrolled-chunks=7 score-dot=f32 score-rows=2 value-dot=f32},
 
 // STAGES: builtin.module(
 // STAGES-NEXT: tq-decompose-attention,
@@ -34,7 +43,7 @@
 // STAGES-NEXT: tq-tile-flash-attention{splits=1 tile-size=64},
 // STAGES-NEXT: canonicalize{{.*}},
 // STAGES-NEXT: cse,
-// STAGES-NEXT: tq-lower-to-loops{accumulators=16 max-unrolled-chunks=48 score-dot=f32 score-rows=4},
+// STAGES-NEXT: tq-lower-to-loops{accumulators=16 max-unrolled-chunks=48 score-dot=f32 score-rows=4 value-dot=f32},
 // STAGES-NEXT: tq-approximate-math,
 // STAGES-NEXT: canonicalize{{.*}},
 // STAGES-NEXT: cse,
@@ -112,7 +121,7 @@
 // TREE: llvm.select %{{.*}} : vector<16xi1>, vector<16xf32>
 // TREE-NOT: llvm.call_intrinsic "llvm.x86
 
-// BAD: tq-lower-lane-lookup: isa must be none, avx2, avx512 or avx512vnni, got 'neon'
+// BAD: tq-lower-lane-lookup: isa must be none, avx2, avx512, avx512vnni or avx512bf16, got 'neon'
 
 func.func @decode(%q: tensor<1x4x64xf32>, %k: !tq.cache<?x2x64, #tq.format<"turbo3_0">>, %v: !tq.cache<?x2x64, #tq.format<"q8_0">>) -> tensor<1x4x64xf32> {
   %o = tq.attention %q, %k, %v {causal} : tensor<1x4x64xf32>, !tq.cache<?x2x64, #tq.format<"turbo3_0">>, !tq.cache<?x2x64, #tq.format<"q8_0">> -> tensor<1x4x64xf32>

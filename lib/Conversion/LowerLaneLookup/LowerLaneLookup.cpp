@@ -93,6 +93,19 @@ Value concatLanes(OpBuilder &b, Location loc, SmallVector<Value> parts) {
   return parts.front();
 }
 
+/// One call of the register-permute `intrinsic` (table, index part) per
+/// `partLanes` lanes of `index`, the results concatenated.
+Value permuteParts(OpBuilder &b, Location loc, Value table, Value index,
+                   int64_t partLanes, StringRef intrinsic) {
+  SmallVector<Value> parts;
+  for (Value part : splitLanes(b, loc, index, partLanes))
+    parts.push_back(LLVM::CallIntrinsicOp::create(b, loc, table.getType(),
+                                                  b.getStringAttr(intrinsic),
+                                                  ValueRange{table, part})
+                        .getResult(0));
+  return concatLanes(b, loc, std::move(parts));
+}
+
 /// table[index mod n] by one permute per `p.lanes` lanes, the parts
 /// concatenated. The permute reads log2(p.lanes) index bits, so the table
 /// repeats to p.lanes entries: the bits above log2 n do not matter.
@@ -104,13 +117,7 @@ Value permuteLanes(OpBuilder &b, Location loc, ArrayRef<float> table,
   auto tableType = VectorType::get({p.lanes}, b.getF32Type());
   Value tableValue = arith::ConstantOp::create(
       b, loc, DenseElementsAttr::get(tableType, ArrayRef<float>(padded)));
-  SmallVector<Value> parts;
-  for (Value part : splitLanes(b, loc, index, p.lanes))
-    parts.push_back(LLVM::CallIntrinsicOp::create(
-                        b, loc, tableType, b.getStringAttr(p.intrinsic),
-                        ValueRange{tableValue, part})
-                        .getResult(0));
-  return concatLanes(b, loc, std::move(parts));
+  return permuteParts(b, loc, tableValue, index, p.lanes, p.intrinsic);
 }
 
 struct ExpandLaneLookup : public OpRewritePattern<LaneLookupOp> {
@@ -172,15 +179,8 @@ struct ExpandByteLookup : public OpRewritePattern<ByteLookupOp> {
           arith::ConstantOp::create(
               rewriter, loc,
               DenseElementsAttr::get(type, rewriter.getI8IntegerAttr(15))));
-      SmallVector<Value> parts;
-      for (Value part : splitLanes(rewriter, loc, low, 64))
-        parts.push_back(LLVM::CallIntrinsicOp::create(
-                            rewriter, loc, partType,
-                            rewriter.getStringAttr(
-                                "llvm.x86.avx512.pshuf.b.512"),
-                            ValueRange{tableValue, part})
-                            .getResult(0));
-      result = concatLanes(rewriter, loc, std::move(parts));
+      result = permuteParts(rewriter, loc, tableValue, low, 64,
+                            "llvm.x86.avx512.pshuf.b.512");
     } else {
       result = selectTree(rewriter, loc,
                           llvm::map_to_vector(table,
@@ -281,15 +281,8 @@ struct ExpandWordLookup : public OpRewritePattern<WordLookupOp> {
       Value tableValue = arith::ConstantOp::create(
           rewriter, loc,
           DenseElementsAttr::get(partType, ArrayRef<int16_t>(repeated)));
-      SmallVector<Value> parts;
-      for (Value part : splitLanes(rewriter, loc, op.getIndex(), 32))
-        parts.push_back(LLVM::CallIntrinsicOp::create(
-                            rewriter, loc, partType,
-                            rewriter.getStringAttr(
-                                "llvm.x86.avx512.permvar.hi.512"),
-                            ValueRange{tableValue, part})
-                            .getResult(0));
-      result = concatLanes(rewriter, loc, std::move(parts));
+      result = permuteParts(rewriter, loc, tableValue, op.getIndex(), 32,
+                            "llvm.x86.avx512.permvar.hi.512");
     } else {
       result = selectTree(rewriter, loc,
                           llvm::map_to_vector(table,

@@ -137,12 +137,7 @@ FailureOr<Value> mlir::tq::emitFusedByteScore(OpBuilder &b, Location loc,
   if (failed(codes))
     return failure();
   const int64_t width = codes->width();
-  int64_t lanes = 0;
-  for (int64_t l : {64, 32, 16})
-    if (width % l == 0) {
-      lanes = l;
-      break;
-    }
+  const int64_t lanes = codeChunkLanes(width);
   if (!lanes)
     return failure();
   const int64_t sumLanes = lanes / 4, chunks = width / lanes;

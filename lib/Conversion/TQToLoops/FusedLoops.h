@@ -69,6 +69,10 @@ Value applyRowScale(OpBuilder &b, Location loc, const VectorRowDecoder &rows,
 /// separate reductions take about 2n log2(w).
 Value sumTree(OpBuilder &b, Location loc, ArrayRef<Value> parts);
 
+/// Codebook indices per decodeCodes chunk of a row of `width` values: the
+/// widest of 64, 32 or 16 that divides it, or 0.
+int64_t codeChunkLanes(int64_t width);
+
 /// Lanes [first, first + count) of a 1-D vector.
 Value sliceLanes(OpBuilder &b, Location loc, Value v, int64_t first,
               int64_t count);

@@ -278,12 +278,7 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
     return failure();
   VectorRowDecoder &codes = *decoded;
   const int64_t width = codes.width();
-  int64_t lanes = 0;
-  for (int64_t l : {64, 32, 16})
-    if (width % l == 0) {
-      lanes = l;
-      break;
-    }
+  const int64_t lanes = codeChunkLanes(width);
   if (!lanes)
     return failure();
 

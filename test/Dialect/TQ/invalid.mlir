@@ -1073,3 +1073,31 @@ func.func @byte_dot_lanes(%acc: vector<8xi32>, %a: vector<64xi8>) -> vector<8xi3
   %d = tq.byte_dot %acc, %a, %a : vector<64xi8> -> vector<8xi32>
   return %d : vector<8xi32>
 }
+
+// -----
+
+// vpermw reads five index bits: a word table has at most 32 entries.
+func.func @word_lookup_large(%idx: vector<32xi16>) -> vector<32xi16> {
+  // expected-error @+1 {{'tq.word_lookup' op table needs a power of two from 1 to 32 entries, got 64}}
+  %l = tq.word_lookup %idx [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63] : vector<32xi16>
+  return %l : vector<32xi16>
+}
+
+// -----
+
+// A pair per 32-bit lane: 32 words need 16 lanes.
+func.func @pair_dot_lanes(%acc: vector<8xi32>, %a: vector<32xi16>) -> vector<8xi32> {
+  // expected-error @+1 {{'tq.pair_dot' op needs two words per 32-bit lane, got 32 words for 8 lanes}}
+  %d = tq.pair_dot %acc, %a, %a : vector<32xi16> -> vector<8xi32>
+  return %d : vector<8xi32>
+}
+
+// -----
+
+// vdpbf16ps sums bf16 products in f32, vpdpwssd i16 products in i32: the
+// accumulator's type follows the operands'.
+func.func @pair_dot_types(%acc: vector<16xi32>, %a: vector<32xbf16>) -> vector<16xi32> {
+  // expected-error @+1 {{'tq.pair_dot' op needs bf16 operands with an f32 accumulator or i16 operands with an i32 one}}
+  %d = tq.pair_dot %acc, %a, %a : vector<32xbf16> -> vector<16xi32>
+  return %d : vector<16xi32>
+}

@@ -270,3 +270,20 @@ func.func @byte_ops(%acc: vector<16xi32>, %idx: vector<64xi8>, %q: vector<64xi8>
   %d = tq.byte_dot %acc, %l, %q : vector<64xi8> -> vector<16xi32>
   return %d : vector<16xi32>
 }
+
+// -----
+
+// The pair weighted sum's word ops: a lookup in up to 32 words, and pairs
+// of 16-bit products summed into 32-bit lanes (i16 into i32, bf16 into
+// f32).
+// CHECK-LABEL: func @word_ops
+// CHECK: %[[L:.*]] = tq.word_lookup %{{.*}} [-511, -40, 40, 511] : vector<32xi16>
+// CHECK: tq.pair_dot %{{.*}}, %[[L]], %{{.*}} : vector<32xi16> -> vector<16xi32>
+// CHECK: tq.pair_dot %{{.*}} : vector<32xbf16> -> vector<16xf32>
+func.func @word_ops(%acc: vector<16xi32>, %idx: vector<32xi16>, %w: vector<32xi16>,
+                    %facc: vector<16xf32>, %a: vector<32xbf16>) -> (vector<16xi32>, vector<16xf32>) {
+  %l = tq.word_lookup %idx [-511, -40, 40, 511] : vector<32xi16>
+  %d = tq.pair_dot %acc, %l, %w : vector<32xi16> -> vector<16xi32>
+  %f = tq.pair_dot %facc, %a, %a : vector<32xbf16> -> vector<16xf32>
+  return %d, %f : vector<16xi32>, vector<16xf32>
+}

@@ -1,0 +1,67 @@
+// tq-lower-lane-lookup on the pair weighted sum's word ops: with
+// isa=avx512vnni one vpermw per 32 words and one vpdpwssd per 16 i32
+// lanes; bf16 pair products need isa=avx512bf16 (x86vector.avx512.dot,
+// vdpbf16ps). Any other isa gets the portable form: a select tree on
+// words; widening to the accumulator's type, a multiply and the sum of
+// each pair.
+
+// RUN: tq-opt %s -split-input-file --tq-lower-lane-lookup=isa=avx512bf16 | FileCheck %s --check-prefix=BF16
+// RUN: tq-opt %s -split-input-file --tq-lower-lane-lookup=isa=avx512vnni | FileCheck %s --check-prefix=VNNI
+// RUN: tq-opt %s -split-input-file --tq-lower-lane-lookup=isa=avx512 | FileCheck %s --check-prefix=PORTABLE
+
+// The table repeats to 32 words (vpermw reads five index bits).
+// VNNI-LABEL: func @int16_pairs
+// VNNI: %[[T:.*]] = arith.constant dense<[-511, -40, 40, 511, -511, -40, 40, 511,
+// VNNI: %[[L:.*]] = llvm.call_intrinsic "llvm.x86.avx512.permvar.hi.512"(%[[T]], %arg1) : (vector<32xi16>, vector<32xi16>) -> vector<32xi16>
+// VNNI: %[[D:.*]] = llvm.call_intrinsic "llvm.x86.avx512.vpdpwssd.512"(%arg0, %[[L]], %arg2) : (vector<16xi32>, vector<32xi16>, vector<32xi16>) -> vector<16xi32>
+// VNNI: return %[[D]]
+// BF16-LABEL: func @int16_pairs
+// BF16: llvm.x86.avx512.permvar.hi.512
+// BF16: llvm.x86.avx512.vpdpwssd.512
+// PORTABLE-LABEL: func @int16_pairs
+// PORTABLE-NOT: llvm.call_intrinsic
+// PORTABLE-COUNT-3: arith.select
+// PORTABLE: arith.extsi %{{.*}} : vector<32xi16> to vector<32xi32>
+// PORTABLE: %[[P:.*]] = arith.muli
+// PORTABLE: %[[E:.*]] = vector.shuffle %[[P]], %[[P]] [0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30]
+// PORTABLE: %[[O:.*]] = vector.shuffle %[[P]], %[[P]] [1, 3, 5,
+// PORTABLE: %[[S:.*]] = arith.addi %[[E]], %[[O]]
+// PORTABLE: arith.addi %arg0, %[[S]]
+func.func @int16_pairs(%acc: vector<16xi32>, %idx: vector<32xi16>, %w: vector<32xi16>) -> vector<16xi32> {
+  %l = tq.word_lookup %idx [-511, -40, 40, 511] : vector<32xi16>
+  %d = tq.pair_dot %acc, %l, %w : vector<32xi16> -> vector<16xi32>
+  return %d : vector<16xi32>
+}
+
+// -----
+
+// bf16 pairs: vdpbf16ps only with avx512bf16; VNNI alone has no bf16
+// products, so they stay portable there (extf to f32, mulf, the pair sum).
+// BF16-LABEL: func @bf16_pairs
+// BF16: x86vector.avx512.dot %arg0, %arg1, %arg2 : vector<32xbf16> -> vector<16xf32>
+// BF16: x86vector.avx512.dot {{.*}} : vector<16xbf16> -> vector<8xf32>
+// VNNI-LABEL: func @bf16_pairs
+// VNNI-NOT: x86vector
+// VNNI: arith.extf %arg1 : vector<32xbf16> to vector<32xf32>
+// VNNI: arith.mulf
+// VNNI: arith.addf
+func.func @bf16_pairs(%acc: vector<16xf32>, %a: vector<32xbf16>, %w: vector<32xbf16>,
+                      %acc8: vector<8xf32>, %a8: vector<16xbf16>) -> (vector<16xf32>, vector<8xf32>) {
+  %d = tq.pair_dot %acc, %a, %w : vector<32xbf16> -> vector<16xf32>
+  %d8 = tq.pair_dot %acc8, %a8, %a8 : vector<16xbf16> -> vector<8xf32>
+  return %d, %d8 : vector<16xf32>, vector<8xf32>
+}
+
+// -----
+
+// 64 words: two vpermw, concatenated; 16 words (not a multiple of 32): the
+// select tree.
+// VNNI-LABEL: func @word_widths
+// VNNI-COUNT-2: llvm.call_intrinsic "llvm.x86.avx512.permvar.hi.512"
+// VNNI: vector.shuffle {{.*}} : vector<32xi16>, vector<32xi16>
+// VNNI: arith.select
+func.func @word_widths(%idx: vector<64xi16>, %idx16: vector<16xi16>) -> (vector<64xi16>, vector<16xi16>) {
+  %l = tq.word_lookup %idx [1, 2] : vector<64xi16>
+  %l16 = tq.word_lookup %idx16 [1, 2] : vector<16xi16>
+  return %l, %l16 : vector<64xi16>, vector<16xi16>
+}

@@ -112,13 +112,14 @@ struct FormatSpec {
   size_t rowBytes() const { return size_t(blocksPerRow()) * bytesPerBlock; }
   /// Storage bits per logical value of a row: rowBytes * 8 / headDim.
   double bitsPerValue() const { return double(rowBytes()) * 8.0 / headDim; }
-  /// True where a row is one scale times codebook levels of at most 16
-  /// entries, with no QJL residual, at a padded dim that is a multiple of
-  /// 16: the rows the integer and bf16 dot-product paths take
-  /// (tq-lower-to-loops score-dot=i8, value-dot=bf16|i16).
+  /// True where each block of a row is one scale times codebook levels
+  /// of at most 16 entries, with no QJL residual, blocks and padded dim
+  /// multiples of 16 values: the rows the integer and bf16 dot-product
+  /// paths take (tq-lower-to-loops score-dot=i8, value-dot=bf16|i16),
+  /// which apply each block's scale to the block's sum.
   bool isScaledCodesRow() const {
     return codebook && codebook->centroids.size() <= 16 && !qjl &&
-           scaleRule != ScaleRule::None && blocksPerRow() == 1 &&
+           scaleRule != ScaleRule::None && blockLen % 16 == 0 &&
            paddedDim % 16 == 0;
   }
 };

@@ -1,8 +1,10 @@
 //===- FusedByteScore.cpp - The fused score by int8 dot products ----------===//
 //
-// scores[i, h, t] = <q, K_t> with K_t = s_t * C[idx_t] computed as
+// scores[i, h, t] = <q, K_t> with K_t = s_tb * C[idx_t] (one scale s_tb
+// per block b of the row) computed as
 //
-//   s_t * sq * sc * (sum_j q8_j * (c8[idx_tj] + 128) - 128 * sum_j q8_j)
+//   sq * sc * sum_b s_tb * (sum_{j in b} q8_j * (c8[idx_tj] + 128)
+//                           - 128 * sum_{j in b} q8_j)
 //
 // where q8 = round(q / sq) is the query quantised to int8 once per call
 // (per query row and head, sq = max |q| / 127) and c8 + 128 the codebook
@@ -11,7 +13,8 @@
 // products per i32 lane) of tq.byte_lookup (vpshufb) of the decoded
 // indices, 64 values per chunk: no f32 value of the row is ever formed.
 // The error against the f32 score is that of the two roundings, bounded
-// in tests against the format's own.
+// in tests against the format's own. A chunk lies in one block
+// (VectorRowDecoder::blockChunkLanes), so each block has its own chains.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,7 +39,8 @@ using namespace mlir::tq::fused;
 namespace {
 
 /// The query quantised to int8 (lanes in the keys' decode order), and per
-/// query row and head the factor sq * sc and the offset 128 * sum q8.
+/// query row and head the factor sq * sc and per block b of the keys the
+/// offset 128 * sum_{j in b} q8_j (tensor<rows x heads x blocks>).
 struct ByteQuery {
   Value bytes, factors, offsets;
 };
@@ -56,7 +60,7 @@ float levelBytes(ArrayRef<float> levels, SmallVectorImpl<int8_t> &table) {
 
 ByteQuery quantiseQuery(OpBuilder &b, Location loc, Value query,
                         ArrayRef<int64_t> order, bool reordered,
-                        float levelScale) {
+                        int64_t blockLen, int64_t blocks, float levelScale) {
   auto type = cast<RankedTensorType>(query.getType());
   const int64_t width = type.getDimSize(2);
   auto f32Row = VectorType::get({width}, b.getF32Type());
@@ -68,7 +72,22 @@ ByteQuery quantiseQuery(OpBuilder &b, Location loc, Value query,
   bytesSizes.push_back(b.getIndexAttr(width));
   Value bytes = tensor::EmptyOp::create(b, loc, bytesSizes, b.getI8Type());
   Value factors = tensor::EmptyOp::create(b, loc, rowsHeads, b.getF32Type());
-  Value offsets = tensor::EmptyOp::create(b, loc, rowsHeads, b.getI32Type());
+  SmallVector<OpFoldResult> offsetsSizes(rowsHeads);
+  offsetsSizes.push_back(b.getIndexAttr(blocks));
+  Value offsets =
+      tensor::EmptyOp::create(b, loc, offsetsSizes, b.getI32Type());
+  // Lanes of each block (decode order), where there are several.
+  SmallVector<Value> blockLanes;
+  if (blocks > 1)
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      SmallVector<bool> in;
+      for (int64_t v : order)
+        in.push_back(v / blockLen == blk);
+      blockLanes.push_back(arith::ConstantOp::create(
+          b, loc,
+          DenseElementsAttr::get(VectorType::get({width}, b.getI1Type()),
+                                 ArrayRef<bool>(in))));
+    }
   Value c0 = indexConst(b, loc, 0), c1 = indexConst(b, loc, 1);
   auto loops = scf::ForOp::create(
       b, loc, c0, tensor::DimOp::create(b, loc, query, 0), c1,
@@ -99,11 +118,22 @@ ByteQuery quantiseQuery(OpBuilder &b, Location loc, Value query,
               Value ints = arith::FPToSIOp::create(
                   b, loc, i32Row, math::RoundEvenOp::create(b, loc, scaled));
               Value q8 = arith::TruncIOp::create(b, loc, i8Row, ints);
-              Value sum = vector::ReductionOp::create(
-                  b, loc, vector::CombiningKind::ADD, ints);
-              Value offset = arith::MulIOp::create(
-                  b, loc, sum,
-                  arith::ConstantIntOp::create(b, loc, b.getI32Type(), 128));
+              Value offsetsOf = state[2];
+              Value c128 =
+                  arith::ConstantIntOp::create(b, loc, b.getI32Type(), 128);
+              for (int64_t blk = 0; blk < blocks; ++blk) {
+                Value in = ints;
+                if (blocks > 1)
+                  in = arith::SelectOp::create(
+                      b, loc, blockLanes[blk], ints,
+                      arith::ConstantOp::create(
+                          b, loc, DenseElementsAttr::get(i32Row, int32_t(0))));
+                Value sum = vector::ReductionOp::create(
+                    b, loc, vector::CombiningKind::ADD, in);
+                offsetsOf = tensor::InsertOp::create(
+                    b, loc, arith::MulIOp::create(b, loc, sum, c128),
+                    offsetsOf, ValueRange{i, h, indexConst(b, loc, blk)});
+              }
               Value factor = arith::MulFOp::create(
                   b, loc, maxAbs, f32Const(b, loc, levelScale / 127.0f));
               Value nextBytes = vector::TransferWriteOp::create(
@@ -112,10 +142,8 @@ ByteQuery quantiseQuery(OpBuilder &b, Location loc, Value query,
                                     .getResult();
               Value nextFactors = tensor::InsertOp::create(
                   b, loc, factor, state[1], ValueRange{i, h});
-              Value nextOffsets = tensor::InsertOp::create(
-                  b, loc, offset, state[2], ValueRange{i, h});
               scf::YieldOp::create(
-                  b, loc, ValueRange{nextBytes, nextFactors, nextOffsets});
+                  b, loc, ValueRange{nextBytes, nextFactors, offsetsOf});
             });
         scf::YieldOp::create(b, loc, heads.getResults());
       });
@@ -129,16 +157,19 @@ FailureOr<Value> mlir::tq::emitFusedByteScore(OpBuilder &b, Location loc,
                                               const VectorRowDecoder &keys,
                                               int64_t kvHeads, int64_t group,
                                               const TQToLoopsOptions &options) {
-  // One scale per row (applied to the score), codes, no QJL residual.
-  if (keys.hasQjl() || !keys.hasRowScale() || !keys.hasCodes())
+  // A scale per block (applied to the block's sums), codes, no QJL
+  // residual.
+  if (!keys.hasScaledCodes())
     return failure();
   FailureOr<VectorRowDecoder> codes =
       VectorRowDecoder::getForCodes(keys.rowDecoder());
   if (failed(codes))
     return failure();
   const int64_t width = codes->width();
-  const int64_t lanes = codeChunkLanes(width);
-  if (!lanes)
+  const int64_t lanes = codes->blockChunkLanes();
+  const int64_t blocks = codes->scaleBlocks();
+  // Every (head, row, block) sum takes a lane of one sum tree.
+  if (!lanes || blocks > lanes / 4)
     return failure();
   const int64_t sumLanes = lanes / 4, chunks = width / lanes;
   const CacheAccess &access = keys.rowDecoder().access();
@@ -149,15 +180,17 @@ FailureOr<Value> mlir::tq::emitFusedByteScore(OpBuilder &b, Location loc,
   auto tableAttr = b.getDenseI8ArrayAttr(table);
 
   ByteQuery q = quantiseQuery(b, loc, query, codes->laneOrder(),
-                              codes->isReordered(), levelScale);
+                              codes->isReordered(), codes->blockLen(), blocks,
+                              levelScale);
   Value queries = tensor::DimOp::create(b, loc, query, 0);
   Value init = tensor::EmptyOp::create(
       b, loc,
       SmallVector<OpFoldResult>{sizeOf(b, loc, query, 0),
                                 sizeOf(b, loc, query, 1), access.numTokens},
       b.getF32Type());
-  const int64_t block = headBlock(group, sumLanes);
-  const int64_t step = scoreRowsPerStep(block, sumLanes, options.scoreRows);
+  const int64_t block = headBlock(group, std::max<int64_t>(sumLanes / blocks, 1));
+  const int64_t step =
+      scoreRowsPerStep(block * blocks, sumLanes, options.scoreRows);
   const bool oneQueryRow =
       cast<RankedTensorType>(query.getType()).getDimSize(0) == 1;
   auto bytesType = VectorType::get({lanes}, b.getI8Type());
@@ -180,10 +213,12 @@ FailureOr<Value> mlir::tq::emitFusedByteScore(OpBuilder &b, Location loc,
           for (auto [r, row] : llvm::enumerate(rows))
             for (int64_t c = 0; c < chunks; ++c)
               decoded[r].push_back(levelsOf(b, loc, row.row, c));
+        // Row r's block blk at r * blocks + blk.
         SmallVector<Value> rowScales;
         for (const DecodedRow &row : rows)
-          rowScales.push_back(
-              rowsDecoder.rowScale(b, loc, row.row, row.t, kvh));
+          for (int64_t blk = 0; blk < blocks; ++blk)
+            rowScales.push_back(
+                rowsDecoder.scaleOfBlock(b, loc, row.row, row.t, kvh, blk));
         return forEach(
             b, loc, queries, scores,
             [&](OpBuilder &b, Location loc, Value i, Value scores) {
@@ -192,10 +227,11 @@ FailureOr<Value> mlir::tq::emitFusedByteScore(OpBuilder &b, Location loc,
                   [&](OpBuilder &b, Location loc, const HeadBlock &blockHeads,
                       Value scores) {
                     ArrayRef<Value> heads = blockHeads.heads;
-                    // Chain hh * step + r: head hh's product with row r.
+                    // Chain (hh * step + r) * blocks + blk: head hh's
+                    // product with block blk of row r.
                     Value zero = arith::ConstantOp::create(
                         b, loc, cast<TypedAttr>(b.getZeroAttr(sumType)));
-                    SmallVector<Value> chains(block * step, zero);
+                    SmallVector<Value> chains(block * step * blocks, zero);
                     for (int64_t c = 0; c < chunks; ++c) {
                       Value offset = indexConst(b, loc, c * lanes);
                       SmallVector<Value> qc;
@@ -206,36 +242,65 @@ FailureOr<Value> mlir::tq::emitFusedByteScore(OpBuilder &b, Location loc,
                             arith::ConstantIntOp::create(b, loc,
                                                          b.getI8Type(), 0),
                             ArrayRef<bool>{true}));
+                      const int64_t blk = codes->chunkBlock(lanes, c);
                       for (auto [r, row] : llvm::enumerate(rows)) {
                         Value kc = oneQueryRow ? levelsOf(b, loc, row.row, c)
                                                : decoded[r][c];
-                        for (int64_t hh = 0; hh < block; ++hh)
-                          chains[hh * step + r] = ByteDotOp::create(
-                              b, loc, sumType, chains[hh * step + r], kc,
-                              qc[hh]);
+                        for (int64_t hh = 0; hh < block; ++hh) {
+                          Value &chain =
+                              chains[(hh * step + r) * blocks + blk];
+                          chain = ByteDotOp::create(b, loc, sumType, chain, kc,
+                                                    qc[hh]);
+                        }
                       }
                     }
-                    // Lane hh * step + r: head hh's score of row r.
-                    const int64_t n = block * step;
+                    // Lane (hh * step + r) * blocks + blk: head hh's
+                    // product with block blk of row r.
+                    const int64_t n = block * step * blocks;
                     Value sums = sliceLanes(b, loc, sumTree(b, loc, chains),
                                             0, n);
                     SmallVector<Value> offsets, factors;
+                    SmallVector<int64_t> offsetLanes;
                     for (Value h : heads) {
-                      offsets.push_back(tensor::ExtractOp::create(
-                          b, loc, q.offsets, ValueRange{i, h}));
+                      for (int64_t blk = 0; blk < blocks; ++blk)
+                        offsets.push_back(tensor::ExtractOp::create(
+                            b, loc, q.offsets,
+                            ValueRange{i, h, indexConst(b, loc, blk)}));
                       factors.push_back(tensor::ExtractOp::create(
                           b, loc, q.factors, ValueRange{i, h}));
                     }
+                    for (int64_t hh = 0; hh < block; ++hh)
+                      for (int64_t r = 0; r < step; ++r)
+                        for (int64_t blk = 0; blk < blocks; ++blk)
+                          offsetLanes.push_back(hh * blocks + blk);
                     Value exact = arith::SubIOp::create(
-                        b, loc, sums, repeatPerRow(b, loc, offsets, step));
+                        b, loc, sums,
+                        spreadScalars(b, loc, offsets, offsetLanes));
                     Value scaled = arith::MulFOp::create(
                         b, loc,
                         arith::SIToFPOp::create(
                             b, loc, VectorType::get({n}, b.getF32Type()),
                             exact),
                         arith::MulFOp::create(
-                            b, loc, repeatPerRow(b, loc, factors, step),
+                            b, loc, repeatPerRow(b, loc, factors, step * blocks),
                             repeatPerHead(b, loc, rowScales, block)));
+                    // Lane hh * step + r: head hh's score of row r, the
+                    // sum of its blocks'.
+                    if (blocks > 1) {
+                      Value total;
+                      for (int64_t blk = 0; blk < blocks; ++blk) {
+                        SmallVector<int64_t> mask;
+                        for (int64_t m = 0; m < block * step; ++m)
+                          mask.push_back(m * blocks + blk);
+                        Value part = vector::ShuffleOp::create(
+                            b, loc, scaled, scaled, mask);
+                        total = total ? arith::AddFOp::create(b, loc, total,
+                                                              part)
+                                            .getResult()
+                                      : part;
+                      }
+                      scaled = total;
+                    }
                     for (int64_t hh = 0; hh < block; ++hh)
                       scores = vector::TransferWriteOp::create(
                                    b, loc,

@@ -18,6 +18,25 @@ Value indexConst(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
 }
 
+Value blockScalesOfRows(OpBuilder &b, Location loc,
+                        const VectorRowDecoder &rows, Value tokens,
+                        Value length, Value kvh) {
+  const int64_t blocks = rows.scaleBlocks();
+  Value scales = createFilledTensor(
+      b, loc, {b.getIndexAttr(blocks), getAsOpFoldResult(length)},
+      b.getF32Type(), b.getF32FloatAttr(0.0f));
+  return forEach(
+      b, loc, tokens, scales,
+      [&](OpBuilder &b, Location loc, Value t, Value scales) {
+        RowBytes row = rows.rowBytes(b, loc, t, kvh);
+        for (int64_t blk = 0; blk < blocks; ++blk)
+          scales = tensor::InsertOp::create(
+              b, loc, rows.scaleOfBlock(b, loc, row, t, kvh, blk), scales,
+              ValueRange{indexConst(b, loc, blk), t});
+        return scales;
+      });
+}
+
 int64_t codeChunkLanes(int64_t width) {
   for (int64_t lanes : {64, 32, 16})
     if (width % lanes == 0)
@@ -157,8 +176,7 @@ Value sliceLanes(OpBuilder &b, Location loc, Value v, int64_t first,
       ArrayRef<int64_t>{1});
 }
 
-/// The vector whose lane l is scalars[mask[l]].
-static Value spreadScalars(OpBuilder &b, Location loc, ArrayRef<Value> scalars,
+Value spreadScalars(OpBuilder &b, Location loc, ArrayRef<Value> scalars,
                            ArrayRef<int64_t> mask) {
   Value packed = vector::FromElementsOp::create(
       b, loc,

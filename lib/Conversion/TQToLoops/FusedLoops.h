@@ -69,6 +69,14 @@ Value applyRowScale(OpBuilder &b, Location loc, const VectorRowDecoder &rows,
 /// separate reductions take about 2n log2(w).
 Value sumTree(OpBuilder &b, Location loc, ArrayRef<Value> parts);
 
+/// tensor<blocks x length x f32>: at [blk, t] the scale of block blk of
+/// row (t, kvh) (VectorRowDecoder::scaleOfBlock) for t < tokens, zero
+/// from there to `length`. Strided reads of the rows, once per call and
+/// kv head, so the products' loops read contiguous scales.
+Value blockScalesOfRows(OpBuilder &b, Location loc,
+                        const VectorRowDecoder &rows, Value tokens,
+                        Value length, Value kvh);
+
 /// Codebook indices per decodeCodes chunk of a row of `width` values: the
 /// widest of 64, 32 or 16 that divides it, or 0.
 int64_t codeChunkLanes(int64_t width);
@@ -76,6 +84,10 @@ int64_t codeChunkLanes(int64_t width);
 /// Lanes [first, first + count) of a 1-D vector.
 Value sliceLanes(OpBuilder &b, Location loc, Value v, int64_t first,
               int64_t count);
+
+/// The vector whose lane l is scalars[mask[l]].
+Value spreadScalars(OpBuilder &b, Location loc, ArrayRef<Value> scalars,
+                    ArrayRef<int64_t> mask);
 
 /// The vector (hh, r) -> perRow[r] for `group` heads (lane hh * rows + r).
 Value repeatPerHead(OpBuilder &b, Location loc, ArrayRef<Value> perRow,

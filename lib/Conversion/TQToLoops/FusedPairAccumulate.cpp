@@ -1,7 +1,8 @@
 //===- FusedPairAccumulate.cpp - Weighted sum two tokens at a time --------===//
 //
-// out[h, :] = sum_t w[h, t] C[idx_t] with w = p * s_t (the probability times
-// the row's scale), two tokens per multiply-add: lane l of a 32-bit
+// out[h, :] = sum_t w[h, t] C[idx_t] with w = p * s_tb (the probability
+// times the scale of the row's block b; a row has one block or several,
+// each value's block takes its own weights), two tokens per multiply-add: lane l of a 32-bit
 // accumulator takes value l of rows t and t+1 as a pair of 16-bit words,
 // times the pair (w[h, t], w[h, t+1]) broadcast to every lane
 // (tq.pair_dot: vdpbf16ps or vpdpwssd, 32 multiply-adds per instruction
@@ -10,9 +11,9 @@
 // - bf16: the words are the centroids rounded to bf16 and the weights
 //   rounded to bf16; the sums are f32.
 // - i16: the words are int16 levels round(C / sc) (sc = max |C| / 511) and
-//   the weights are int16 fixed point, w16 = round(w * q) per head and
-//   call with q = min(32767 / max w, 2^30 / (511 sum w)), so no i32 sum
-//   can overflow; the sums become f32 once per call, times sc / q.
+//   the weights are int16 fixed point, w16 = round(w * q) per head, block
+//   and call with q = min(32767 / max w, 2^30 / (511 sum w)), so no i32
+//   sum can overflow; the sums become f32 once per call, times sc / q.
 //
 // The rows are decoded to codebook indices as bytes (decodeCodes, 64 per
 // chunk), the two rows' bytes interleaved and widened to words by in-lane
@@ -37,6 +38,7 @@
 #include "llvm/ADT/APFloat.h"
 
 #include <cmath>
+#include <map>
 
 using namespace mlir;
 using namespace mlir::tq;
@@ -114,10 +116,10 @@ struct Unpacks {
 /// Lanes of the weights' vector loops.
 constexpr int64_t kWeightLanes = 16;
 
-/// Per query head of kv head `kvh`'s group, its pair weights as a tensor
-/// <group x span x word> (word: bf16, or i16 with the heads' factors
-/// sc / q as tensor<group x f32>), `span` the tokens rounded up to
-/// kWeightLanes; tokens past `tokens` weigh zero. Vector loops over the
+/// Per query head of kv head `kvh`'s group and scale block, its pair
+/// weights as a tensor <group x blocks x span> (word: bf16, or i16 with
+/// the factors sc / q as tensor<group x blocks x f32>), `span` the tokens
+/// rounded up to kWeightLanes; tokens past `tokens` weigh zero. Vector loops over the
 /// tokens (the weights of a 256-token tile cost as much as its products
 /// when formed one scalar at a time).
 struct PairWeights {
@@ -133,25 +135,14 @@ PairWeights pairWeights(OpBuilder &b, Location loc, Value probs,
   Type f32 = b.getF32Type();
   auto f32s = VectorType::get({kWeightLanes}, f32);
   Value zero = f32Const(b, loc, 0.0f);
+  const int64_t blocks = values.scaleBlocks();
   // The rows' scales (strided reads of the rows), zero past the tokens.
-  Value scales;
-  if (values.hasRowScale()) {
-    scales = createFilledTensor(
-        b, loc, {getAsOpFoldResult(span)}, f32, b.getF32FloatAttr(0.0f));
-    scales = forEach(b, loc, tokens, scales,
-                     [&](OpBuilder &b, Location loc, Value t, Value scales) {
-                       RowBytes row = values.rowBytes(b, loc, t, kvh);
-                       return tensor::InsertOp::create(
-                                  b, loc,
-                                  values.rowScale(b, loc, row, t, kvh), scales,
-                                  ValueRange{t})
-                           .getResult();
-                     });
-  }
+  Value scales = blockScalesOfRows(b, loc, values, tokens, span, kvh);
   Value first = arith::MulIOp::create(b, loc, kvh, indexConst(b, loc, group));
-  // Head hh's weights for tokens [t, t + kWeightLanes), zero past the
-  // tokens.
-  auto weights = [&](OpBuilder &b, Location loc, Value hh, Value t) -> Value {
+  // Head hh's weights of block blk for tokens [t, t + kWeightLanes), zero
+  // past the tokens.
+  auto weights = [&](OpBuilder &b, Location loc, Value hh, Value blk,
+                     Value t) -> Value {
     Value h = arith::AddIOp::create(b, loc, first, hh);
     Value p = vector::TransferReadOp::create(b, loc, f32s, probs,
                                              ValueRange{c0, h, t}, zero,
@@ -161,12 +152,11 @@ PairWeights pairWeights(OpBuilder &b, Location loc, Value probs,
         ValueRange{arith::SubIOp::create(b, loc, tokens, t)});
     p = arith::SelectOp::create(b, loc, valid, p,
                                 vector::BroadcastOp::create(b, loc, f32s, zero));
-    if (!scales)
-      return p;
     return arith::MulFOp::create(
         b, loc, p,
-        vector::TransferReadOp::create(b, loc, f32s, scales, ValueRange{t},
-                                       zero, ArrayRef<bool>{true}));
+        vector::TransferReadOp::create(b, loc, f32s, scales,
+                                       ValueRange{blk, t}, zero,
+                                       ArrayRef<bool>{true}));
   };
   // for t in [0, span) step kWeightLanes, carrying `init`.
   auto overTokens = [&](OpBuilder &b, Location loc, ValueRange init,
@@ -184,41 +174,68 @@ PairWeights pairWeights(OpBuilder &b, Location loc, Value probs,
                                     : Type(b.getI16Type());
   Value words = tensor::EmptyOp::create(
       b, loc,
-      SmallVector<OpFoldResult>{b.getIndexAttr(group), getAsOpFoldResult(span)},
+      SmallVector<OpFoldResult>{b.getIndexAttr(group), b.getIndexAttr(blocks),
+                                getAsOpFoldResult(span)},
       word);
   auto write = [&](OpBuilder &b, Location loc, Value v, Value words, Value hh,
-                   Value t) -> Value {
-    return vector::TransferWriteOp::create(b, loc, v, words, ValueRange{hh, t},
+                   Value blk, Value t) -> Value {
+    return vector::TransferWriteOp::create(b, loc, v, words,
+                                           ValueRange{hh, blk, t},
                                            ArrayRef<bool>{true})
         .getResult();
   };
+  // for (hh, blk) in group x blocks, carrying `init`.
+  auto overHeadsAndBlocks =
+      [&](ValueRange init,
+          function_ref<SmallVector<Value>(OpBuilder &, Location, Value, Value,
+                                          ValueRange)>
+              body) {
+        return scf::ForOp::create(
+                   b, loc, c0, indexConst(b, loc, group), c1, init,
+                   [&](OpBuilder &b, Location loc, Value hh, ValueRange outer) {
+                     auto perBlock = scf::ForOp::create(
+                         b, loc, c0, indexConst(b, loc, blocks), c1, outer,
+                         [&](OpBuilder &b, Location loc, Value blk,
+                             ValueRange state) {
+                           scf::YieldOp::create(b, loc,
+                                                body(b, loc, hh, blk, state));
+                         });
+                     scf::YieldOp::create(b, loc, perBlock.getResults());
+                   })
+            .getResults();
+      };
   if (dot == ValueDot::BF16) {
-    words = forEach(
-        b, loc, indexConst(b, loc, group), words,
-        [&](OpBuilder &b, Location loc, Value hh, Value words) {
+    words = overHeadsAndBlocks(
+        words,
+        [&](OpBuilder &b, Location loc, Value hh, Value blk,
+            ValueRange words) -> SmallVector<Value> {
           return overTokens(
               b, loc, words,
               [&](OpBuilder &b, Location loc, Value t, ValueRange state) {
                 Value w = arith::TruncFOp::create(
                     b, loc, VectorType::get({kWeightLanes}, word),
-                    weights(b, loc, hh, t));
-                return SmallVector<Value>{write(b, loc, w, state[0], hh, t)};
-              })[0];
-        });
+                    weights(b, loc, hh, blk, t));
+                return SmallVector<Value>{
+                    write(b, loc, w, state[0], hh, blk, t)};
+              });
+        })[0];
     return {words, Value()};
   }
-  // i16: per head, q from the largest weight and the weights' sum, then
-  // the weights in fixed point.
+  // i16: per head and block, q from the largest weight and the weights'
+  // sum, then the weights in fixed point.
   Value factors = tensor::EmptyOp::create(
-      b, loc, SmallVector<OpFoldResult>{b.getIndexAttr(group)}, f32);
+      b, loc,
+      SmallVector<OpFoldResult>{b.getIndexAttr(group), b.getIndexAttr(blocks)},
+      f32);
   Value zeros = vector::BroadcastOp::create(b, loc, f32s, zero);
-  auto heads = scf::ForOp::create(
-      b, loc, c0, indexConst(b, loc, group), c1, ValueRange{words, factors},
-      [&](OpBuilder &b, Location loc, Value hh, ValueRange state) {
+  ValueRange fixed = overHeadsAndBlocks(
+      ValueRange{words, factors},
+      [&](OpBuilder &b, Location loc, Value hh, Value blk,
+          ValueRange state) -> SmallVector<Value> {
         ValueRange stats = overTokens(
             b, loc, ValueRange{zeros, zeros},
             [&](OpBuilder &b, Location loc, Value t, ValueRange acc) {
-              Value w = weights(b, loc, hh, t);
+              Value w = weights(b, loc, hh, blk, t);
               return SmallVector<Value>{
                   arith::MaximumFOp::create(b, loc, acc[0], w),
                   arith::AddFOp::create(b, loc, acc[1], w)};
@@ -246,20 +263,22 @@ PairWeights pairWeights(OpBuilder &b, Location loc, Value probs,
             [&](OpBuilder &b, Location loc, Value t, ValueRange words) {
               Value scaled = math::RoundEvenOp::create(
                   b, loc,
-                  arith::MulFOp::create(b, loc, weights(b, loc, hh, t), qs));
+                  arith::MulFOp::create(b, loc, weights(b, loc, hh, blk, t),
+                                        qs));
               Value w = arith::TruncIOp::create(
                   b, loc, VectorType::get({kWeightLanes}, word),
                   arith::FPToSIOp::create(
                       b, loc,
                       VectorType::get({kWeightLanes}, b.getI32Type()),
                       scaled));
-              return SmallVector<Value>{write(b, loc, w, words[0], hh, t)};
+              return SmallVector<Value>{
+                  write(b, loc, w, words[0], hh, blk, t)};
             })[0];
-        Value nextFactors =
-            tensor::InsertOp::create(b, loc, factor, state[1], ValueRange{hh});
-        scf::YieldOp::create(b, loc, ValueRange{nextWords, nextFactors});
+        Value nextFactors = tensor::InsertOp::create(b, loc, factor, state[1],
+                                                     ValueRange{hh, blk});
+        return {nextWords, nextFactors};
       });
-  return {heads.getResult(0), heads.getResult(1)};
+  return {fixed[0], fixed[1]};
 }
 
 } // namespace
@@ -269,8 +288,9 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
     int64_t kvHeads, int64_t group, const TQToLoopsOptions &options) {
   const ValueDot dot = options.valueDot;
   assert(dot != ValueDot::F32 && "the f32 weighted sum has its own path");
-  // One scale per row (folded into the weights), codes, no QJL residual.
-  if (values.hasQjl() || !values.hasRowScale() || !values.hasCodes())
+  // A scale per block (folded into the block's weights), codes, no QJL
+  // residual.
+  if (!values.hasScaledCodes())
     return failure();
   FailureOr<VectorRowDecoder> decoded =
       VectorRowDecoder::getForCodes(values.rowDecoder());
@@ -278,7 +298,7 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
     return failure();
   VectorRowDecoder &codes = *decoded;
   const int64_t width = codes.width();
-  const int64_t lanes = codeChunkLanes(width);
+  const int64_t lanes = codes.blockChunkLanes();
   if (!lanes)
     return failure();
 
@@ -332,9 +352,9 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
     return forEachHeadBlock(
         b, loc, kvh, group, block, out,
         [&](OpBuilder &b, Location loc, const HeadBlock &heads, Value out) {
-          // Head hh's weights for pair t/2, in every lane.
+          // Head hh's weights of block blk for pair t/2, in every lane.
           auto pairWeight = [&](OpBuilder &b, Location loc, int64_t hh,
-                                Value t) -> Value {
+                                int64_t blk, Value t) -> Value {
             Value row = arith::AddIOp::create(b, loc, heads.inGroup,
                                               indexConst(b, loc, hh));
             Value zero = floats ? Value(arith::ConstantOp::create(
@@ -343,7 +363,8 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
                                       b, loc, wordElement, 0));
             Value two = vector::TransferReadOp::create(
                 b, loc, VectorType::get({2}, wordElement), weights.words,
-                ValueRange{row, t}, zero, ArrayRef<bool>{true});
+                ValueRange{row, indexConst(b, loc, blk), t}, zero,
+                ArrayRef<bool>{true});
             Value dword = vector::BitCastOp::create(
                 b, loc, VectorType::get({1}, b.getI32Type()), two);
             Value splat = vector::BroadcastOp::create(
@@ -403,25 +424,33 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
                   }
                   SmallVector<Value> next;
                   for (int64_t hh = 0; hh < block; ++hh) {
-                    Value w = pairWeight(b, loc, hh, t0);
-                    for (int64_t k = 0; k < count * 4; ++k)
+                    // Each block's weights once per pass.
+                    std::map<int64_t, Value> w;
+                    for (int64_t k = 0; k < count * 4; ++k) {
+                      const int64_t blk =
+                          codes.chunkBlock(lanes, firstChunk + k / 4);
+                      if (!w.count(blk))
+                        w[blk] = pairWeight(b, loc, hh, blk, t0);
                       next.push_back(PairDotOp::create(
                           b, loc, accType, accs[hh * count * 4 + k], words[k],
-                          w));
+                          w[blk]));
+                    }
                   }
                   scf::YieldOp::create(b, loc, next);
                 });
             for (int64_t hh = 0; hh < block; ++hh) {
-              Value factor;
-              if (!floats)
-                factor = vector::BroadcastOp::create(
-                    b, loc, VectorType::get({accLanes}, b.getF32Type()),
-                    tensor::ExtractOp::create(
-                        b, loc, weights.factors,
-                        ValueRange{arith::AddIOp::create(
-                            b, loc, heads.inGroup, indexConst(b, loc, hh))}));
+              Value row = arith::AddIOp::create(b, loc, heads.inGroup,
+                                                indexConst(b, loc, hh));
               for (int64_t k = 0; k < count * 4; ++k) {
                 Value acc = loop.getResult(hh * count * 4 + k);
+                const int64_t blk = codes.chunkBlock(lanes, firstChunk + k / 4);
+                Value factor;
+                if (!floats)
+                  factor = vector::BroadcastOp::create(
+                      b, loc, VectorType::get({accLanes}, b.getF32Type()),
+                      tensor::ExtractOp::create(
+                          b, loc, weights.factors,
+                          ValueRange{row, indexConst(b, loc, blk)}));
                 if (!floats)
                   acc = arith::MulFOp::create(
                       b, loc,

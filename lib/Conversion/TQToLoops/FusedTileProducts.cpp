@@ -220,18 +220,7 @@ Value scaledWeights(OpBuilder &b, Location loc, Value probs,
   Value c0 = indexConst(b, loc, 0);
   // The rows' scales first (strided reads of the rows), then the
   // products over contiguous tokens, which vectorise.
-  Value scales = forEach(
-      b, loc, tokens,
-      tensor::EmptyOp::create(
-          b, loc, SmallVector<OpFoldResult>{getAsOpFoldResult(tokens)},
-          b.getF32Type()),
-      [&](OpBuilder &b, Location loc, Value t, Value scales) {
-        RowBytes row = values.rowBytes(b, loc, t, kvh);
-        return tensor::InsertOp::create(
-                   b, loc, values.rowScale(b, loc, row, t, kvh), scales,
-                   ValueRange{t})
-            .getResult();
-      });
+  Value scales = blockScalesOfRows(b, loc, values, tokens, tokens, kvh);
   Value first = arith::MulIOp::create(b, loc, kvh, indexConst(b, loc, group));
   return forEach(
       b, loc, indexConst(b, loc, group), init,
@@ -243,7 +232,7 @@ Value scaledWeights(OpBuilder &b, Location loc, Value probs,
               Value p = tensor::ExtractOp::create(b, loc, probs,
                                                   ValueRange{c0, h, t});
               Value scale =
-                  tensor::ExtractOp::create(b, loc, scales, ValueRange{t});
+                  tensor::ExtractOp::create(b, loc, scales, ValueRange{c0, t});
               return tensor::InsertOp::create(
                          b, loc, arith::MulFOp::create(b, loc, p, scale),
                          weights, ValueRange{hh, t})

@@ -259,10 +259,40 @@ VectorRowDecoder::getForCodes(const RowDecoder &decoder) {
     VectorRowDecoder codes(decoder, lanes, /*wordReads=*/false);
     if (!codes.hasCodes())
       return failure();
-    if (codes.isReordered() || lanes == 16)
+    if (codes.isReordered() && codes.chunksInBlocks(lanes))
       return codes;
   }
-  llvm_unreachable("the loop returns");
+  return VectorRowDecoder(decoder, /*chunkLanes=*/0, /*wordReads=*/false);
+}
+
+bool VectorRowDecoder::chunksInBlocks(int64_t lanes) const {
+  if (width_ % lanes != 0)
+    return false;
+  const int64_t blockLen = this->blockLen();
+  for (int64_t first = 0; first < width_; first += lanes)
+    for (int64_t l = first; l < first + lanes; ++l)
+      if (order_[l] / blockLen != order_[first] / blockLen)
+        return false;
+  return true;
+}
+
+int64_t VectorRowDecoder::blockChunkLanes() const {
+  for (int64_t lanes : {64, 32, 16})
+    if (chunksInBlocks(lanes))
+      return lanes;
+  return 0;
+}
+
+int64_t VectorRowDecoder::blockLen() const {
+  return decoder_->spec().blockLen;
+}
+
+int64_t VectorRowDecoder::scaleBlocks() const {
+  return decoder_->spec().blocksPerRow();
+}
+
+bool VectorRowDecoder::hasScaledCodes() const {
+  return hasCodes() && !hasQjl() && decoder_->spec().isScaledCodesRow();
 }
 
 bool VectorRowDecoder::hasCodes() const {
@@ -614,6 +644,16 @@ Value VectorRowDecoder::rowScale(OpBuilder &b, Location loc,
                                      ValueRange{t, kvHead, c0});
   }
   return blockScale(b, loc, row, 0);
+}
+
+Value VectorRowDecoder::scaleOfBlock(OpBuilder &b, Location loc,
+                                     const RowBytes &row, Value t,
+                                     Value kvHead, int64_t block) const {
+  assert(decoder_->spec().scaleRule != quant::ScaleRule::None &&
+         block < scaleBlocks() && "no such scale");
+  if (hasRowScale())
+    return rowScale(b, loc, row, t, kvHead);
+  return blockScale(b, loc, row, block);
 }
 
 Value VectorRowDecoder::planeFields(OpBuilder &b, Location loc,

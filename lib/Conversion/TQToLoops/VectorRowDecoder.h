@@ -68,8 +68,9 @@ public:
   static bool supports(const ::tq::quant::FormatSpec &spec);
   /// A decoder for decodeCodes in chunks of `chunkLanes` bytes: lanes in
   /// the widest plane's order (see laneOrder) for the widest of 64, 32 or
-  /// 16 byte groups that divides the plane, so a chunk's fields of that
-  /// plane share a few bit offsets; never the word reads' row order
+  /// 16 byte groups that divides the plane and keeps each group's lanes in
+  /// one scale block, so a chunk's fields of that plane share a few bit
+  /// offsets; else the row's order. Never the word reads' row order
   /// (bytes have no per-lane variable shift). Fails where the format has
   /// no codes (hasCodes).
   static FailureOr<VectorRowDecoder> getForCodes(const RowDecoder &decoder);
@@ -168,9 +169,33 @@ public:
   Value rowScale(OpBuilder &b, Location loc, const RowBytes &row, Value t,
                  Value kvHead) const;
 
+  /// True where every value of a row is s_b * C[idx] with one scale s_b
+  /// per block of blockLen() values, at most 16 levels and nothing else
+  /// (no QJL residual): the products can run on the indices and apply
+  /// the scales to sums per block (the integer score, the pair weighted
+  /// sum). Mirrors FormatSpec::isScaledCodesRow.
+  bool hasScaledCodes() const;
+  /// Values per scale block, and blocks per row (1 where hasRowScale()).
+  int64_t blockLen() const;
+  int64_t scaleBlocks() const;
+  /// The scale of block `block` of row (t, kvHead) (formats with scales;
+  /// rowScale where hasRowScale()).
+  Value scaleOfBlock(OpBuilder &b, Location loc, const RowBytes &row,
+                     Value t, Value kvHead, int64_t block) const;
+  /// The widest of 64, 32 or 16 lanes that divides the row with every
+  /// chunk of that many lanes (in laneOrder) inside one scale block; 0
+  /// where none is.
+  int64_t blockChunkLanes() const;
+  /// The scale block of chunk `chunk` of `lanes` lanes (blockChunkLanes).
+  int64_t chunkBlock(int64_t lanes, int64_t chunk) const {
+    return order_[chunk * lanes] / blockLen();
+  }
+
 private:
   VectorRowDecoder(const RowDecoder &decoder, int64_t chunkLanes,
                    bool wordReads = true);
+  /// True where every chunk of `lanes` lanes lies in one scale block.
+  bool chunksInBlocks(int64_t lanes) const;
 
   /// Per value j of the row (not per lane): the byte of the row holding
   /// its bits in one plane, the bit offset within that byte, and where the

@@ -160,14 +160,14 @@ func.func @score_tile_rows(%q: tensor<?x2x128xf32>, %kb: tensor<5x1x50xi8>) -> t
 // are in row order (each chunk's fields are word reads of the row).
 // CHECK-LABEL: func @accumulate_tile_one_row
 // CHECK: %[[CACHE:.*]] = tensor.cast %{{.*}} : tensor<1x5x1x50xi8> to tensor<?x?x1x50xi8>
-// CHECK: %[[SCALES:.*]] = scf.for %[[U:.*]] = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<5xf32>)
+// CHECK: %[[SCALES:.*]] = scf.for %[[U:.*]] = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<1x5xf32>)
 // CHECK: %[[UROW:.*]] = arith.addi %c0{{.*}}, %[[U]] : index
 // CHECK: vector.transfer_read %[[CACHE]][%{{.*}}, %[[UROW]], %{{.*}}, %c0{{.*}}]{{.*}} vector<2xi8>
 // CHECK: %[[W:.*]] = scf.for %[[HH:.*]] = %c0{{.*}} to %c2{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<2x5xf32>)
 // CHECK: %[[H:.*]] = arith.addi %{{.*}}, %[[HH]] : index
 // CHECK: scf.for %[[S:.*]] = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<2x5xf32>)
 // CHECK: %[[P0:.*]] = tensor.extract %arg0[%c0{{.*}}, %[[H]], %[[S]]] : tensor<1x2x5xf32>
-// CHECK: %[[SC:.*]] = tensor.extract %[[SCALES]][%[[S]]] : tensor<5xf32>
+// CHECK: %[[SC:.*]] = tensor.extract %[[SCALES]][%c0{{.*}}, %[[S]]] : tensor<1x5xf32>
 // CHECK: %[[PS:.*]] = arith.mulf %[[P0]], %[[SC]] : f32
 // CHECK: tensor.insert %[[PS]] into %{{.*}}[%[[HH]], %[[S]]] : tensor<2x5xf32>
 // CHECK: %[[ACCS:.*]]:16 = scf.for %[[T:.*]] = %c0{{.*}} to %c5{{.*}} iter_args({{.*}}) -> (vector<16xf32>, {{.*}}vector<16xf32>) {

@@ -48,13 +48,36 @@ func.func @polar4(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x66xi8>) -> tensor<1x2
 
 // -----
 
-// tq3_0 has a scale per 32-value block (no single row scale), tqprod a
-// QJL residual: both keep the f32 score.
-// CHECK-LABEL: func @block_scales
+// Rows of several scale blocks (turbo3_0 at 256: a norm per 128 values):
+// 128 * sum q8 per block, a chain per (head, row, block) — four chunks of
+// 64, two per block —, each block's sum times its own scale, the blocks'
+// lanes added.
+// CHECK-LABEL: func @two_blocks
+// CHECK: tensor.empty() : tensor<1x4x2xi32>
+// CHECK: arith.select %{{.*}} : vector<256xi1>, vector<256xi32>
+// CHECK: scf.for
+// CHECK-COUNT-32: tq.byte_dot
+// CHECK-NOT: tq.byte_dot
+// CHECK: arith.subi %{{.*}} : vector<16xi32>
+// CHECK: arith.sitofp %{{.*}} : vector<16xi32> to vector<16xf32>
+// CHECK: vector.shuffle %{{.*}} [0, 2, 4, 6, 8, 10, 12, 14] : vector<16xf32>, vector<16xf32>
+// CHECK: vector.shuffle %{{.*}} [1, 3, 5, 7, 9, 11, 13, 15] : vector<16xf32>, vector<16xf32>
+// CHECK: arith.addf %{{.*}} : vector<8xf32>
+func.func @two_blocks(%q: tensor<1x4x256xf32>, %kb: tensor<5x1x100xi8>) -> tensor<1x4x5xf32> {
+  %k = tq.from_bytes %kb : tensor<5x1x100xi8> -> !tq.cache<5x1x256, #tq.format<"turbo3_0">>
+  %s = tq.score %q, %k {lookup = #tq.lookup<tile>} : tensor<1x4x256xf32>, !tq.cache<5x1x256, #tq.format<"turbo3_0">> -> tensor<1x4x5xf32>
+  return %s : tensor<1x4x5xf32>
+}
+
+// -----
+
+// tqprod carries a QJL residual whose signs are no codebook levels: it
+// keeps the f32 score.
+// CHECK-LABEL: func @qjl_residual
 // CHECK-NOT: tq.byte_dot
 // CHECK: vector.fma
-func.func @block_scales(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x56xi8>) -> tensor<1x2x5xf32> {
-  %k = tq.from_bytes %kb : tensor<5x1x56xi8> -> !tq.cache<5x1x128, #tq.format<"tq3_0">>
-  %s = tq.score %q, %k {lookup = #tq.lookup<tile>} : tensor<1x2x128xf32>, !tq.cache<5x1x128, #tq.format<"tq3_0">> -> tensor<1x2x5xf32>
+func.func @qjl_residual(%q: tensor<1x2x256xf32>, %kb: tensor<5x1x100xi8>) -> tensor<1x2x5xf32> {
+  %k = tq.from_bytes %kb : tensor<5x1x100xi8> -> !tq.cache<5x1x256, #tq.format<"tqprod3">>
+  %s = tq.score %q, %k {lookup = #tq.lookup<tile>} : tensor<1x2x256xf32>, !tq.cache<5x1x256, #tq.format<"tqprod3">> -> tensor<1x2x5xf32>
   return %s : tensor<1x2x5xf32>
 }

@@ -43,18 +43,38 @@ func.func @turbo3(%p: tensor<1x2x5xf32>, %vb: tensor<5x1x50xi8>) -> tensor<1x2x1
 
 // -----
 
-// Block scales (tq3_0: no one scale per row to fold into the weights) and
-// several query rows keep the f32 sum.
-// BF16-LABEL: func @block_scales
+// Rows of several scale blocks (turbo3_0 at 256: a norm per 128 values):
+// weights and fixed-point factors per head and block; the passes over the
+// first block's chunks take its weights, those over the second's theirs.
+// I16-LABEL: func @two_blocks
+// I16: tensor.empty() : tensor<4x2xf32>
+// I16: scf.for {{.*}} -> (tensor<4x2x?xi16>, tensor<4x2xf32>)
+// I16: scf.for {{.*}} -> (tensor<4x2x?xi16>, tensor<4x2xf32>)
+// I16: vector.transfer_read %{{.*}}[%{{.*}}, %c0{{.*}}, %{{.*}}]{{.*}} : tensor<4x2x?xi16>, vector<2xi16>
+// I16: tq.pair_dot
+// I16: tensor.extract %{{.*}}[%{{.*}}, %c0{{.*}}] : tensor<4x2xf32>
+// I16: vector.transfer_read %{{.*}}[%{{.*}}, %c1{{.*}}, %{{.*}}]{{.*}} : tensor<4x2x?xi16>, vector<2xi16>
+// I16: tq.pair_dot
+// I16: tensor.extract %{{.*}}[%{{.*}}, %c1{{.*}}] : tensor<4x2xf32>
+func.func @two_blocks(%p: tensor<1x4x5xf32>, %vb: tensor<5x1x100xi8>) -> tensor<1x4x256xf32> {
+  %v = tq.from_bytes %vb : tensor<5x1x100xi8> -> !tq.cache<5x1x256, #tq.format<"turbo3_0">>
+  %a = tq.accumulate %p, %v {lookup = #tq.lookup<tile>} : tensor<1x4x5xf32>, !tq.cache<5x1x256, #tq.format<"turbo3_0">> -> tensor<1x4x256xf32>
+  return %a : tensor<1x4x256xf32>
+}
+
+// -----
+
+// QJL residual signs (tqprod) and several query rows keep the f32 sum.
+// BF16-LABEL: func @qjl_residual
 // BF16-NOT: tq.pair_dot
 // BF16: vector.fma
 // BF16-LABEL: func @prefill_rows
 // BF16-NOT: tq.pair_dot
 // BF16: vector.fma
-func.func @block_scales(%p: tensor<1x2x5xf32>, %vb: tensor<5x1x56xi8>) -> tensor<1x2x128xf32> {
-  %v = tq.from_bytes %vb : tensor<5x1x56xi8> -> !tq.cache<5x1x128, #tq.format<"tq3_0">>
-  %a = tq.accumulate %p, %v {lookup = #tq.lookup<tile>} : tensor<1x2x5xf32>, !tq.cache<5x1x128, #tq.format<"tq3_0">> -> tensor<1x2x128xf32>
-  return %a : tensor<1x2x128xf32>
+func.func @qjl_residual(%p: tensor<1x2x5xf32>, %vb: tensor<5x1x100xi8>) -> tensor<1x2x256xf32> {
+  %v = tq.from_bytes %vb : tensor<5x1x100xi8> -> !tq.cache<5x1x256, #tq.format<"tqprod3">>
+  %a = tq.accumulate %p, %v {lookup = #tq.lookup<tile>} : tensor<1x2x5xf32>, !tq.cache<5x1x256, #tq.format<"tqprod3">> -> tensor<1x2x256xf32>
+  return %a : tensor<1x2x256xf32>
 }
 func.func @prefill_rows(%p: tensor<3x2x5xf32>, %vb: tensor<5x1x50xi8>) -> tensor<3x2x128xf32> {
   %v = tq.from_bytes %vb : tensor<5x1x50xi8> -> !tq.cache<5x1x128, #tq.format<"turbo3_0">>

@@ -17,6 +17,11 @@
 #                      tq-aot --pairs)
 #   TQ_GGML_HEAD_DIMS  head dims (comma separated)
 #   TQ_GGML_GQA        query heads per KV head (comma separated)
+#   TQ_GGML_DOT        dot products of the attention kernels: auto (default:
+#                      the int8 score and bf16/int16 pair sums where the CPU
+#                      has AVX512-VNNI/BF16, f32 elsewhere; tq-aot
+#                      --score-dot=auto --value-dot=auto) or f32 (the
+#                      reference kernels)
 #   TQ_SKIP_PACK=1     build llama.cpp only (no tq-aot run)
 #   JOBS               parallel compile jobs (default: nproc)
 #   TQC_LLAMA_DIR      where the source, build, pack and bin go (default:
@@ -29,6 +34,11 @@ set -euo pipefail
 pairs="${TQ_GGML_PAIRS:-turbo2_0:turbo2_0 turbo3_0:turbo3_0 turbo4_0:turbo4_0 tq3_0:tq3_0 polar3:polar3 polar4:polar4 q8_0:turbo3_0 q8_0:turbo4_0 turbo3_0:q8_0 turbo4_0:q8_0 f16:turbo3_0 turbo4_0:turbo3_0 turbo4_0:turbo2_0 polar4:turbo3_0}"
 head_dims="${TQ_GGML_HEAD_DIMS:-256}"
 gqa="${TQ_GGML_GQA:-4}"
+dot="${TQ_GGML_DOT:-auto}"
+if [[ "$dot" != auto && "$dot" != f32 ]]; then
+  echo "build.sh: error: TQ_GGML_DOT must be auto or f32, got '$dot'" >&2
+  exit 1
+fi
 
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -93,7 +103,8 @@ pair_list="$(echo $pairs | tr ' ' ',')"
 k_list="$(for p in $pairs; do echo "${p%%:*}"; done | awk '!s[$0]++' | paste -sd,)"
 v_list="$(for p in $pairs; do echo "${p##*:}"; done | awk '!s[$0]++' | paste -sd,)"
 aot_cmd=("$tq_aot" --abi=ggml --centred-k "--pairs=$pair_list"
-         "--head-dim=$head_dims" "--gqa=$gqa" -o "$pack")
+         "--head-dim=$head_dims" "--gqa=$gqa" "--score-dot=$dot"
+         "--value-dot=$dot" -o "$pack")
 if [[ "${TQ_SKIP_PACK:-0}" != 1 ]]; then
   if [[ ! -x "$tq_aot" ]]; then
     echo "build.sh: error: $tq_aot is missing; build tqc first (scripts/build.sh)" >&2

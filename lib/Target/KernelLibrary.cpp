@@ -839,6 +839,21 @@ KnobValues mlir::tq::effectiveKnobs(const RuntimeKernelSpec &spec,
   return values;
 }
 
+bool mlir::tq::resolveAutoDotPaths(const std::string &cpu,
+                                   std::string &scoreDot,
+                                   std::string &valueDot, std::string &error) {
+  if (scoreDot != "auto" && valueDot != "auto")
+    return true;
+  std::unique_ptr<llvm::TargetMachine> tm = makeTargetMachine(cpu, error);
+  if (!tm)
+    return false;
+  if (scoreDot == "auto")
+    scoreDot = hasVnni(*tm) ? "i8" : "f32";
+  if (valueDot == "auto")
+    valueDot = hasBf16(*tm) ? "bf16" : hasVnni(*tm) ? "i16" : "f32";
+  return true;
+}
+
 bool mlir::tq::cpuTuningTarget(const std::string &cpu, TuningTarget &target,
                                std::string &error) {
   std::unique_ptr<llvm::TargetMachine> tm = makeTargetMachine(cpu, error);

@@ -117,17 +117,20 @@ cl::opt<int64_t> accumulators(
     cl::init(16));
 cl::opt<std::string> scoreDot(
     "score-dot", cl::cat(toolOptions),
-    cl::desc("dot products of the fused score: f32, or i8 (key levels as "
+    cl::desc("dot products of the fused score: f32, i8 (key levels as "
              "bytes times the query quantised to int8; vpdpbusd where the "
-             "CPU has AVX512-VNNI; formats with one scale per row, no QJL)"),
+             "CPU has AVX512-VNNI; formats with a scale per block and at most 16 "
+             "levels, no QJL), or auto (i8 where --chip has AVX512-VNNI, else "
+             "f32)"),
     cl::init("f32"));
 cl::opt<std::string> valueDot(
     "value-dot", cl::cat(toolOptions),
     cl::desc("multiply-adds of the decode weighted sum: f32, bf16 (bf16 "
              "centroids and weights, vdpbf16ps where the CPU has "
              "AVX512-BF16) or i16 (int16 levels times fixed-point weights, "
-             "vpdpwssd where it has AVX512-VNNI); formats with one scale per "
-             "row, no QJL"),
+             "vpdpwssd where it has AVX512-VNNI); formats with a scale per "
+             "block and at most 16 levels, no QJL; or auto (bf16 where "
+             "--chip has AVX512-BF16, i16 where it has VNNI alone, else f32)"),
     cl::init("f32"));
 cl::opt<std::string> tuningDb(
     "tuning-db", cl::cat(toolOptions),
@@ -255,10 +258,12 @@ int main(int argc, char **argv) {
          "--splits > 0");
   if (scoreRows < 1 || accumulators < 1)
     fail("--score-rows and --accumulators must be >= 1");
-  if (scoreDot != "f32" && scoreDot != "i8")
-    fail("--score-dot must be f32 or i8, got '" + scoreDot + "'");
-  if (valueDot != "f32" && valueDot != "bf16" && valueDot != "i16")
-    fail("--value-dot must be f32, bf16 or i16, got '" + valueDot + "'");
+  if (scoreDot != "f32" && scoreDot != "i8" && scoreDot != "auto")
+    fail("--score-dot must be f32, i8 or auto, got '" + scoreDot + "'");
+  if (valueDot != "f32" && valueDot != "bf16" && valueDot != "i16" &&
+      valueDot != "auto")
+    fail("--value-dot must be f32, bf16, i16 or auto, got '" + valueDot +
+         "'");
   if (!(softcap >= 0.0f && softcap <= kMaxSoftcap))
     fail(llvm::formatv("--softcap must be finite and in [0, {0}], got {1}",
                        llvm::format("%g", double(kMaxSoftcap)),
@@ -423,6 +428,17 @@ int main(int argc, char **argv) {
   options.accumulators = accumulators;
   options.scoreDot = scoreDot;
   options.valueDot = valueDot;
+  if (target == "cpu") {
+    // `auto`: the fastest dot paths the CPU has (said, so a pack's
+    // configuration is never a guess).
+    std::string why;
+    if (!resolveAutoDotPaths(chip, options.scoreDot, options.valueDot, why))
+      fail(why);
+    if (scoreDot == "auto" || valueDot == "auto")
+      llvm::errs() << "tq-aot: dot paths for cpu '" << chip << "': score "
+                   << options.scoreDot << ", value " << options.valueDot
+                   << "\n";
+  }
   if (ggml)
     options.libraryName = "libtq_ggml_kernels.so";
   if (auto l = symbolizeLookupStrategy(lookup))

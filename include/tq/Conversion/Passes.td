@@ -64,7 +64,7 @@ def TQLowerToLoops : Pass<"tq-lower-to-loops", "::mlir::ModuleOp"> {
            "(two tokens per tq.pair_dot on bf16 centroids and weights, "
            "summed in f32) or i16 (int16 levels times int16 fixed-point "
            "weights, summed in i32 and scaled once per call); formats with "
-           "at most one scale per row and 16 levels, no QJL residual; "
+           "a scale per block and at most 16 levels, no QJL residual; "
            "others keep f32">
   ];
 }

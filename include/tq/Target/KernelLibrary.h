@@ -103,6 +103,14 @@ bool writeKernelLibrary(MLIRContext &context,
                         const KernelProgress &progress, std::string &error,
                         ArrayRef<ModuleOp> inputs = {});
 
+/// Replaces `auto` in `scoreDot` / `valueDot` with the dot paths of
+/// `cpu` ("host": this machine): score i8 where the CPU has
+/// AVX512-VNNI; value bf16 where it also has AVX512-BF16, i16 with VNNI
+/// alone; f32 elsewhere. Other values are left as they are. False, with
+/// `error` naming the CPU, where LLVM does not know it.
+bool resolveAutoDotPaths(const std::string &cpu, std::string &scoreDot,
+                         std::string &valueDot, std::string &error);
+
 } // namespace mlir::tq
 
 #endif // TQ_TARGET_KERNELLIBRARY_H

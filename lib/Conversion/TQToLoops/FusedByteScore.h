@@ -11,9 +11,9 @@ namespace mlir::tq {
 
 /// emitFusedScore's result (tensor<queries x query_heads x tokens x f32>)
 /// by int8 dot products (ScoreDot::I8; see FusedByteScore.cpp), or
-/// failure where the keys' format has no codes, more than one scale per
-/// row or a QJL residual, or a width that is no multiple of 16 (the
-/// caller then takes the f32 score).
+/// failure where the keys' format does not fit
+/// (VectorRowDecoder::hasScaledCodes) or has more scale blocks than a sum
+/// tree has lanes (the caller then takes the f32 score).
 FailureOr<Value> emitFusedByteScore(OpBuilder &b, Location loc, Value query,
                                     const VectorRowDecoder &keys,
                                     int64_t kvHeads, int64_t group,

@@ -12,9 +12,9 @@ namespace mlir::tq {
 /// emitFusedAccumulate's result for one query row (probs is
 /// tensor<1 x query_heads x tokens x f32>) by 16-bit pair products
 /// (ValueDot::BF16 or I16; see FusedPairAccumulate.cpp), or failure
-/// (nothing emitted) where the values' format does not fit the path: a
-/// QJL residual, block scales, no codebook indices, or a row width that is
-/// not a multiple of 16.
+/// (nothing emitted) where the values' format does not fit the path
+/// (VectorRowDecoder::hasScaledCodes: a QJL residual, no scales or
+/// codebook indices, blocks or a width that are not multiples of 16).
 FailureOr<Value> emitFusedPairAccumulate(OpBuilder &b, Location loc,
                                          Value probs,
                                          const VectorRowDecoder &values,

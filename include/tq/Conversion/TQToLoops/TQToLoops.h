@@ -21,7 +21,7 @@ enum class ScoreDot {
   F32,
   /// Codebook indices as int8 levels times the query quantised to int8
   /// (per query row and head, once per call), four products per i32 lane
-  /// (tq.byte_dot): where the format has one scale per row, at most 16
+  /// (tq.byte_dot): where the format has a scale per block, at most 16
   /// levels and no QJL residual; other formats keep F32.
   I8,
 };
@@ -38,8 +38,8 @@ enum class ValueDot {
   /// (vpdpwssd) and scaled to f32 once per call.
   I16,
 };
-// (BF16 and I16 apply where the values' format has one scale per row or
-// none, at most 16 levels and no QJL residual; others keep F32.)
+// (BF16 and I16 apply where the values' format has a scale per block, at
+// most 16 levels and no QJL residual; others keep F32.)
 
 /// Choices of the lowering that trade compile time for code.
 struct TQToLoopsOptions {

@@ -742,12 +742,11 @@ bool mlir::tq::kernelKnobs(const RuntimeKernelSpec &spec,
     knobs.push_back(dot);
   }
 
-  if (decode && hasVnni(*tm) &&
-      hasScaledCodes(spec.valueFormat, spec.headDim)) {
+  if (hasVnni(*tm) && hasScaledCodes(spec.valueFormat, spec.headDim)) {
     KnobInfo dot;
     dot.name = "value_dot";
     dot.description =
-        "multiply-adds of the decode weighted sum: f32 (decoded values "
+        "multiply-adds of the weighted sum: f32 (decoded values "
         "times each head's weight), i16 (int16 levels times fixed-point "
         "weights, two tokens per vpdpwssd) or, where the CPU has "
         "AVX512-BF16, bf16 (bf16 centroids and weights, two tokens per "
@@ -833,8 +832,7 @@ KnobValues mlir::tq::effectiveKnobs(const RuntimeKernelSpec &spec,
   if (decode)
     values["accumulators"] = std::to_string(options.accumulators);
   values["score_dot"] = options.scoreDot;
-  if (decode)
-    values["value_dot"] = options.valueDot;
+  values["value_dot"] = options.valueDot;
   values["centroid_permute"] = permute;
   return values;
 }

@@ -125,7 +125,7 @@ cl::opt<std::string> scoreDot(
     cl::init("f32"));
 cl::opt<std::string> valueDot(
     "value-dot", cl::cat(toolOptions),
-    cl::desc("multiply-adds of the decode weighted sum: f32, bf16 (bf16 "
+    cl::desc("multiply-adds of the weighted sum: f32, bf16 (bf16 "
              "centroids and weights, vdpbf16ps where the CPU has "
              "AVX512-BF16) or i16 (int16 levels times fixed-point weights, "
              "vpdpwssd where it has AVX512-VNNI); formats with a scale per "

@@ -289,10 +289,15 @@ TEST_P(DotPath, GqaGroupsAndLongContext) {
   }
 }
 
+/// Several query rows (the pair sum's words buffer; the score's rows
+/// decoded once), also over rows of two scale blocks.
 TEST_P(DotPath, PrefillRows) {
-  for (const char *format : {"turbo3_0", "polar4"}) {
+  for (auto [format, dim] : {std::pair<const char *, unsigned>{"turbo3_0", 128},
+                             {"polar4", 128},
+                             {"turbo3_0", 256}}) {
     Case c;
     c.format = format;
+    c.headDim = dim;
     c.numQueries = 5;
     c.numKeys = 1000;
     c.peaked = true;

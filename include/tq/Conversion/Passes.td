@@ -56,14 +56,16 @@ def TQLowerToLoops : Pass<"tq-lower-to-loops", "::mlir::ModuleOp"> {
     Option<"scoreDot", "score-dot", "std::string", /*default=*/"\"f32\"",
            "Dot products of the fused score: f32 (decoded rows times the f32 "
            "query) or i8 (codebook indices as int8 levels times the query "
-           "quantised to int8 once per call, tq.byte_dot; formats with one "
-           "scale per row and at most 16 levels, no QJL residual; others "
+           "quantised to int8 once per call, tq.byte_dot; formats with a "
+           "scale per block and at most 16 levels, no QJL residual; others "
            "keep f32)">,
     Option<"valueDot", "value-dot", "std::string", /*default=*/"\"f32\"",
-           "Multiply-adds of the one-query-row weighted sum: f32, bf16 "
+           "Multiply-adds of the fused weighted sum: f32, bf16 "
            "(two tokens per tq.pair_dot on bf16 centroids and weights, "
            "summed in f32) or i16 (int16 levels times int16 fixed-point "
-           "weights, summed in i32 and scaled once per call); formats with "
+           "weights, summed in i32 and scaled once per call; with several "
+           "query rows each token pair's levels are formed once into a "
+           "buffer); formats with "
            "a scale per block and at most 16 levels, no QJL residual; "
            "others keep f32">
   ];

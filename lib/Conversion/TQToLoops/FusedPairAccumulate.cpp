@@ -19,6 +19,8 @@
 // chunk), the two rows' bytes interleaved and widened to words by in-lane
 // unpacks, and the words turned into levels by tq.word_lookup (vpermw).
 // The unpacks permute lanes; the output is put back in row order once.
+// With several query rows (prefill) each pair's words are formed once per
+// call and kv head into a buffer, which every query row's passes read.
 //
 //===----------------------------------------------------------------------===//
 
@@ -116,10 +118,11 @@ struct Unpacks {
 /// Lanes of the weights' vector loops.
 constexpr int64_t kWeightLanes = 16;
 
-/// Per query head of kv head `kvh`'s group and scale block, its pair
-/// weights as a tensor <group x blocks x span> (word: bf16, or i16 with
-/// the factors sc / q as tensor<group x blocks x f32>), `span` the tokens
-/// rounded up to kWeightLanes; tokens past `tokens` weigh zero. Vector loops over the
+/// Per query row, query head of kv head `kvh`'s group and scale block,
+/// its pair weights as a tensor <queries x group x blocks x span> (word:
+/// bf16, or i16 with the factors sc / q as tensor<queries x group x
+/// blocks x f32>), `span` the tokens rounded up to kWeightLanes; tokens
+/// past `tokens` weigh zero. Vector loops over the
 /// tokens (the weights of a 256-token tile cost as much as its products
 /// when formed one scalar at a time).
 struct PairWeights {
@@ -139,13 +142,13 @@ PairWeights pairWeights(OpBuilder &b, Location loc, Value probs,
   // The rows' scales (strided reads of the rows), zero past the tokens.
   Value scales = blockScalesOfRows(b, loc, values, tokens, span, kvh);
   Value first = arith::MulIOp::create(b, loc, kvh, indexConst(b, loc, group));
-  // Head hh's weights of block blk for tokens [t, t + kWeightLanes), zero
-  // past the tokens.
-  auto weights = [&](OpBuilder &b, Location loc, Value hh, Value blk,
-                     Value t) -> Value {
+  // Query row i's head hh's weights of block blk for tokens [t, t +
+  // kWeightLanes), zero past the tokens.
+  auto weights = [&](OpBuilder &b, Location loc, Value i, Value hh,
+                     Value blk, Value t) -> Value {
     Value h = arith::AddIOp::create(b, loc, first, hh);
     Value p = vector::TransferReadOp::create(b, loc, f32s, probs,
-                                             ValueRange{c0, h, t}, zero,
+                                             ValueRange{i, h, t}, zero,
                                              ArrayRef<bool>{false});
     Value valid = vector::CreateMaskOp::create(
         b, loc, VectorType::get({kWeightLanes}, b.getI1Type()),
@@ -172,70 +175,83 @@ PairWeights pairWeights(OpBuilder &b, Location loc, Value probs,
   };
   Type word = dot == ValueDot::BF16 ? Type(b.getBF16Type())
                                     : Type(b.getI16Type());
+  OpFoldResult queries = sizeOf(b, loc, probs, 0);
   Value words = tensor::EmptyOp::create(
       b, loc,
-      SmallVector<OpFoldResult>{b.getIndexAttr(group), b.getIndexAttr(blocks),
+      SmallVector<OpFoldResult>{queries, b.getIndexAttr(group),
+                                b.getIndexAttr(blocks),
                                 getAsOpFoldResult(span)},
       word);
-  auto write = [&](OpBuilder &b, Location loc, Value v, Value words, Value hh,
-                   Value blk, Value t) -> Value {
+  auto write = [&](OpBuilder &b, Location loc, Value v, Value words, Value i,
+                   Value hh, Value blk, Value t) -> Value {
     return vector::TransferWriteOp::create(b, loc, v, words,
-                                           ValueRange{hh, blk, t},
+                                           ValueRange{i, hh, blk, t},
                                            ArrayRef<bool>{true})
         .getResult();
   };
-  // for (hh, blk) in group x blocks, carrying `init`.
-  auto overHeadsAndBlocks =
-      [&](ValueRange init,
-          function_ref<SmallVector<Value>(OpBuilder &, Location, Value, Value,
-                                          ValueRange)>
-              body) {
-        return scf::ForOp::create(
-                   b, loc, c0, indexConst(b, loc, group), c1, init,
-                   [&](OpBuilder &b, Location loc, Value hh, ValueRange outer) {
-                     auto perBlock = scf::ForOp::create(
-                         b, loc, c0, indexConst(b, loc, blocks), c1, outer,
-                         [&](OpBuilder &b, Location loc, Value blk,
-                             ValueRange state) {
-                           scf::YieldOp::create(b, loc,
-                                                body(b, loc, hh, blk, state));
-                         });
-                     scf::YieldOp::create(b, loc, perBlock.getResults());
-                   })
-            .getResults();
-      };
+  // for (i, hh, blk) in queries x group x blocks, carrying `init`.
+  using RowBody = function_ref<SmallVector<Value>(
+      OpBuilder &, Location, Value, Value, Value, ValueRange)>;
+  auto overRowsHeadsAndBlocks = [&](ValueRange init, RowBody body) {
+    auto loopOf = [&](OpBuilder &b, Location loc, Value n, ValueRange init,
+                      function_ref<SmallVector<Value>(OpBuilder &, Location,
+                                                      Value, ValueRange)>
+                          inner) {
+      return scf::ForOp::create(
+                 b, loc, c0, n, c1, init,
+                 [&](OpBuilder &b, Location loc, Value x, ValueRange state) {
+                   scf::YieldOp::create(b, loc, inner(b, loc, x, state));
+                 })
+          .getResults();
+    };
+    return loopOf(
+        b, loc, getValueOrCreateConstantIndexOp(b, loc, queries), init,
+        [&](OpBuilder &b, Location loc, Value i, ValueRange state) {
+          return SmallVector<Value>(loopOf(
+              b, loc, indexConst(b, loc, group), state,
+              [&](OpBuilder &b, Location loc, Value hh, ValueRange state) {
+                return SmallVector<Value>(loopOf(
+                    b, loc, indexConst(b, loc, blocks), state,
+                    [&](OpBuilder &b, Location loc, Value blk,
+                        ValueRange state) {
+                      return body(b, loc, i, hh, blk, state);
+                    }));
+              }));
+        });
+  };
   if (dot == ValueDot::BF16) {
-    words = overHeadsAndBlocks(
+    words = overRowsHeadsAndBlocks(
         words,
-        [&](OpBuilder &b, Location loc, Value hh, Value blk,
+        [&](OpBuilder &b, Location loc, Value i, Value hh, Value blk,
             ValueRange words) -> SmallVector<Value> {
           return overTokens(
               b, loc, words,
               [&](OpBuilder &b, Location loc, Value t, ValueRange state) {
                 Value w = arith::TruncFOp::create(
                     b, loc, VectorType::get({kWeightLanes}, word),
-                    weights(b, loc, hh, blk, t));
+                    weights(b, loc, i, hh, blk, t));
                 return SmallVector<Value>{
-                    write(b, loc, w, state[0], hh, blk, t)};
+                    write(b, loc, w, state[0], i, hh, blk, t)};
               });
         })[0];
     return {words, Value()};
   }
-  // i16: per head and block, q from the largest weight and the weights'
-  // sum, then the weights in fixed point.
+  // i16: per query row, head and block, q from the largest weight and the
+  // weights' sum, then the weights in fixed point.
   Value factors = tensor::EmptyOp::create(
       b, loc,
-      SmallVector<OpFoldResult>{b.getIndexAttr(group), b.getIndexAttr(blocks)},
+      SmallVector<OpFoldResult>{queries, b.getIndexAttr(group),
+                                b.getIndexAttr(blocks)},
       f32);
   Value zeros = vector::BroadcastOp::create(b, loc, f32s, zero);
-  ValueRange fixed = overHeadsAndBlocks(
+  ValueRange fixed = overRowsHeadsAndBlocks(
       ValueRange{words, factors},
-      [&](OpBuilder &b, Location loc, Value hh, Value blk,
+      [&](OpBuilder &b, Location loc, Value i, Value hh, Value blk,
           ValueRange state) -> SmallVector<Value> {
         ValueRange stats = overTokens(
             b, loc, ValueRange{zeros, zeros},
             [&](OpBuilder &b, Location loc, Value t, ValueRange acc) {
-              Value w = weights(b, loc, hh, blk, t);
+              Value w = weights(b, loc, i, hh, blk, t);
               return SmallVector<Value>{
                   arith::MaximumFOp::create(b, loc, acc[0], w),
                   arith::AddFOp::create(b, loc, acc[1], w)};
@@ -263,8 +279,8 @@ PairWeights pairWeights(OpBuilder &b, Location loc, Value probs,
             [&](OpBuilder &b, Location loc, Value t, ValueRange words) {
               Value scaled = math::RoundEvenOp::create(
                   b, loc,
-                  arith::MulFOp::create(b, loc, weights(b, loc, hh, blk, t),
-                                        qs));
+                  arith::MulFOp::create(
+                      b, loc, weights(b, loc, i, hh, blk, t), qs));
               Value w = arith::TruncIOp::create(
                   b, loc, VectorType::get({kWeightLanes}, word),
                   arith::FPToSIOp::create(
@@ -272,10 +288,10 @@ PairWeights pairWeights(OpBuilder &b, Location loc, Value probs,
                       VectorType::get({kWeightLanes}, b.getI32Type()),
                       scaled));
               return SmallVector<Value>{
-                  write(b, loc, w, words[0], hh, blk, t)};
+                  write(b, loc, w, words[0], i, hh, blk, t)};
             })[0];
         Value nextFactors = tensor::InsertOp::create(b, loc, factor, state[1],
-                                                     ValueRange{hh, blk});
+                                                     ValueRange{i, hh, blk});
         return {nextWords, nextFactors};
       });
   return {fixed[0], fixed[1]};
@@ -322,6 +338,8 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
   const int64_t perPass =
       std::clamp<int64_t>(budget / (4 * block), 1, chunks);
 
+  const bool oneQueryRow =
+      cast<ShapedType>(probs.getType()).getDimSize(0) == 1;
   const CacheAccess &access = values.rowDecoder().access();
   Value tokens = getValueOrCreateConstantIndexOp(b, loc, access.numTokens);
   Value c0 = indexConst(b, loc, 0), c1 = indexConst(b, loc, 1),
@@ -345,10 +363,71 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
       {sizeOf(b, loc, probs, 0), sizeOf(b, loc, probs, 1),
        b.getIndexAttr(width)},
       b.getF32Type(), b.getF32FloatAttr(0.0f));
+  // The word vectors of pair `pair` (rows t0, t1): words[c * 4 + v] is
+  // part v of chunk firstChunk + c, for `count` chunks.
+  auto pairWords = [&](OpBuilder &b, Location loc, Value kvh, Value t0,
+                       Value t1, int64_t firstChunk, int64_t count) {
+    RowBytes row0 = codes.rowBytes(b, loc, t0, kvh);
+    RowBytes row1 = codes.rowBytes(b, loc, t1, kvh);
+    SmallVector<Value> words;
+    Value zeroBytes = arith::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(bytesType, b.getI8IntegerAttr(0)));
+    for (int64_t c = 0; c < count; ++c) {
+      const int64_t at = (firstChunk + c) * lanes;
+      Value a = codes.decodeCodes(b, loc, row0, at, lanes);
+      Value bb = codes.decodeCodes(b, loc, row1, at, lanes);
+      for (int64_t outer = 0; outer < 2; ++outer) {
+        Value half =
+            vector::ShuffleOp::create(b, loc, a, bb, unpacks.interleave[outer]);
+        for (int64_t inner = 0; inner < 2; ++inner) {
+          Value wide = vector::ShuffleOp::create(b, loc, half, zeroBytes,
+                                                 unpacks.widen[inner]);
+          Value index = vector::BitCastOp::create(b, loc, i16Words, wide);
+          words.push_back(
+              WordLookupOp::create(b, loc, i16Words, index, tableAttr));
+        }
+      }
+    }
+    return words;
+  };
+  // Rows t0 = 2 pair and t1 = min(t0 + 1, last): an odd count's last pair
+  // repeats the last row, whose weight is zero.
+  auto pairRows = [&](OpBuilder &b, Location loc, Value pair) {
+    Value t0 = arith::MulIOp::create(b, loc, pair, c2);
+    Value t1 = arith::MinUIOp::create(
+        b, loc, arith::AddIOp::create(b, loc, t0, c1), last);
+    return std::make_pair(t0, t1);
+  };
+  const int64_t wordsPerPair = chunks * 4;
   out = forEach(b, loc, indexConst(b, loc, kvHeads), out,
                 [&](OpBuilder &b, Location loc, Value kvh, Value out) {
     PairWeights weights = pairWeights(b, loc, probs, codes, tokens, span,
                                       kvh, group, dot, levelScale);
+    // Several query rows: every pair's words once, in a buffer the query
+    // rows' passes read (tensor<pairs x words x 2 accLanes x i16>).
+    Value buffer;
+    if (!oneQueryRow) {
+      buffer = tensor::EmptyOp::create(
+          b, loc,
+          SmallVector<OpFoldResult>{getAsOpFoldResult(pairs),
+                                    b.getIndexAttr(wordsPerPair),
+                                    b.getIndexAttr(2 * accLanes)},
+          b.getI16Type());
+      buffer = forEach(
+          b, loc, pairs, buffer,
+          [&](OpBuilder &b, Location loc, Value pair, Value buffer) {
+            auto [t0, t1] = pairRows(b, loc, pair);
+            for (auto [k, w] :
+                 llvm::enumerate(pairWords(b, loc, kvh, t0, t1, 0, chunks)))
+              buffer = vector::TransferWriteOp::create(
+                           b, loc, w, buffer,
+                           ValueRange{pair, indexConst(b, loc, k), c0},
+                           ArrayRef<bool>{true})
+                           .getResult();
+            return buffer;
+          });
+    }
+    auto perRow = [&](OpBuilder &b, Location loc, Value i, Value out) {
     return forEachHeadBlock(
         b, loc, kvh, group, block, out,
         [&](OpBuilder &b, Location loc, const HeadBlock &heads, Value out) {
@@ -363,7 +442,7 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
                                       b, loc, wordElement, 0));
             Value two = vector::TransferReadOp::create(
                 b, loc, VectorType::get({2}, wordElement), weights.words,
-                ValueRange{row, indexConst(b, loc, blk), t}, zero,
+                ValueRange{i, row, indexConst(b, loc, blk), t}, zero,
                 ArrayRef<bool>{true});
             Value dword = vector::BitCastOp::create(
                 b, loc, VectorType::get({1}, b.getI32Type()), two);
@@ -383,45 +462,28 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
             auto loop = scf::ForOp::create(
                 b, loc, c0, pairs, c1, zeros,
                 [&](OpBuilder &b, Location loc, Value pair, ValueRange accs) {
-                  Value t0 = arith::MulIOp::create(b, loc, pair, c2);
-                  // An odd count's last pair repeats the last row; its
-                  // second weight is zero.
-                  Value t1 = arith::MinUIOp::create(
-                      b, loc, arith::AddIOp::create(b, loc, t0, c1), last);
-                  if (firstChunk == 0) {
-                    codes.prefetchNextRange(b, loc, prefetch, t0, kvh);
-                    codes.prefetchNextRange(b, loc, prefetch, t1, kvh);
-                  }
-                  RowBytes row0 = codes.rowBytes(b, loc, t0, kvh);
-                  RowBytes row1 = codes.rowBytes(b, loc, t1, kvh);
-                  // words[c * 4 + v]: part v of chunk firstChunk + c.
+                  auto [t0, t1] = pairRows(b, loc, pair);
                   SmallVector<Value> words;
-                  Value zeroBytes = arith::ConstantOp::create(
-                      b, loc,
-                      DenseElementsAttr::get(bytesType, b.getI8IntegerAttr(0)));
-                  for (int64_t c = 0; c < count; ++c) {
-                    const int64_t at = (firstChunk + c) * lanes;
-                    Value a = codes.decodeCodes(b, loc, row0, at, lanes);
-                    Value bb = codes.decodeCodes(b, loc, row1, at, lanes);
-                    for (int64_t outer = 0; outer < 2; ++outer) {
-                      Value half = vector::ShuffleOp::create(
-                          b, loc, a, bb, unpacks.interleave[outer]);
-                      for (int64_t inner = 0; inner < 2; ++inner) {
-                        Value wide = vector::ShuffleOp::create(
-                            b, loc, half, zeroBytes, unpacks.widen[inner]);
-                        Value index =
-                            vector::BitCastOp::create(b, loc, i16Words, wide);
-                        Value level =
-                            WordLookupOp::create(b, loc, i16Words, index,
-                                                 tableAttr);
-                        words.push_back(
-                            floats ? vector::BitCastOp::create(
-                                         b, loc, wordsType, level)
-                                         .getResult()
-                                   : level);
-                      }
+                  if (oneQueryRow) {
+                    if (firstChunk == 0) {
+                      codes.prefetchNextRange(b, loc, prefetch, t0, kvh);
+                      codes.prefetchNextRange(b, loc, prefetch, t1, kvh);
                     }
+                    words = pairWords(b, loc, kvh, t0, t1, firstChunk, count);
+                  } else {
+                    Value zeroWord =
+                        arith::ConstantIntOp::create(b, loc, b.getI16Type(), 0);
+                    for (int64_t k = 0; k < count * 4; ++k)
+                      words.push_back(vector::TransferReadOp::create(
+                          b, loc, i16Words, buffer,
+                          ValueRange{pair,
+                                     indexConst(b, loc, firstChunk * 4 + k),
+                                     c0},
+                          zeroWord, ArrayRef<bool>{true}));
                   }
+                  if (floats)
+                    for (Value &w : words)
+                      w = vector::BitCastOp::create(b, loc, wordsType, w);
                   SmallVector<Value> next;
                   for (int64_t hh = 0; hh < block; ++hh) {
                     // Each block's weights once per pass.
@@ -450,7 +512,7 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
                       b, loc, VectorType::get({accLanes}, b.getF32Type()),
                       tensor::ExtractOp::create(
                           b, loc, weights.factors,
-                          ValueRange{row, indexConst(b, loc, blk)}));
+                          ValueRange{i, row, indexConst(b, loc, blk)}));
                 if (!floats)
                   acc = arith::MulFOp::create(
                       b, loc,
@@ -459,13 +521,18 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
                           VectorType::get({accLanes}, b.getF32Type()), acc),
                       factor);
                 const int64_t at = firstChunk * lanes + k * accLanes;
-                out = writeChunk(b, loc, acc, out, c0, heads.heads[hh],
+                out = writeChunk(b, loc, acc, out, i, heads.heads[hh],
                                  indexConst(b, loc, at));
               }
             }
           }
           return out;
         });
+    };
+    if (oneQueryRow)
+      return perRow(b, loc, c0, out);
+    return forEach(b, loc, tensor::DimOp::create(b, loc, probs, 0), out,
+                   perRow);
   });
   // Position c * lanes + v * accLanes + l holds row value
   // laneOrder[c * lanes + wordSource[v][l]].

@@ -9,8 +9,8 @@
 
 namespace mlir::tq {
 
-/// emitFusedAccumulate's result for one query row (probs is
-/// tensor<1 x query_heads x tokens x f32>) by 16-bit pair products
+/// emitFusedAccumulate's result (probs is tensor<queries x query_heads x
+/// tokens x f32>) by 16-bit pair products
 /// (ValueDot::BF16 or I16; see FusedPairAccumulate.cpp), or failure
 /// (nothing emitted) where the values' format does not fit the path
 /// (VectorRowDecoder::hasScaledCodes: a QJL residual, no scales or

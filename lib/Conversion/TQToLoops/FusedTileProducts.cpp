@@ -563,7 +563,7 @@ Value mlir::tq::emitFusedAccumulate(OpBuilder &b, Location loc, Value probs,
     return permuteRows(b, loc, out, inverseOrder(values.laneOrder()));
   };
   const bool oneQueryRow = cast<ShapedType>(probs.getType()).getDimSize(0) == 1;
-  if (oneQueryRow && options.valueDot != ValueDot::F32)
+  if (options.valueDot != ValueDot::F32)
     if (FailureOr<Value> pairs = emitFusedPairAccumulate(
             b, loc, probs, values, kvHeads, group, options);
         succeeded(pairs))

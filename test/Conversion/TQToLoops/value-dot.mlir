@@ -1,11 +1,11 @@
-// tq-lower-to-loops{value-dot=bf16|i16}: the one-query-row weighted sum
-// two tokens per multiply-add. Per kv head the weights (probability times
-// row scale) are formed once per call in vector loops over the tokens, as
-// bf16 or, for i16, in fixed point with a per-head factor; each pair of
-// rows is decoded to codebook indices as bytes, interleaved and widened
-// to words by in-lane unpacks, looked up (tq.word_lookup) and multiplied
-// with the heads' weight pairs (tq.pair_dot). Prefill rows and formats it
-// does not apply to keep the f32 sum.
+// tq-lower-to-loops{value-dot=bf16|i16}: the fused weighted sum two
+// tokens per multiply-add. Per kv head the weights (probability times
+// block scale) are formed once per call in vector loops over the tokens,
+// as bf16 or, for i16, in fixed point with a factor per query row, head
+// and block; each pair of rows is decoded to codebook indices as bytes,
+// interleaved and widened to words by in-lane unpacks, looked up
+// (tq.word_lookup) and multiplied with the heads' weight pairs
+// (tq.pair_dot). Formats it does not apply to keep the f32 sum.
 
 // RUN: tq-opt %s -split-input-file --tq-lower-to-loops="value-dot=bf16" | FileCheck %s --check-prefix=BF16
 // RUN: tq-opt %s -split-input-file --tq-lower-to-loops="value-dot=i16" | FileCheck %s --check-prefix=I16
@@ -47,15 +47,16 @@ func.func @turbo3(%p: tensor<1x2x5xf32>, %vb: tensor<5x1x50xi8>) -> tensor<1x2x1
 // weights and fixed-point factors per head and block; the passes over the
 // first block's chunks take its weights, those over the second's theirs.
 // I16-LABEL: func @two_blocks
-// I16: tensor.empty() : tensor<4x2xf32>
-// I16: scf.for {{.*}} -> (tensor<4x2x?xi16>, tensor<4x2xf32>)
-// I16: scf.for {{.*}} -> (tensor<4x2x?xi16>, tensor<4x2xf32>)
-// I16: vector.transfer_read %{{.*}}[%{{.*}}, %c0{{.*}}, %{{.*}}]{{.*}} : tensor<4x2x?xi16>, vector<2xi16>
+// I16: tensor.empty() : tensor<1x4x2xf32>
+// I16: scf.for {{.*}} -> (tensor<1x4x2x?xi16>, tensor<1x4x2xf32>)
+// I16: scf.for {{.*}} -> (tensor<1x4x2x?xi16>, tensor<1x4x2xf32>)
+// I16: scf.for {{.*}} -> (tensor<1x4x2x?xi16>, tensor<1x4x2xf32>)
+// I16: vector.transfer_read %{{.*}}[%c0{{.*}}, %{{.*}}, %c0{{.*}}, %{{.*}}]{{.*}} : tensor<1x4x2x?xi16>, vector<2xi16>
 // I16: tq.pair_dot
-// I16: tensor.extract %{{.*}}[%{{.*}}, %c0{{.*}}] : tensor<4x2xf32>
-// I16: vector.transfer_read %{{.*}}[%{{.*}}, %c1{{.*}}, %{{.*}}]{{.*}} : tensor<4x2x?xi16>, vector<2xi16>
+// I16: tensor.extract %{{.*}}[%c0{{.*}}, %{{.*}}, %c0{{.*}}] : tensor<1x4x2xf32>
+// I16: vector.transfer_read %{{.*}}[%c0{{.*}}, %{{.*}}, %c1{{.*}}, %{{.*}}]{{.*}} : tensor<1x4x2x?xi16>, vector<2xi16>
 // I16: tq.pair_dot
-// I16: tensor.extract %{{.*}}[%{{.*}}, %c1{{.*}}] : tensor<4x2xf32>
+// I16: tensor.extract %{{.*}}[%c0{{.*}}, %{{.*}}, %c1{{.*}}] : tensor<1x4x2xf32>
 func.func @two_blocks(%p: tensor<1x4x5xf32>, %vb: tensor<5x1x100xi8>) -> tensor<1x4x256xf32> {
   %v = tq.from_bytes %vb : tensor<5x1x100xi8> -> !tq.cache<5x1x256, #tq.format<"turbo3_0">>
   %a = tq.accumulate %p, %v {lookup = #tq.lookup<tile>} : tensor<1x4x5xf32>, !tq.cache<5x1x256, #tq.format<"turbo3_0">> -> tensor<1x4x256xf32>
@@ -64,13 +65,23 @@ func.func @two_blocks(%p: tensor<1x4x5xf32>, %vb: tensor<5x1x100xi8>) -> tensor<
 
 // -----
 
-// QJL residual signs (tqprod) and several query rows keep the f32 sum.
+// QJL residual signs (tqprod) keep the f32 sum.
 // BF16-LABEL: func @qjl_residual
 // BF16-NOT: tq.pair_dot
 // BF16: vector.fma
+// Several query rows: weights per query row; every pair's words formed
+// once into a buffer, then a loop over the query rows whose passes read
+// them from there.
 // BF16-LABEL: func @prefill_rows
-// BF16-NOT: tq.pair_dot
-// BF16: vector.fma
+// BF16: scf.for {{.*}} -> (tensor<3x2x1x?xbf16>)
+// BF16: %[[EMPTY:.*]] = tensor.empty(%{{.*}}) : tensor<?x8x32xi16>
+// BF16: %[[WORDS:.*]] = scf.for {{.*}} iter_args(%{{.*}} = %[[EMPTY]]) -> (tensor<?x8x32xi16>)
+// BF16-COUNT-8: tq.word_lookup
+// BF16: scf.for %[[I:.*]] = {{.*}} -> (tensor<3x2x128xf32>)
+// BF16: scf.for
+// BF16: vector.transfer_read %[[WORDS]]{{.*}} : tensor<?x8x32xi16>, vector<32xi16>
+// BF16: tq.pair_dot
+// BF16-NOT: vector.fma
 func.func @qjl_residual(%p: tensor<1x2x5xf32>, %vb: tensor<5x1x100xi8>) -> tensor<1x2x256xf32> {
   %v = tq.from_bytes %vb : tensor<5x1x100xi8> -> !tq.cache<5x1x256, #tq.format<"tqprod3">>
   %a = tq.accumulate %p, %v {lookup = #tq.lookup<tile>} : tensor<1x2x5xf32>, !tq.cache<5x1x256, #tq.format<"tqprod3">> -> tensor<1x2x256xf32>

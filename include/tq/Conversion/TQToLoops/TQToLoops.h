@@ -26,7 +26,7 @@ enum class ScoreDot {
   I8,
 };
 
-/// The multiply-adds of the one-query-row weighted sum (decode).
+/// The multiply-adds of the fused weighted sum.
 enum class ValueDot {
   /// Decoded rows (f32) times each head's f32 weight: the reference.
   F32,
@@ -34,7 +34,8 @@ enum class ValueDot {
   /// the weights rounded to bf16, summed in f32 (vdpbf16ps).
   BF16,
   /// Two tokens per multiply-add: int16 levels of the centroids times the
-  /// weights in int16 fixed point (per head and call), summed in i32
+  /// weights in int16 fixed point (per query row, head, block and call),
+  /// summed in i32
   /// (vpdpwssd) and scaled to f32 once per call.
   I16,
 };
@@ -54,7 +55,7 @@ struct TQToLoopsOptions {
   int64_t accumulators = 16;
   /// The score's dot products.
   ScoreDot scoreDot = ScoreDot::F32;
-  /// The one-query-row weighted sum's multiply-adds.
+  /// The weighted sum's multiply-adds.
   ValueDot valueDot = ValueDot::F32;
 };
 

@@ -78,7 +78,7 @@ tqc_formats() {
 pack_args() {
   case "$1" in
     fa-dots) # the fast dot paths (what build.sh's default pack takes)
-      echo "--pairs=turbo3_0:turbo3_0,polar4:polar4,tq3_0:tq3_0 --head-dim=128,256 --gqa=1,4 --score-dot=auto --value-dot=auto" ;;
+      echo "--pairs=turbo3_0:turbo3_0,polar4:polar4,turbo4_0:turbo4_0 --head-dim=128,256 --gqa=1,4 --score-dot=auto --value-dot=auto" ;;
     fa-d*)  # turbo3_0 over every GQA group at one head dim
       echo "--pairs=turbo3_0:turbo3_0 --head-dim=${1#fa-d} --gqa=1,2,4,7,8" ;;
     fa-mla) # DeepSeek's K 576 / V 512 (groups above 2 compile slowly at 576)

@@ -113,14 +113,17 @@ struct FormatSpec {
   /// Storage bits per logical value of a row: rowBytes * 8 / headDim.
   double bitsPerValue() const { return double(rowBytes()) * 8.0 / headDim; }
   /// True where each block of a row is one scale times codebook levels
-  /// of at most 16 entries, with no QJL residual, blocks and padded dim
-  /// multiples of 16 values: the rows the integer and bf16 dot-product
-  /// paths take (tq-lower-to-loops score-dot=i8, value-dot=bf16|i16),
-  /// which apply each block's scale to the block's sum.
+  /// of at most 16 entries, with no QJL residual, blocks of at least 64
+  /// values (a multiple of 16) and a padded dim that is a multiple of 16:
+  /// the rows the integer and bf16 dot-product paths take
+  /// (tq-lower-to-loops score-dot=i8, value-dot=bf16|i16), which apply
+  /// each block's scale to the block's sum. (tq3_0's 32-value blocks,
+  /// eight scales per row at head dim 256, made the decode kernel 1.6x
+  /// slower than the f32 one: docs/perf/cpu.md.)
   bool isScaledCodesRow() const {
     return codebook && codebook->centroids.size() <= 16 && !qjl &&
-           scaleRule != ScaleRule::None && blockLen % 16 == 0 &&
-           paddedDim % 16 == 0;
+           scaleRule != ScaleRule::None && blockLen >= 64 &&
+           blockLen % 16 == 0 && paddedDim % 16 == 0;
   }
 };
 

@@ -161,17 +161,22 @@ PairWeights pairWeights(OpBuilder &b, Location loc, Value probs,
                                        ValueRange{blk, t}, zero,
                                        ArrayRef<bool>{true}));
   };
-  // for t in [0, span) step kWeightLanes, carrying `init`.
-  auto overTokens = [&](OpBuilder &b, Location loc, ValueRange init,
-                        function_ref<SmallVector<Value>(
-                            OpBuilder &, Location, Value, ValueRange)>
-                            body) {
+  // for x in [0, n) step `by`, carrying `init`.
+  using LoopBody = function_ref<SmallVector<Value>(OpBuilder &, Location,
+                                                   Value, ValueRange)>;
+  auto loopOf = [&](OpBuilder &b, Location loc, Value n, Value by,
+                    ValueRange init, LoopBody body) {
     return scf::ForOp::create(
-               b, loc, c0, span, step, init,
-               [&](OpBuilder &b, Location loc, Value t, ValueRange state) {
-                 scf::YieldOp::create(b, loc, body(b, loc, t, state));
+               b, loc, c0, n, by, init,
+               [&](OpBuilder &b, Location loc, Value x, ValueRange state) {
+                 scf::YieldOp::create(b, loc, body(b, loc, x, state));
                })
         .getResults();
+  };
+  // for t in [0, span) step kWeightLanes, carrying `init`.
+  auto overTokens = [&](OpBuilder &b, Location loc, ValueRange init,
+                        LoopBody body) {
+    return loopOf(b, loc, span, step, init, body);
   };
   Type word = dot == ValueDot::BF16 ? Type(b.getBF16Type())
                                     : Type(b.getI16Type());
@@ -193,25 +198,14 @@ PairWeights pairWeights(OpBuilder &b, Location loc, Value probs,
   using RowBody = function_ref<SmallVector<Value>(
       OpBuilder &, Location, Value, Value, Value, ValueRange)>;
   auto overRowsHeadsAndBlocks = [&](ValueRange init, RowBody body) {
-    auto loopOf = [&](OpBuilder &b, Location loc, Value n, ValueRange init,
-                      function_ref<SmallVector<Value>(OpBuilder &, Location,
-                                                      Value, ValueRange)>
-                          inner) {
-      return scf::ForOp::create(
-                 b, loc, c0, n, c1, init,
-                 [&](OpBuilder &b, Location loc, Value x, ValueRange state) {
-                   scf::YieldOp::create(b, loc, inner(b, loc, x, state));
-                 })
-          .getResults();
-    };
     return loopOf(
-        b, loc, getValueOrCreateConstantIndexOp(b, loc, queries), init,
+        b, loc, getValueOrCreateConstantIndexOp(b, loc, queries), c1, init,
         [&](OpBuilder &b, Location loc, Value i, ValueRange state) {
           return SmallVector<Value>(loopOf(
-              b, loc, indexConst(b, loc, group), state,
+              b, loc, indexConst(b, loc, group), c1, state,
               [&](OpBuilder &b, Location loc, Value hh, ValueRange state) {
                 return SmallVector<Value>(loopOf(
-                    b, loc, indexConst(b, loc, blocks), state,
+                    b, loc, indexConst(b, loc, blocks), c1, state,
                     [&](OpBuilder &b, Location loc, Value blk,
                         ValueRange state) {
                       return body(b, loc, i, hh, blk, state);

@@ -31,22 +31,33 @@ tq_status tq_resolve_allocator(const tq_allocator_v0 *allocator,
     return TQ_STATUS_OK;
   if (allocator->version != TQ_ALLOCATOR_VERSION_0 ||
       allocator->size != sizeof(tq_allocator_v0))
-    return TQ_STATUS_VERSION_MISMATCH;
+    return tq_fail(TQ_STATUS_VERSION_MISMATCH,
+                   "allocator: version %u, size %u; this runtime takes "
+                   "version %u, size %zu",
+                   allocator->version, allocator->size,
+                   TQ_ALLOCATOR_VERSION_0, sizeof(tq_allocator_v0));
   if (!allocator->allocate || !allocator->release)
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "allocator: allocate and release must both be set");
   *out = *allocator;
   return TQ_STATUS_OK;
 }
 
 tq_status tq_check_cache(const tq_kv_cache_v0 *c) {
   if (!c)
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT, "the cache is NULL");
   if (c->version != TQ_KV_CACHE_VERSION_0 || c->size != sizeof(*c))
-    return TQ_STATUS_VERSION_MISMATCH;
+    return tq_fail(TQ_STATUS_VERSION_MISMATCH,
+                   "cache: version %u, size %u; this runtime takes version "
+                   "%u, size %zu",
+                   c->version, c->size, TQ_KV_CACHE_VERSION_0, sizeof(*c));
   if (!c->k_format || !c->v_format || !c->k_pages || !c->v_pages ||
       c->head_dim == 0 || c->num_kv_heads == 0 || c->page_size == 0 ||
       c->k_row_bytes == 0 || c->v_row_bytes == 0 || c->num_pages == 0)
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "cache: k_format, v_format, k_pages and v_pages must be "
+                   "set and head_dim, num_kv_heads, page_size, k_row_bytes, "
+                   "v_row_bytes and num_pages non-zero");
   uint64_t bytes;
   if (!tq_mul_ok(c->num_pages, c->page_size, &bytes) ||
       !tq_mul_ok(bytes, c->num_kv_heads, &bytes) ||
@@ -54,49 +65,91 @@ tq_status tq_check_cache(const tq_kv_cache_v0 *c) {
                                                      : c->v_row_bytes,
               &bytes) ||
       bytes > (uint64_t)INT64_MAX)
-    return TQ_STATUS_OVERFLOW;
+    return tq_fail(TQ_STATUS_OVERFLOW,
+                   "cache: num_pages x page_size x num_kv_heads x row bytes "
+                   "overflows int64");
   if (c->layout == TQ_LAYOUT_PAGED) {
     if (!c->indptr || !c->indices || !c->last_page_len)
-      return TQ_STATUS_INVALID_ARGUMENT;
+      return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                     "paged cache: indptr, indices and last_page_len must "
+                     "be set");
     if (c->indptr[0] != 0)
-      return TQ_STATUS_INVALID_ARGUMENT;
+      return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                     "paged cache: indptr[0] is %d, not 0", c->indptr[0]);
     /* indptr first, whole: indices holds indptr[num_seqs] entries, so no
      * entry may be read before every bound is known to be within that. */
     for (uint32_t s = 0; s < c->num_seqs; ++s)
       if (c->indptr[s + 1] < c->indptr[s])
-        return TQ_STATUS_INVALID_ARGUMENT;
+        return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                       "paged cache: indptr decreases at sequence %u "
+                       "(%d, then %d)",
+                       s, c->indptr[s], c->indptr[s + 1]);
     for (uint32_t s = 0; s < c->num_seqs; ++s) {
       int32_t begin = c->indptr[s], end = c->indptr[s + 1];
       int32_t last = c->last_page_len[s];
       if (end == begin ? last != 0 : (last < 1 || last > (int32_t)c->page_size))
-        return TQ_STATUS_OUT_OF_RANGE;
+        return tq_fail(TQ_STATUS_OUT_OF_RANGE,
+                       "paged cache: last_page_len[%u] = %d (sequence of %d "
+                       "pages, page_size %u)",
+                       s, last, end - begin, c->page_size);
       for (int32_t p = begin; p < end; ++p)
         if (c->indices[p] < 0 || (uint64_t)c->indices[p] >= c->num_pages)
-          return TQ_STATUS_OUT_OF_RANGE;
+          return tq_fail(TQ_STATUS_OUT_OF_RANGE,
+                         "paged cache: indices[%d] = %d is not a page "
+                         "(num_pages %llu)",
+                         p, c->indices[p], (unsigned long long)c->num_pages);
     }
   } else if (c->layout == TQ_LAYOUT_CONTIGUOUS) {
     if (!c->seq_lens)
-      return TQ_STATUS_INVALID_ARGUMENT;
+      return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                     "contiguous cache: seq_lens must be set");
     if (c->num_seqs > c->num_pages)
-      return TQ_STATUS_OUT_OF_RANGE;
+      return tq_fail(TQ_STATUS_OUT_OF_RANGE,
+                     "contiguous cache: %u sequences in %llu pages (one "
+                     "page per sequence)",
+                     c->num_seqs, (unsigned long long)c->num_pages);
     for (uint32_t s = 0; s < c->num_seqs; ++s)
       if (c->seq_lens[s] < 0 || (uint32_t)c->seq_lens[s] > c->page_size)
-        return TQ_STATUS_OUT_OF_RANGE;
+        return tq_fail(TQ_STATUS_OUT_OF_RANGE,
+                       "contiguous cache: seq_lens[%u] = %d is not in "
+                       "[0, page_size %u]",
+                       s, c->seq_lens[s], c->page_size);
   } else {
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "cache: layout %u is neither TQ_LAYOUT_PAGED nor "
+                   "TQ_LAYOUT_CONTIGUOUS",
+                   c->layout);
   }
   return TQ_STATUS_OK;
 }
 
 /* What every attention params version shares: the query layout, the head
- * counts, a finite non-negative scale and a non-negative soft-cap. */
-static bool queries_ok(const tq_kv_cache_v0 *c, const int32_t *q_indptr,
-                       uint32_t num_q_heads, float scale, float softcap,
-                       const float *q, const float *out) {
-  return q_indptr && q && out && num_q_heads != 0 &&
-         num_q_heads % c->num_kv_heads == 0 && softcap >= 0.0f &&
-         softcap <= TQ_MAX_SOFTCAP &&
-         scale >= 0.0f && scale <= 3.4e38f && q_indptr[0] == 0;
+ * counts, a finite non-negative scale and a non-negative soft-cap. OK, or
+ * the failure, said (tq_last_error). */
+static tq_status check_queries(const tq_kv_cache_v0 *c,
+                               const int32_t *q_indptr, uint32_t num_q_heads,
+                               float scale, float softcap, const float *q,
+                               const float *out) {
+  if (!q_indptr || !q || !out)
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "attention: q_indptr, q and out must be set");
+  if (num_q_heads == 0 || num_q_heads % c->num_kv_heads != 0)
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "attention: %u query heads is not a non-zero multiple of "
+                   "the cache's %u kv heads",
+                   num_q_heads, c->num_kv_heads);
+  if (!(softcap >= 0.0f && softcap <= TQ_MAX_SOFTCAP))
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "attention: softcap %g is not in [0, %g]", (double)softcap,
+                   (double)TQ_MAX_SOFTCAP);
+  if (!(scale >= 0.0f && scale <= 3.4e38f))
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "attention: scale %g is not finite and >= 0",
+                   (double)scale);
+  if (q_indptr[0] != 0)
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "attention: q_indptr[0] is %d, not 0", q_indptr[0]);
+  return TQ_STATUS_OK;
 }
 
 tq_status tq_check_attention_call(const tq_kv_cache_v0 *c,
@@ -106,10 +159,15 @@ tq_status tq_check_attention_call(const tq_kv_cache_v0 *c,
   if (status != TQ_STATUS_OK)
     return status;
   if (p->version != TQ_ATTENTION_PARAMS_VERSION_0 || p->size != sizeof(*p))
-    return TQ_STATUS_VERSION_MISMATCH;
-  if (!queries_ok(c, p->q_indptr, p->num_q_heads, p->scale, p->softcap, q,
-                  out))
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_VERSION_MISMATCH,
+                   "attention params: version %u, size %u; tq_attention "
+                   "takes version %u, size %zu",
+                   p->version, p->size, TQ_ATTENTION_PARAMS_VERSION_0,
+                   sizeof(*p));
+  status = check_queries(c, p->q_indptr, p->num_q_heads, p->scale,
+                         p->softcap, q, out);
+  if (status != TQ_STATUS_OK)
+    return status;
   return TQ_STATUS_OK;
 }
 
@@ -179,18 +237,25 @@ tq_status tq_check_append_call(const tq_kv_cache_v0 *c, uint32_t seq,
   if (status != TQ_STATUS_OK)
     return status;
   if (seq >= c->num_seqs)
-    return TQ_STATUS_OUT_OF_RANGE;
+    return tq_fail(TQ_STATUS_OUT_OF_RANGE,
+                   "append: sequence %u of a cache of %u", seq, c->num_seqs);
   if (num_rows == 0)
     return TQ_STATUS_OK;
   if (!k_rows || !v_rows)
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "append: k_rows and v_rows must be set");
   /* The tokens the sequence's pages hold. */
   const uint64_t capacity =
       c->layout == TQ_LAYOUT_CONTIGUOUS
           ? c->page_size
           : (uint64_t)(c->indptr[seq + 1] - c->indptr[seq]) * c->page_size;
   if (start > capacity || num_rows > capacity - start)
-    return TQ_STATUS_OUT_OF_RANGE;
+    return tq_fail(TQ_STATUS_OUT_OF_RANGE,
+                   "append: rows [%llu, %llu) of sequence %u, whose pages "
+                   "hold %llu tokens",
+                   (unsigned long long)start,
+                   (unsigned long long)start + num_rows, seq,
+                   (unsigned long long)capacity);
   return TQ_STATUS_OK;
 }
 
@@ -220,11 +285,18 @@ tq_status tq_check_attention_call_v1(const tq_kv_cache_v0 *c,
   if (status != TQ_STATUS_OK)
     return status;
   if (p->version != TQ_ATTENTION_PARAMS_VERSION_1 || p->size != sizeof(*p))
-    return TQ_STATUS_VERSION_MISMATCH;
-  if (!queries_ok(c, p->q_indptr, p->num_q_heads, p->scale, p->softcap, q,
-                  out) ||
-      (p->mask && p->mask_row_stride == 0))
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_VERSION_MISMATCH,
+                   "attention params: version %u, size %u; tq_attention_v1 "
+                   "takes version %u, size %zu",
+                   p->version, p->size, TQ_ATTENTION_PARAMS_VERSION_1,
+                   sizeof(*p));
+  status = check_queries(c, p->q_indptr, p->num_q_heads, p->scale,
+                         p->softcap, q, out);
+  if (status != TQ_STATUS_OK)
+    return status;
+  if (p->mask && p->mask_row_stride == 0)
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "attention params: a mask needs mask_row_stride > 0");
   return TQ_STATUS_OK;
 }
 

@@ -82,17 +82,24 @@ tq_status tq_runtime_create(const tq_runtime_options_v0 *options,
                             const tq_allocator_v0 *allocator,
                             tq_runtime **out_runtime) {
   if (!options || !out_runtime)
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "tq_runtime_create: options and out_runtime must be set");
   *out_runtime = NULL;
   if (options->version != TQ_RUNTIME_OPTIONS_VERSION_0 ||
       options->size != sizeof(tq_runtime_options_v0))
-    return TQ_STATUS_VERSION_MISMATCH;
+    return tq_fail(TQ_STATUS_VERSION_MISMATCH,
+                   "runtime options: version %u, size %u; this runtime "
+                   "takes version %u, size %zu",
+                   options->version, options->size,
+                   TQ_RUNTIME_OPTIONS_VERSION_0,
+                   sizeof(tq_runtime_options_v0));
   tq_allocator_v0 alloc;
   tq_status status = tq_resolve_allocator(allocator, &alloc);
   if (status != TQ_STATUS_OK)
     return status;
   if (!options->library_path)
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "runtime options: library_path must be set");
   tq_runtime *rt = alloc.allocate(alloc.user, sizeof(*rt), _Alignof(tq_runtime));
   if (!rt)
     return TQ_STATUS_OUT_OF_MEMORY;
@@ -138,9 +145,12 @@ tq_status tq_kv_cache_tokens(const tq_kv_cache_v0 *cache, uint32_t seq,
   if (status != TQ_STATUS_OK)
     return status;
   if (!out_tokens)
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "tq_kv_cache_tokens: out_tokens must be set");
   if (seq >= cache->num_seqs)
-    return TQ_STATUS_OUT_OF_RANGE;
+    return tq_fail(TQ_STATUS_OUT_OF_RANGE,
+                   "tq_kv_cache_tokens: sequence %u of a cache of %u", seq,
+                   cache->num_seqs);
   if (cache->layout == TQ_LAYOUT_CONTIGUOUS) {
     *out_tokens = (uint64_t)cache->seq_lens[seq];
     return TQ_STATUS_OK;
@@ -164,10 +174,12 @@ static tq_status lookup(tq_runtime *rt, const char *name, int64_t version,
   char symbol[512];
   if (snprintf(symbol, sizeof symbol, "_mlir_ciface_%s", name) >=
       (int)sizeof symbol)
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT, "kernel name too long: %s",
+                   name);
   out->entry = dlsym(rt->library, symbol);
   if (snprintf(symbol, sizeof symbol, "%s_info", name) >= (int)sizeof symbol)
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT, "kernel name too long: %s",
+                   name);
   out->info = dlsym(rt->library, symbol);
   if (!out->entry || !out->info)
     return tq_fail(TQ_STATUS_NOT_FOUND,
@@ -276,7 +288,8 @@ static tq_status find_append(tq_runtime *rt, const char *format,
                              append_fn *out) {
   char name[256];
   if (!tq_append_kernel_name(format, head_dim, name, sizeof name))
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "append: format '%s' is no format name", format);
   kernel k;
   tq_status status = lookup(rt, name, INFO_VERSION_PLAIN, &k);
   if (status != TQ_STATUS_OK)
@@ -294,7 +307,7 @@ tq_status tq_append(tq_runtime *rt, const tq_kv_cache_v0 *cache, uint32_t seq,
                     uint64_t start, uint32_t num_rows, const float *k_rows,
                     const float *v_rows) {
   if (!rt)
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT, "tq_append: the runtime is NULL");
   tq_status status =
       tq_check_append_call(cache, seq, start, num_rows, k_rows, v_rows);
   if (status != TQ_STATUS_OK)
@@ -401,7 +414,10 @@ static tq_status run_attention(tq_runtime *rt, attention_job *job,
     int32_t rows = job->q_indptr[s + 1] - job->q_indptr[s];
     job->fns[s] = NULL;
     if (rows < 0) {
-      status = TQ_STATUS_INVALID_ARGUMENT;
+      status = tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                       "attention: q_indptr decreases at sequence %u (%d, "
+                       "then %d)",
+                       s, job->q_indptr[s], job->q_indptr[s + 1]);
       break;
     }
     status = tq_kv_cache_tokens(cache, s, &job->tokens[s]);
@@ -498,7 +514,9 @@ static tq_status find_plain(tq_runtime *rt, const attention_job *job,
   char name[384];
   if (!tq_attention_kernel_name(job->cache, p, kind, job->group, name,
                                 sizeof name))
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "attention: no kernel name for formats '%s' / '%s'",
+                   job->cache->k_format, job->cache->v_format);
   return find_kernel(rt, job->cache, name, INFO_VERSION_PLAIN, kind,
                      job->group, out);
 }
@@ -507,7 +525,8 @@ tq_status tq_attention(tq_runtime *rt, const tq_kv_cache_v0 *cache,
                        const tq_attention_params_v0 *params, const float *q,
                        float *out) {
   if (!rt || !params)
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "tq_attention: the runtime and params must be set");
   tq_status status = tq_check_attention_call(cache, params, q, out);
   if (status != TQ_STATUS_OK)
     return status;
@@ -575,7 +594,9 @@ static tq_status find_engine(tq_runtime *rt, const attention_job *job,
   if (!tq_ggml_attention_kernel_name(decode, c->k_format, c->v_format,
                                      c->head_dim, c->head_dim, job->group,
                                      p->softcap, name, sizeof name))
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "attention: no kernel name for formats '%s' / '%s'",
+                   c->k_format, c->v_format);
   return find_kernel(rt, c, name,
                      decode ? INFO_VERSION_GGML_DECODE : INFO_VERSION_PLAIN,
                      decode ? KIND_GGML_DECODE : KIND_GGML_PREFILL, job->group,
@@ -586,7 +607,8 @@ tq_status tq_attention_v1(tq_runtime *rt, const tq_kv_cache_v0 *cache,
                           const tq_attention_params_v1 *params,
                           const float *q, float *out) {
   if (!rt || !params)
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "tq_attention_v1: the runtime and params must be set");
   tq_status status = tq_check_attention_call_v1(cache, params, q, out);
   if (status != TQ_STATUS_OK)
     return status;

@@ -596,6 +596,85 @@ TEST_F(RuntimeTest, MalformedDescriptorsAreRejected) {
             TQ_STATUS_OUT_OF_RANGE);
 }
 
+/// Every argument check records its cause for tq_last_error, so the
+/// message after a failed call is that call's (each expected phrase
+/// differs from the one before it: a stale message cannot pass).
+TEST_F(RuntimeTest, ArgumentChecksSayTheirCause) {
+  Runtime r(plain);
+  Batch good = ragged("turbo3_0", "q8_0", 64, 1, 16);
+  good.build(2);
+  std::vector<float> rows(64 * 2 * 64, 0.5f), q(5 * 2 * 64, 0.1f),
+      out(q.size(), 0.0f);
+  std::vector<int32_t> qIndptr = {0, 1, 2, 3, 3, 4};
+  tq_attention_params_v0 p = {TQ_ATTENTION_PARAMS_VERSION_0,
+                              sizeof(p), 2, 0, 0, 0.0f, 0.0f, 0,
+                              qIndptr.data()};
+  auto says = [](tq_status got, tq_status want, const char *phrase) {
+    EXPECT_EQ(got, want) << phrase;
+    EXPECT_NE(std::string(tq_last_error()).find(phrase), std::string::npos)
+        << "wanted '" << phrase << "', got '" << tq_last_error() << "'";
+  };
+  auto attention = [&](const tq_kv_cache_v0 &c,
+                       const tq_attention_params_v0 &params) {
+    return tq_attention(r.rt, &c, &params, q.data(), out.data());
+  };
+  tq_kv_cache_v0 c = good.cache;
+  c.version = 3;
+  says(attention(c, p), TQ_STATUS_VERSION_MISMATCH, "cache: version 3");
+  c = good.cache;
+  c.k_pages = nullptr;
+  says(attention(c, p), TQ_STATUS_INVALID_ARGUMENT,
+       "k_pages and v_pages must be set");
+  c = good.cache;
+  c.layout = 9;
+  says(attention(c, p), TQ_STATUS_INVALID_ARGUMENT, "layout 9");
+  std::vector<int32_t> badIndices = good.indices;
+  badIndices[1] = int32_t(good.numPages);
+  c = good.cache;
+  c.indices = badIndices.data();
+  says(attention(c, p), TQ_STATUS_OUT_OF_RANGE, "indices[1] =");
+  std::vector<int32_t> badIndptr = good.indptr;
+  std::swap(badIndptr[1], badIndptr[2]);
+  c = good.cache;
+  c.indptr = badIndptr.data();
+  says(attention(c, p), TQ_STATUS_INVALID_ARGUMENT,
+       "indptr decreases at sequence");
+  std::vector<int32_t> badLast = good.lastLen;
+  badLast[1] = 17;
+  c = good.cache;
+  c.last_page_len = badLast.data();
+  says(attention(c, p), TQ_STATUS_OUT_OF_RANGE, "last_page_len[1] = 17");
+  tq_attention_params_v0 bp = p;
+  bp.num_q_heads = 3;
+  says(attention(good.cache, bp), TQ_STATUS_INVALID_ARGUMENT,
+       "3 query heads");
+  bp = p;
+  bp.softcap = -1.0f;
+  says(attention(good.cache, bp), TQ_STATUS_INVALID_ARGUMENT,
+       "softcap -1");
+  bp = p;
+  bp.size = 8;
+  says(attention(good.cache, bp), TQ_STATUS_VERSION_MISMATCH,
+       "attention params: version");
+  std::vector<int32_t> downIndptr = {0, 1, 0, 3, 3, 4};
+  bp = p;
+  bp.q_indptr = downIndptr.data();
+  says(attention(good.cache, bp), TQ_STATUS_INVALID_ARGUMENT,
+       "q_indptr decreases at sequence 1");
+  says(tq_append(r.rt, &good.cache, 9, 0, 1, rows.data(), rows.data()),
+       TQ_STATUS_OUT_OF_RANGE, "append: sequence 9");
+  says(tq_append(r.rt, &good.cache, 1, 1000000, 1, rows.data(), rows.data()),
+       TQ_STATUS_OUT_OF_RANGE, "append: rows [1000000, 1000001)");
+  says(tq_append(r.rt, &good.cache, 1, 0, 1, nullptr, rows.data()),
+       TQ_STATUS_INVALID_ARGUMENT, "k_rows and v_rows must be set");
+  uint64_t tokens = 0;
+  says(tq_kv_cache_tokens(&good.cache, 7, &tokens), TQ_STATUS_OUT_OF_RANGE,
+       "tq_kv_cache_tokens: sequence 7");
+  tq_runtime *rt = nullptr;
+  says(tq_runtime_create(nullptr, nullptr, &rt), TQ_STATUS_INVALID_ARGUMENT,
+       "options and out_runtime must be set");
+}
+
 TEST_F(RuntimeTest, CausalNeedsEnoughTokens) {
   Runtime r(masked);
   Batch b = ragged("tq3_0", "f16", 64, 2, 16);

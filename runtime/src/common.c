@@ -152,23 +152,29 @@ static tq_status check_queries(const tq_kv_cache_v0 *c,
   return TQ_STATUS_OK;
 }
 
+/* The params struct's (version, size) against what `api` takes. */
+static tq_status check_params_header(const char *api, uint32_t version,
+                                     uint32_t size, uint32_t want_version,
+                                     size_t want_size) {
+  if (version == want_version && size == want_size)
+    return TQ_STATUS_OK;
+  return tq_fail(TQ_STATUS_VERSION_MISMATCH,
+                 "attention params: version %u, size %u; %s takes version "
+                 "%u, size %zu",
+                 version, size, api, want_version, want_size);
+}
+
 tq_status tq_check_attention_call(const tq_kv_cache_v0 *c,
                                   const tq_attention_params_v0 *p,
                                   const float *q, const float *out) {
   tq_status status = tq_check_cache(c);
+  if (status == TQ_STATUS_OK)
+    status = check_params_header("tq_attention", p->version, p->size,
+                                 TQ_ATTENTION_PARAMS_VERSION_0, sizeof(*p));
   if (status != TQ_STATUS_OK)
     return status;
-  if (p->version != TQ_ATTENTION_PARAMS_VERSION_0 || p->size != sizeof(*p))
-    return tq_fail(TQ_STATUS_VERSION_MISMATCH,
-                   "attention params: version %u, size %u; tq_attention "
-                   "takes version %u, size %zu",
-                   p->version, p->size, TQ_ATTENTION_PARAMS_VERSION_0,
-                   sizeof(*p));
-  status = check_queries(c, p->q_indptr, p->num_q_heads, p->scale,
-                         p->softcap, q, out);
-  if (status != TQ_STATUS_OK)
-    return status;
-  return TQ_STATUS_OK;
+  return check_queries(c, p->q_indptr, p->num_q_heads, p->scale, p->softcap,
+                       q, out);
 }
 
 bool tq_is_identifier(const char *s) {
@@ -282,16 +288,12 @@ tq_status tq_check_attention_call_v1(const tq_kv_cache_v0 *c,
                                      const tq_attention_params_v1 *p,
                                      const float *q, const float *out) {
   tq_status status = tq_check_cache(c);
-  if (status != TQ_STATUS_OK)
-    return status;
-  if (p->version != TQ_ATTENTION_PARAMS_VERSION_1 || p->size != sizeof(*p))
-    return tq_fail(TQ_STATUS_VERSION_MISMATCH,
-                   "attention params: version %u, size %u; tq_attention_v1 "
-                   "takes version %u, size %zu",
-                   p->version, p->size, TQ_ATTENTION_PARAMS_VERSION_1,
-                   sizeof(*p));
-  status = check_queries(c, p->q_indptr, p->num_q_heads, p->scale,
-                         p->softcap, q, out);
+  if (status == TQ_STATUS_OK)
+    status = check_params_header("tq_attention_v1", p->version, p->size,
+                                 TQ_ATTENTION_PARAMS_VERSION_1, sizeof(*p));
+  if (status == TQ_STATUS_OK)
+    status = check_queries(c, p->q_indptr, p->num_q_heads, p->scale,
+                           p->softcap, q, out);
   if (status != TQ_STATUS_OK)
     return status;
   if (p->mask && p->mask_row_stride == 0)

@@ -429,22 +429,29 @@ TEST_F(RuntimeTest, CallerAllocatorIsUsedAndBalanced) {
   EXPECT_EQ(counter.live, 0);
 }
 
-TEST_F(RuntimeTest, MalformedDescriptorsAreRejected) {
-  Runtime r(plain);
-  Batch good = ragged("turbo3_0", "q8_0", 64, 1, 16);
-  good.build(2);
-  std::vector<float> rows(64 * 2 * 64, 0.5f), q(5 * 2 * 64, 0.1f),
-      out(q.size(), 0.0f);
+/// A valid call the descriptor tests break one field of: a 5-sequence
+/// turbo3_0/q8_0 batch at head dim 64, its rows, queries and params.
+struct ValidCall {
+  Runtime r;
+  Batch good;
+  std::vector<float> rows, q, out;
   std::vector<int32_t> qIndptr = {0, 1, 2, 3, 3, 4};
-  tq_attention_params_v0 p = {TQ_ATTENTION_PARAMS_VERSION_0,
-                              sizeof(p),
-                              2,
-                              0,
-                              0,
-                              0.0f,
-                              0.0f,
-                              0,
-                              qIndptr.data()};
+  tq_attention_params_v0 p;
+  ValidCall(const std::string &library, Batch batch)
+      : r(library), good(std::move(batch)), rows(64 * 2 * 64, 0.5f),
+        q(5 * 2 * 64, 0.1f), out(q.size(), 0.0f) {
+    good.build(2);
+    p = {TQ_ATTENTION_PARAMS_VERSION_0, sizeof(p), 2, 0, 0, 0.0f, 0.0f, 0,
+         qIndptr.data()};
+  }
+};
+
+TEST_F(RuntimeTest, MalformedDescriptorsAreRejected) {
+  ValidCall call(plain, ragged("turbo3_0", "q8_0", 64, 1, 16));
+  Runtime &r = call.r;
+  Batch &good = call.good;
+  std::vector<float> &rows = call.rows, &q = call.q, &out = call.out;
+  tq_attention_params_v0 &p = call.p;
   auto attention = [&](const tq_kv_cache_v0 &c) {
     return tq_attention(r.rt, &c, &p, q.data(), out.data());
   };
@@ -600,15 +607,11 @@ TEST_F(RuntimeTest, MalformedDescriptorsAreRejected) {
 /// message after a failed call is that call's (each expected phrase
 /// differs from the one before it: a stale message cannot pass).
 TEST_F(RuntimeTest, ArgumentChecksSayTheirCause) {
-  Runtime r(plain);
-  Batch good = ragged("turbo3_0", "q8_0", 64, 1, 16);
-  good.build(2);
-  std::vector<float> rows(64 * 2 * 64, 0.5f), q(5 * 2 * 64, 0.1f),
-      out(q.size(), 0.0f);
-  std::vector<int32_t> qIndptr = {0, 1, 2, 3, 3, 4};
-  tq_attention_params_v0 p = {TQ_ATTENTION_PARAMS_VERSION_0,
-                              sizeof(p), 2, 0, 0, 0.0f, 0.0f, 0,
-                              qIndptr.data()};
+  ValidCall call(plain, ragged("turbo3_0", "q8_0", 64, 1, 16));
+  Runtime &r = call.r;
+  Batch &good = call.good;
+  std::vector<float> &rows = call.rows, &q = call.q, &out = call.out;
+  tq_attention_params_v0 &p = call.p;
   auto says = [](tq_status got, tq_status want, const char *phrase) {
     EXPECT_EQ(got, want) << phrase;
     EXPECT_NE(std::string(tq_last_error()).find(phrase), std::string::npos)

@@ -75,6 +75,30 @@ def test_bad_options():
         tqc.compile(abi="ggml", k_format="q8_0", head_dim=32, causal=True)
     with pytest.raises(ValueError, match="pairs replaces"):
         tqc.compile(pairs=[("q8_0", "q8_0")], k_format="q8_0")
+    with pytest.raises(ValueError, match="v_head_dim is for abi='ggml'"):
+        tqc.compile(k_format="q8_0", head_dim=64, v_head_dim=32)
+    with pytest.raises(ValueError, match="centred_k is for abi='ggml'"):
+        tqc.compile(k_format="q8_0", head_dim=64, centred_k=True)
+    with pytest.raises(TypeError, match="v_head_dim: expected an integer"):
+        tqc.compile(abi="ggml", k_format="q8_0", head_dim=64, v_head_dim=-1)
+
+
+def test_ggml_pack_v_head_dim_and_centred_k(tmp_path):
+    """The options of tq-aot --abi=ggml --v-head-dim --centred-k: the same
+    kernels, V rows encoded at V's head dim, centred K row kernels."""
+    lib = tqc.compile(abi="ggml", pairs=[("turbo3_0", "turbo4_0")],
+                      head_dim=128, v_head_dim=64, gqa=1, centred_k=True,
+                      output_dir=tmp_path / "mla")
+    names = set(lib.names())
+    assert {"tq_append_turbo3_0_d128", "tq_append_turbo3_0_d128_centred",
+            "tq_dequantize_turbo3_0_d128_centred",
+            "tq_append_turbo4_0_d64", "tq_dequantize_turbo4_0_d64",
+            "tq_ggml_decode_turbo3_0_turbo4_0_d128_dv64_g1",
+            "tq_ggml_prefill_turbo3_0_turbo4_0_d128_dv64_g1"} <= names, names
+    # V rows are never encoded at K's head dim, nor centred.
+    assert "tq_append_turbo4_0_d128" not in names
+    assert not any(n.startswith("tq_append_turbo4_0") and "centred" in n
+                   for n in names)
 
 
 def test_progress_and_output_dir(tmp_path):

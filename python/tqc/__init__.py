@@ -251,7 +251,7 @@ def _ints(value, what: str) -> list[int]:
 
 
 def _specs(kind, k_format, v_format, head_dim, gqa, pairs, causal, window,
-           softcap, abi) -> list[tuple]:
+           softcap, abi, v_head_dim=0, centred_k=False) -> list[tuple]:
     """The kernel specs tq-aot builds for the same options (the Cartesian
     product of kinds, head dims, K/V formats and groups; tq-aot.cpp)."""
     if pairs is not None:
@@ -277,11 +277,21 @@ def _specs(kind, k_format, v_format, head_dim, gqa, pairs, causal, window,
     groups = _ints(gqa, "gqa")
     if abi not in ("runtime", "ggml"):
         raise ValueError(f"abi: expected 'runtime' or 'ggml', got '{abi}'")
+    if (not isinstance(v_head_dim, (int, np.integer))
+            or isinstance(v_head_dim, bool) or v_head_dim < 0):
+        raise TypeError(f"v_head_dim: expected an integer >= 0, got "
+                        f"{v_head_dim!r}")
+    v_head_dim = int(v_head_dim)
+    if v_head_dim and abi != "ggml":
+        raise ValueError("v_head_dim is for abi='ggml' packs (the runtime's "
+                         "cache descriptor has one head dim)")
+    if centred_k and abi != "ggml":
+        raise ValueError("centred_k is for abi='ggml' packs")
 
     specs, seen = [], set()
 
-    def add(kind_, k, v, d, g=1, c=False, w=0, sc=0.0, centred=False):
-        spec = (kind_, k, v, d, 0, g, c, w, float(sc), centred)
+    def add(kind_, k, v, d, g=1, c=False, w=0, sc=0.0, centred=False, dv=0):
+        spec = (kind_, k, v, d, dv, g, c, w, float(sc), centred)
         name = _tqc.kernel_name(spec)
         if name not in seen:
             seen.add(name)
@@ -300,9 +310,19 @@ def _specs(kind, k_format, v_format, head_dim, gqa, pairs, causal, window,
         # does not need but the runtime's tq_append (KVCache.append) does.
         for row_kind in ("append", "dequantize"):
             for d in dims:
-                for f in ks + vs:
-                    if f not in _GGML_NATIVE or row_kind == "append":
-                        add(row_kind, f, "", d)
+                for is_v, fs in ((False, ks), (True, vs)):
+                    for f in fs:
+                        if f in _GGML_NATIVE and row_kind != "append":
+                            continue
+                        # V rows are encoded at V's head dim.
+                        add(row_kind, f, "", v_head_dim if is_v and v_head_dim
+                            else d)
+                        if is_v or f in _GGML_NATIVE:
+                            continue
+                        if centred_k:
+                            add(row_kind, f, "", d, centred=True)
+                        if not vs and v_head_dim:
+                            add(row_kind, f, "", v_head_dim)  # V in K's format
         kinds = ["ggml_decode", "ggml_prefill"]
     else:
         kinds = _list(kind if kind is not None
@@ -323,7 +343,8 @@ def _specs(kind, k_format, v_format, head_dim, gqa, pairs, causal, window,
                     for v in (vs or [k]):
                         if wanted is not None and (k, v) not in wanted:
                             continue
-                        add(kind_, k, v, d, g, causal, window, softcap)
+                        add(kind_, k, v, d, g, causal, window, softcap,
+                            dv=v_head_dim if v_head_dim != d else 0)
     return specs
 
 
@@ -338,6 +359,7 @@ def compile(kind: Optional[Strs] = None, k_format: Optional[Strs] = None,
             tuning_db: Union[str, os.PathLike, None] = None,
             tuning_context: int = 0,
             cpu: str = "host", target: str = "cpu", abi: str = "runtime",
+            v_head_dim: int = 0, centred_k: bool = False,
             naive: bool = False,
             output_dir: Union[str, os.PathLike, None] = None,
             progress: Optional[Callable[[int, int, str], None]] = None
@@ -359,8 +381,12 @@ def compile(kind: Optional[Strs] = None, k_format: Optional[Strs] = None,
     ggml kernel pack (row encoders/decoders and ggml attention kernels),
     which :meth:`Runtime.attention` runs with masks, ALiBi and sinks;
     ``target="nvptx"``/``"amdgcn"`` (``cpu`` then names the chip) writes a
-    GPU library. ``output_dir`` defaults to a new temporary directory
-    (``tqc-kernels-*``), left in place (removed when the compile fails).
+    GPU library. For ``abi="ggml"``, ``v_head_dim`` gives V a head dim of
+    its own (DeepSeek MLA: ``head_dim=576, v_head_dim=512``; V rows are
+    encoded at it) and ``centred_k`` adds centred K row encoders and
+    decoders (``tq-aot --v-head-dim``, ``--centred-k``). ``output_dir``
+    defaults to a new temporary directory (``tqc-kernels-*``), left in
+    place (removed when the compile fails).
     ``progress(i, n, name)`` is called before each kernel.
 
     ``max_unrolled_chunks`` (rows of more vector chunks are visited by
@@ -381,7 +407,7 @@ def compile(kind: Optional[Strs] = None, k_format: Optional[Strs] = None,
         raise TypeError(f"window: expected an integer, got "
                         f"{type(window).__name__}")
     specs = _specs(kind, k_format, v_format, head_dim, gqa, pairs, causal,
-                   int(window), softcap, abi)
+                   int(window), softcap, abi, v_head_dim, centred_k)
     temporary = output_dir is None
     if temporary:
         output_dir = tempfile.mkdtemp(prefix="tqc-kernels-")

@@ -26,7 +26,10 @@
 #include "tq/Target/Tuning.h"
 #include "tq/tq_runtime.h"
 
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
 #include "llvm/Support/TargetSelect.h"
 
 #include <nanobind/eval.h>
@@ -34,6 +37,7 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
@@ -548,7 +552,8 @@ compileLibrary(const std::vector<SpecTuple> &specTuples,
                const std::string &libraryName, nb::object progress,
                int64_t maxUnrolledChunks, const std::string &centroidPermute,
                const std::map<std::string, mlir::tq::KnobValues> &kernelKnobs,
-               const std::string &tuningDb, int64_t tuningContext) {
+               const std::string &tuningDb, int64_t tuningContext,
+               const std::vector<std::pair<std::string, std::string>> &inputs) {
   std::vector<mlir::tq::RuntimeKernelSpec> specs;
   for (const SpecTuple &t : specTuples)
     specs.push_back(toSpec(t));
@@ -588,6 +593,8 @@ compileLibrary(const std::vector<SpecTuple> &specTuples,
   } else if (target != "cpu") {
     valueError("target: expected cpu, nvptx or amdgcn, got '" + target + "'");
   }
+  if (gpu && !inputs.empty())
+    valueError("inputs: IR files compile for target='cpu' only");
   if (gpu && (!kernelKnobs.empty() || !tuningDb.empty()))
     valueError("knobs and tuning_db apply to CPU targets (GPU kernels are "
                "not tuned yet)");
@@ -658,10 +665,34 @@ compileLibrary(const std::vector<SpecTuple> &specTuples,
       gpuLock.lock();
     std::unique_ptr<mlir::MLIRContext> context =
         mlir::tq::createKernelCompilerContext();
-    ok = gpu ? mlir::tq::writeGpuKernelLibrary(*context, specs, *gpu, options,
-                                               report, error)
-             : mlir::tq::writeKernelLibrary(*context, specs, options, report,
-                                            error);
+    // IR given by the user (tq-aot --input): (name, text) pairs.
+    std::vector<mlir::OwningOpRef<mlir::ModuleOp>> parsed;
+    std::vector<mlir::ModuleOp> modules;
+    ok = true;
+    for (const auto &[name, text] : inputs) {
+      std::string diagnostics;
+      mlir::ScopedDiagnosticHandler handler(
+          context.get(), [&](mlir::Diagnostic &diag) {
+            llvm::raw_string_ostream os(diagnostics);
+            os << diag << "\n";
+            return mlir::success();
+          });
+      mlir::OwningOpRef<mlir::ModuleOp> module =
+          mlir::parseSourceString<mlir::ModuleOp>(
+              text, mlir::ParserConfig(context.get()), name);
+      if (!module) {
+        error = "cannot parse '" + name + "': " + diagnostics;
+        ok = false;
+        break;
+      }
+      modules.push_back(*module);
+      parsed.push_back(std::move(module));
+    }
+    if (ok)
+      ok = gpu ? mlir::tq::writeGpuKernelLibrary(*context, specs, *gpu,
+                                                 options, report, error)
+               : mlir::tq::writeKernelLibrary(*context, specs, options,
+                                              report, error, modules);
   }
   if (callbackError)
     throw *callbackError;
@@ -1344,6 +1375,7 @@ class CompileError(RuntimeError):
         "centroid_permute"_a = "",
         "kernel_knobs"_a = std::map<std::string, mlir::tq::KnobValues>(),
         "tuning_db"_a = "", "tuning_context"_a = 0,
+        "inputs"_a = std::vector<std::pair<std::string, std::string>>(),
         "Compiles kernel spec tuples into a library directory with tq-aot's "
         "driver (writeKernelLibrary / writeGpuKernelLibrary); returns the "
         "tuning database's report (one line per attention kernel).");

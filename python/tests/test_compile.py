@@ -4,6 +4,7 @@ library's kernels.json, and the compiler's errors as exceptions."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -133,3 +134,28 @@ def test_gpu_library(tmp_path):
     assert (tmp_path / "tq_kernels.ptx").exists()
     with pytest.raises(ValueError, match="GPU runtime is not bound"):
         lib.path
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_ir_inputs(tmp_path):
+    """tq-aot --input: each public func.func of an MLIR file is a kernel
+    of the library (kind "ir"), with or without specs."""
+    lib = tqc.compile(inputs=EXAMPLES / "decode_turbo3_gqa4.mlir",
+                      output_dir=tmp_path / "ir")
+    assert [(k.name, k.kind) for k in lib.kernels] == [("decode", "ir")]
+    assert lib.path.exists()
+    both = tqc.compile(kind="append", k_format="q8_0", head_dim=32,
+                       inputs=[EXAMPLES / "decode_turbo3_gqa4.mlir"],
+                       output_dir=tmp_path / "both")
+    assert sorted(both.names()) == ["decode", "tq_append_q8_0_d32"]
+    bad = tmp_path / "bad.mlir"
+    bad.write_text("func.func @f( {")
+    with pytest.raises(tqc.CompileError, match="cannot parse '.*bad.mlir'"):
+        tqc.compile(inputs=[bad], output_dir=tmp_path / "bad")
+    with pytest.raises(TypeError, match="inputs: expected paths"):
+        tqc.compile(inputs=[3])
+    with pytest.raises(ValueError, match="IR files compile for target='cpu'"):
+        tqc.compile(inputs=[EXAMPLES / "decode_turbo3_gqa4.mlir"],
+                    target="nvptx", cpu="sm_80")

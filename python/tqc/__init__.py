@@ -360,6 +360,7 @@ def compile(kind: Optional[Strs] = None, k_format: Optional[Strs] = None,
             tuning_context: int = 0,
             cpu: str = "host", target: str = "cpu", abi: str = "runtime",
             v_head_dim: int = 0, centred_k: bool = False,
+            inputs: Optional[Iterable[Union[str, os.PathLike]]] = None,
             naive: bool = False,
             output_dir: Union[str, os.PathLike, None] = None,
             progress: Optional[Callable[[int, int, str], None]] = None
@@ -384,7 +385,10 @@ def compile(kind: Optional[Strs] = None, k_format: Optional[Strs] = None,
     GPU library. For ``abi="ggml"``, ``v_head_dim`` gives V a head dim of
     its own (DeepSeek MLA: ``head_dim=576, v_head_dim=512``; V rows are
     encoded at it) and ``centred_k`` adds centred K row encoders and
-    decoders (``tq-aot --v-head-dim``, ``--centred-k``). ``output_dir``
+    decoders (``tq-aot --v-head-dim``, ``--centred-k``). ``inputs``:
+    MLIR files whose public ``func.func`` each become a kernel of the
+    library, through the same pipeline (``tq-aot --input``; CPU only;
+    with or without specs; listed with kind ``ir``). ``output_dir``
     defaults to a new temporary directory (``tqc-kernels-*``), left in
     place (removed when the compile fails).
     ``progress(i, n, name)`` is called before each kernel.
@@ -406,8 +410,20 @@ def compile(kind: Optional[Strs] = None, k_format: Optional[Strs] = None,
     if not isinstance(window, (int, np.integer)) or isinstance(window, bool):
         raise TypeError(f"window: expected an integer, got "
                         f"{type(window).__name__}")
-    specs = _specs(kind, k_format, v_format, head_dim, gqa, pairs, causal,
-                   int(window), softcap, abi, v_head_dim, centred_k)
+    ir = []
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    for path in _list(inputs, "inputs") if inputs is not None else []:
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"inputs: expected paths of MLIR files, got "
+                            f"{type(path).__name__}")
+        ir.append((os.fspath(path), Path(path).read_text()))
+    if ir and k_format is None and pairs is None:
+        specs = []  # the IR alone
+    else:
+        specs = _specs(kind, k_format, v_format, head_dim, gqa, pairs,
+                       causal, int(window), softcap, abi, v_head_dim,
+                       centred_k)
     temporary = output_dir is None
     if temporary:
         output_dir = tempfile.mkdtemp(prefix="tqc-kernels-")
@@ -424,7 +440,7 @@ def compile(kind: Optional[Strs] = None, k_format: Optional[Strs] = None,
             lookup, naive, name, progress, max_unrolled_chunks,
             centroid_permute or "", kernel_knobs,
             os.fspath(tuning_db) if tuning_db is not None else "",
-            tuning_context)
+            tuning_context, ir)
     except BaseException:
         if temporary:  # a directory the caller never saw
             shutil.rmtree(output_dir, ignore_errors=True)

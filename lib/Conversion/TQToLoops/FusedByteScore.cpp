@@ -159,17 +159,15 @@ FailureOr<Value> mlir::tq::emitFusedByteScore(OpBuilder &b, Location loc,
                                               const TQToLoopsOptions &options) {
   // A scale per block (applied to the block's sums), codes, no QJL
   // residual.
-  if (!keys.hasScaledCodes())
-    return failure();
   FailureOr<VectorRowDecoder> codes =
-      VectorRowDecoder::getForCodes(keys.rowDecoder());
+      VectorRowDecoder::getForScaledCodes(keys.rowDecoder());
   if (failed(codes))
     return failure();
   const int64_t width = codes->width();
   const int64_t lanes = codes->blockChunkLanes();
   const int64_t blocks = codes->scaleBlocks();
   // Every (head, row, block) sum takes a lane of one sum tree.
-  if (!lanes || blocks > lanes / 4)
+  if (blocks > lanes / 4)
     return failure();
   const int64_t sumLanes = lanes / 4, chunks = width / lanes;
   const CacheAccess &access = keys.rowDecoder().access();

@@ -37,13 +37,6 @@ Value blockScalesOfRows(OpBuilder &b, Location loc,
       });
 }
 
-int64_t codeChunkLanes(int64_t width) {
-  for (int64_t lanes : {64, 32, 16})
-    if (width % lanes == 0)
-      return lanes;
-  return 0;
-}
-
 int64_t headBlock(int64_t group, int64_t cap) {
   for (int64_t block = std::min(group, cap); block > 1; --block)
     if (group % block == 0)

@@ -77,10 +77,6 @@ Value blockScalesOfRows(OpBuilder &b, Location loc,
                         const VectorRowDecoder &rows, Value tokens,
                         Value length, Value kvh);
 
-/// Codebook indices per decodeCodes chunk of a row of `width` values: the
-/// widest of 64, 32 or 16 that divides it, or 0.
-int64_t codeChunkLanes(int64_t width);
-
 /// Lanes [first, first + count) of a 1-D vector.
 Value sliceLanes(OpBuilder &b, Location loc, Value v, int64_t first,
               int64_t count);

@@ -300,17 +300,13 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
   assert(dot != ValueDot::F32 && "the f32 weighted sum has its own path");
   // A scale per block (folded into the block's weights), codes, no QJL
   // residual.
-  if (!values.hasScaledCodes())
-    return failure();
   FailureOr<VectorRowDecoder> decoded =
-      VectorRowDecoder::getForCodes(values.rowDecoder());
+      VectorRowDecoder::getForScaledCodes(values.rowDecoder());
   if (failed(decoded))
     return failure();
   VectorRowDecoder &codes = *decoded;
   const int64_t width = codes.width();
   const int64_t lanes = codes.blockChunkLanes();
-  if (!lanes)
-    return failure();
 
   float levelScale = 1.0f;
   SmallVector<int16_t> table = wordTable(

@@ -265,6 +265,14 @@ VectorRowDecoder::getForCodes(const RowDecoder &decoder) {
   return VectorRowDecoder(decoder, /*chunkLanes=*/0, /*wordReads=*/false);
 }
 
+FailureOr<VectorRowDecoder>
+VectorRowDecoder::getForScaledCodes(const RowDecoder &decoder) {
+  FailureOr<VectorRowDecoder> codes = getForCodes(decoder);
+  if (failed(codes) || !codes->hasScaledCodes() || !codes->blockChunkLanes())
+    return failure();
+  return codes;
+}
+
 bool VectorRowDecoder::chunksInBlocks(int64_t lanes) const {
   if (width_ % lanes != 0)
     return false;

@@ -74,6 +74,12 @@ public:
   /// (bytes have no per-lane variable shift). Fails where the format has
   /// no codes (hasCodes).
   static FailureOr<VectorRowDecoder> getForCodes(const RowDecoder &decoder);
+  /// getForCodes for the products on indices with scales applied per block
+  /// (the integer score, the pair weighted sum): fails where the format
+  /// does not fit them (hasScaledCodes) or no chunk width keeps chunks in
+  /// one block (blockChunkLanes).
+  static FailureOr<VectorRowDecoder>
+  getForScaledCodes(const RowDecoder &decoder);
 
   /// Values per row (the padded head dim).
   int64_t width() const { return width_; }

@@ -307,7 +307,8 @@ tq_status tq_append(tq_runtime *rt, const tq_kv_cache_v0 *cache, uint32_t seq,
                     uint64_t start, uint32_t num_rows, const float *k_rows,
                     const float *v_rows) {
   if (!rt)
-    return tq_fail(TQ_STATUS_INVALID_ARGUMENT, "tq_append: the runtime is NULL");
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "tq_append: the runtime is NULL");
   tq_status status =
       tq_check_append_call(cache, seq, start, num_rows, k_rows, v_rows);
   if (status != TQ_STATUS_OK)

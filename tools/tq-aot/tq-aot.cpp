@@ -119,9 +119,9 @@ cl::opt<std::string> scoreDot(
     "score-dot", cl::cat(toolOptions),
     cl::desc("dot products of the fused score: f32, i8 (key levels as "
              "bytes times the query quantised to int8; vpdpbusd where the "
-             "CPU has AVX512-VNNI; formats with a scale per block and at most 16 "
-             "levels, no QJL), or auto (i8 where --chip has AVX512-VNNI, else "
-             "f32)"),
+             "CPU has AVX512-VNNI; formats with a scale per block and at "
+             "most 16 levels, no QJL), or auto (i8 where --chip has "
+             "AVX512-VNNI, else f32)"),
     cl::init("f32"));
 cl::opt<std::string> valueDot(
     "value-dot", cl::cat(toolOptions),

@@ -186,7 +186,8 @@ FailureOr<Value> mlir::tq::emitFusedByteScore(OpBuilder &b, Location loc,
       SmallVector<OpFoldResult>{sizeOf(b, loc, query, 0),
                                 sizeOf(b, loc, query, 1), access.numTokens},
       b.getF32Type());
-  const int64_t block = headBlock(group, std::max<int64_t>(sumLanes / blocks, 1));
+  const int64_t block =
+      headBlock(group, std::max<int64_t>(sumLanes / blocks, 1));
   const int64_t step =
       scoreRowsPerStep(block * blocks, sumLanes, options.scoreRows);
   const bool oneQueryRow =
@@ -280,7 +281,8 @@ FailureOr<Value> mlir::tq::emitFusedByteScore(OpBuilder &b, Location loc,
                             b, loc, VectorType::get({n}, b.getF32Type()),
                             exact),
                         arith::MulFOp::create(
-                            b, loc, repeatPerRow(b, loc, factors, step * blocks),
+                            b, loc,
+                            repeatPerRow(b, loc, factors, step * blocks),
                             repeatPerHead(b, loc, rowScales, block)));
                     // Lane hh * step + r: head hh's score of row r, the
                     // sum of its blocks'.

@@ -2,10 +2,10 @@
 //
 // out[h, :] = sum_t w[h, t] C[idx_t] with w = p * s_tb (the probability
 // times the scale of the row's block b; a row has one block or several,
-// each value's block takes its own weights), two tokens per multiply-add: lane l of a 32-bit
-// accumulator takes value l of rows t and t+1 as a pair of 16-bit words,
-// times the pair (w[h, t], w[h, t+1]) broadcast to every lane
-// (tq.pair_dot: vdpbf16ps or vpdpwssd, 32 multiply-adds per instruction
+// each value's block takes its own weights), two tokens per multiply-add:
+// lane l of a 32-bit accumulator takes value l of rows t and t+1 as a pair
+// of 16-bit words, times the pair (w[h, t], w[h, t+1]) broadcast to every
+// lane (tq.pair_dot: vdpbf16ps or vpdpwssd, 32 multiply-adds per instruction
 // where an f32 FMA does 16).
 //
 // - bf16: the words are the centroids rounded to bf16 and the weights
@@ -153,8 +153,8 @@ PairWeights pairWeights(OpBuilder &b, Location loc, Value probs,
     Value valid = vector::CreateMaskOp::create(
         b, loc, VectorType::get({kWeightLanes}, b.getI1Type()),
         ValueRange{arith::SubIOp::create(b, loc, tokens, t)});
-    p = arith::SelectOp::create(b, loc, valid, p,
-                                vector::BroadcastOp::create(b, loc, f32s, zero));
+    p = arith::SelectOp::create(
+        b, loc, valid, p, vector::BroadcastOp::create(b, loc, f32s, zero));
     return arith::MulFOp::create(
         b, loc, p,
         vector::TransferReadOp::create(b, loc, f32s, scales,
@@ -418,106 +418,103 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
           });
     }
     auto perRow = [&](OpBuilder &b, Location loc, Value i, Value out) {
-    return forEachHeadBlock(
-        b, loc, kvh, group, block, out,
-        [&](OpBuilder &b, Location loc, const HeadBlock &heads, Value out) {
-          // Head hh's weights of block blk for pair t/2, in every lane.
-          auto pairWeight = [&](OpBuilder &b, Location loc, int64_t hh,
-                                int64_t blk, Value t) -> Value {
-            Value row = arith::AddIOp::create(b, loc, heads.inGroup,
-                                              indexConst(b, loc, hh));
-            Value zero = floats ? Value(arith::ConstantOp::create(
-                                      b, loc, b.getFloatAttr(wordElement, 0.0)))
-                                : Value(arith::ConstantIntOp::create(
-                                      b, loc, wordElement, 0));
-            Value two = vector::TransferReadOp::create(
-                b, loc, VectorType::get({2}, wordElement), weights.words,
-                ValueRange{i, row, indexConst(b, loc, blk), t}, zero,
-                ArrayRef<bool>{true});
-            Value dword = vector::BitCastOp::create(
-                b, loc, VectorType::get({1}, b.getI32Type()), two);
-            Value splat = vector::BroadcastOp::create(
-                b, loc, VectorType::get({accLanes}, b.getI32Type()), dword);
-            return vector::BitCastOp::create(b, loc, wordsType, splat);
-          };
-          for (int64_t firstChunk = 0; firstChunk < chunks;
-               firstChunk += perPass) {
-            const int64_t count = std::min(perPass, chunks - firstChunk);
-            // Accumulator (hh, c, v) at (hh * count + c) * 4 + v.
-            Value zeroAcc = arith::ConstantOp::create(
-                b, loc, DenseElementsAttr::get(
-                            accType, floats ? Attribute(b.getF32FloatAttr(0))
-                                            : Attribute(b.getI32IntegerAttr(0))));
-            SmallVector<Value> zeros(block * count * 4, zeroAcc);
-            auto loop = scf::ForOp::create(
-                b, loc, c0, pairs, c1, zeros,
-                [&](OpBuilder &b, Location loc, Value pair, ValueRange accs) {
-                  auto [t0, t1] = pairRows(b, loc, pair);
-                  SmallVector<Value> words;
-                  if (oneQueryRow) {
-                    if (firstChunk == 0) {
-                      codes.prefetchNextRange(b, loc, prefetch, t0, kvh);
-                      codes.prefetchNextRange(b, loc, prefetch, t1, kvh);
-                    }
-                    words = pairWords(b, loc, kvh, t0, t1, firstChunk, count);
-                  } else {
-                    Value zeroWord =
-                        arith::ConstantIntOp::create(b, loc, b.getI16Type(), 0);
-                    for (int64_t k = 0; k < count * 4; ++k)
-                      words.push_back(vector::TransferReadOp::create(
-                          b, loc, i16Words, buffer,
-                          ValueRange{pair,
-                                     indexConst(b, loc, firstChunk * 4 + k),
-                                     c0},
-                          zeroWord, ArrayRef<bool>{true}));
-                  }
-                  if (floats)
-                    for (Value &w : words)
-                      w = vector::BitCastOp::create(b, loc, wordsType, w);
-                  SmallVector<Value> next;
-                  for (int64_t hh = 0; hh < block; ++hh) {
-                    // Each block's weights once per pass.
-                    std::map<int64_t, Value> w;
-                    for (int64_t k = 0; k < count * 4; ++k) {
-                      const int64_t blk =
-                          codes.chunkBlock(lanes, firstChunk + k / 4);
-                      if (!w.count(blk))
-                        w[blk] = pairWeight(b, loc, hh, blk, t0);
-                      next.push_back(PairDotOp::create(
-                          b, loc, accType, accs[hh * count * 4 + k], words[k],
-                          w[blk]));
-                    }
-                  }
-                  scf::YieldOp::create(b, loc, next);
-                });
-            for (int64_t hh = 0; hh < block; ++hh) {
+      return forEachHeadBlock(
+          b, loc, kvh, group, block, out,
+          [&](OpBuilder &b, Location loc, const HeadBlock &heads, Value out) {
+            // Head hh's weights of block blk for pair t/2, in every lane.
+            auto pairWeight = [&](OpBuilder &b, Location loc, int64_t hh,
+                                  int64_t blk, Value t) -> Value {
               Value row = arith::AddIOp::create(b, loc, heads.inGroup,
                                                 indexConst(b, loc, hh));
-              for (int64_t k = 0; k < count * 4; ++k) {
-                Value acc = loop.getResult(hh * count * 4 + k);
-                const int64_t blk = codes.chunkBlock(lanes, firstChunk + k / 4);
-                Value factor;
-                if (!floats)
-                  factor = vector::BroadcastOp::create(
-                      b, loc, VectorType::get({accLanes}, b.getF32Type()),
-                      tensor::ExtractOp::create(
-                          b, loc, weights.factors,
-                          ValueRange{i, row, indexConst(b, loc, blk)}));
-                if (!floats)
-                  acc = arith::MulFOp::create(
-                      b, loc,
-                      arith::SIToFPOp::create(
-                          b, loc,
-                          VectorType::get({accLanes}, b.getF32Type()), acc),
-                      factor);
-                const int64_t at = firstChunk * lanes + k * accLanes;
-                out = writeChunk(b, loc, acc, out, i, heads.heads[hh],
-                                 indexConst(b, loc, at));
+              Value zero = arith::ConstantOp::create(
+                  b, loc, cast<TypedAttr>(b.getZeroAttr(wordElement)));
+              Value two = vector::TransferReadOp::create(
+                  b, loc, VectorType::get({2}, wordElement), weights.words,
+                  ValueRange{i, row, indexConst(b, loc, blk), t}, zero,
+                  ArrayRef<bool>{true});
+              Value dword = vector::BitCastOp::create(
+                  b, loc, VectorType::get({1}, b.getI32Type()), two);
+              Value splat = vector::BroadcastOp::create(
+                  b, loc, VectorType::get({accLanes}, b.getI32Type()), dword);
+              return vector::BitCastOp::create(b, loc, wordsType, splat);
+            };
+            for (int64_t firstChunk = 0; firstChunk < chunks;
+                 firstChunk += perPass) {
+              const int64_t count = std::min(perPass, chunks - firstChunk);
+              // Accumulator (hh, c, v) at (hh * count + c) * 4 + v.
+              Value zeroAcc = arith::ConstantOp::create(
+                  b, loc, cast<TypedAttr>(b.getZeroAttr(accType)));
+              SmallVector<Value> zeros(block * count * 4, zeroAcc);
+              auto loop = scf::ForOp::create(
+                  b, loc, c0, pairs, c1, zeros,
+                  [&](OpBuilder &b, Location loc, Value pair, ValueRange accs) {
+                    auto [t0, t1] = pairRows(b, loc, pair);
+                    SmallVector<Value> words;
+                    if (oneQueryRow) {
+                      if (firstChunk == 0) {
+                        codes.prefetchNextRange(b, loc, prefetch, t0, kvh);
+                        codes.prefetchNextRange(b, loc, prefetch, t1, kvh);
+                      }
+                      words = pairWords(b, loc, kvh, t0, t1, firstChunk, count);
+                    } else {
+                      Value zeroWord = arith::ConstantIntOp::create(
+                          b, loc, b.getI16Type(), 0);
+                      for (int64_t k = 0; k < count * 4; ++k)
+                        words.push_back(vector::TransferReadOp::create(
+                            b, loc, i16Words, buffer,
+                            ValueRange{pair,
+                                       indexConst(b, loc, firstChunk * 4 + k),
+                                       c0},
+                            zeroWord, ArrayRef<bool>{true}));
+                    }
+                    if (floats)
+                      for (Value &w : words)
+                        w = vector::BitCastOp::create(b, loc, wordsType, w);
+                    SmallVector<Value> next;
+                    for (int64_t hh = 0; hh < block; ++hh) {
+                      // Each block's weights once per pass.
+                      std::map<int64_t, Value> w;
+                      for (int64_t k = 0; k < count * 4; ++k) {
+                        const int64_t blk =
+                            codes.chunkBlock(lanes, firstChunk + k / 4);
+                        if (!w.count(blk))
+                          w[blk] = pairWeight(b, loc, hh, blk, t0);
+                        next.push_back(PairDotOp::create(
+                            b, loc, accType, accs[hh * count * 4 + k], words[k],
+                            w[blk]));
+                      }
+                    }
+                    scf::YieldOp::create(b, loc, next);
+                  });
+              for (int64_t hh = 0; hh < block; ++hh) {
+                Value row = arith::AddIOp::create(b, loc, heads.inGroup,
+                                                  indexConst(b, loc, hh));
+                for (int64_t k = 0; k < count * 4; ++k) {
+                  Value acc = loop.getResult(hh * count * 4 + k);
+                  const int64_t blk =
+                      codes.chunkBlock(lanes, firstChunk + k / 4);
+                  Value factor;
+                  if (!floats)
+                    factor = vector::BroadcastOp::create(
+                        b, loc, VectorType::get({accLanes}, b.getF32Type()),
+                        tensor::ExtractOp::create(
+                            b, loc, weights.factors,
+                            ValueRange{i, row, indexConst(b, loc, blk)}));
+                  if (!floats)
+                    acc = arith::MulFOp::create(
+                        b, loc,
+                        arith::SIToFPOp::create(
+                            b, loc,
+                            VectorType::get({accLanes}, b.getF32Type()), acc),
+                        factor);
+                  const int64_t at = firstChunk * lanes + k * accLanes;
+                  out = writeChunk(b, loc, acc, out, i, heads.heads[hh],
+                                   indexConst(b, loc, at));
+                }
               }
             }
-          }
-          return out;
-        });
+            return out;
+          });
     };
     if (oneQueryRow)
       return perRow(b, loc, c0, out);

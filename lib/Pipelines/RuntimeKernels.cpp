@@ -146,9 +146,9 @@ func::FuncOp buildAttention(OpBuilder &b, Location loc,
     args.push_back(stridedMemRef({g}, f32));
   }
   args.push_back(outType);
-  // ggml decode kernels also write each head's log-sum-exp, so that an
-  // engine can split one head's keys over its threads and merge.
-  const bool withLse = spec.kind == RuntimeKernelKind::GgmlDecode;
+  // Decode kernels also write each head's log-sum-exp, so that a caller
+  // can split one head's keys over its threads and merge the parts.
+  const bool withLse = decode;
   auto lseType = stridedMemRef({rows, g}, f32);
   if (withLse)
     args.push_back(lseType);

@@ -38,6 +38,9 @@ bool writeFile(const std::string &path, StringRef text, std::string &error) {
 void addInfoGlobal(gpu::GPUModuleOp module, const RuntimeKernelSpec &spec,
                    unsigned blockThreads) {
   SmallVector<int64_t> info = kernelInfo(spec);
+  // GPU kernels keep calling convention 1 (no %lse: the GPU runtime merges
+  // its splits in a combine kernel).
+  info[0] = 1;
   // Append kernels have one format and no partials: its padded dim.
   const bool append = spec.kind == RuntimeKernelKind::Append;
   auto values = ::tq::quant::Format::get(

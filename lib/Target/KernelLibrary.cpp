@@ -355,7 +355,10 @@ void writeHeader(llvm::raw_ostream &os,
     case RuntimeKernelKind::Decode:
     case RuntimeKernelKind::Prefill:
       os << "(tq_memref3 *q, tq_memref4 *k, tq_memref4 *v, tq_memref1 "
-            "*table, int64_t tokens, float scale, tq_memref3 *out);\n";
+            "*table, int64_t tokens, float scale, tq_memref3 *out"
+         << (spec.kind == RuntimeKernelKind::Decode ? ", tq_memref2 *lse"
+                                                    : "")
+         << ");\n";
       break;
     case RuntimeKernelKind::GgmlDecode:
     case RuntimeKernelKind::GgmlPrefill:
@@ -379,8 +382,13 @@ SmallVector<int64_t> mlir::tq::kernelInfo(const RuntimeKernelSpec &spec) {
     return format ? int64_t(format->rowBytes()) : 0;
   };
   // The version is that of the kernel's signature: ggml decode kernels
-  // gained their %lse output in version 2.
-  return {spec.kind == RuntimeKernelKind::GgmlDecode ? 2 : 1,
+  // gained their %lse output in version 2, runtime decode kernels in 3.
+  int64_t version = 1;
+  if (spec.kind == RuntimeKernelKind::GgmlDecode)
+    version = 2;
+  else if (spec.kind == RuntimeKernelKind::Decode)
+    version = 3;
+  return {version,
           int64_t(spec.kind),
           int64_t(spec.headDim),
           int64_t(spec.group),

@@ -314,3 +314,28 @@ tq_status tq_fail(tq_status status, const char *format, ...) {
   va_end(args);
   return status;
 }
+
+void tq_merge_parts(const float *outs, const float *lses, int64_t stride,
+                    int64_t parts, int64_t dv, float *out) {
+  float top = -INFINITY;
+  for (int64_t j = 0; j < parts; ++j)
+    if (lses[j * stride] > top)
+      top = lses[j * stride];
+  for (int64_t d = 0; d < dv; ++d)
+    out[d] = 0.0f;
+  if (top == -INFINITY)
+    return;
+  float total = 0.0f;
+  for (int64_t j = 0; j < parts; ++j) {
+    const float lse = lses[j * stride];
+    if (lse == -INFINITY)
+      continue;
+    const float w = expf(lse - top);
+    total += w;
+    for (int64_t d = 0; d < dv; ++d)
+      out[d] += w * outs[j * stride + d];
+  }
+  const float inv = 1.0f / total;
+  for (int64_t d = 0; d < dv; ++d)
+    out[d] *= inv;
+}

@@ -65,8 +65,19 @@ tq_status tq_fail(tq_status status, const char *format, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* Info versions, the kernels' calling conventions: ggml decode kernels
- * gained their %lse output in version 2. */
-enum { INFO_VERSION_PLAIN = 1, INFO_VERSION_GGML_DECODE = 2 };
+ * gained their %lse output in version 2, runtime decode kernels in 3. */
+enum {
+  INFO_VERSION_PLAIN = 1,
+  INFO_VERSION_GGML_DECODE = 2,
+  INFO_VERSION_DECODE = 3
+};
+
+/* Merges the parts one query head's keys were split into:
+ * out = sum_j exp(lse_j - M) out_j / sum_j exp(lse_j - M), M the largest
+ * lse, and zeros when no part saw anything (every lse -inf). Part j's dv
+ * floats are at outs + j * stride, its log-sum-exp at lses[j * stride]. */
+void tq_merge_parts(const float *outs, const float *lses, int64_t stride,
+                    int64_t parts, int64_t dv, float *out);
 
 static inline bool tq_mul_ok(uint64_t a, uint64_t b, uint64_t *out) {
   return !__builtin_mul_overflow(a, b, out);

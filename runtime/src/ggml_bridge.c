@@ -562,41 +562,16 @@ static uint64_t split_scratch_bytes(const plan *p) {
          (uint64_t)part_floats(p) * sizeof(float);
 }
 
-/* Merges the parts of query head row `row` (stream, head) into dst:
- * out = sum_j exp(lse_j - M) out_j / sum_j exp(lse_j - M), zeros when no
- * part saw anything (every lse -inf). */
+/* Merges the parts of query head row `row` (stream, head) into dst. */
 static void merge_row(const tq_ggml_attention_v0 *c, const plan *p,
                       const float *scratch, int64_t row) {
   const int64_t s = row / p->n_head, h = row % p->n_head;
   const int64_t item = s * p->n_kv_heads + h / p->group, j = h % p->group;
   float *out = (float *)((char *)mut(c->dst.data) + s * c->dst.nb[3] +
                          h * c->dst.nb[1]);
-  float top = -INFINITY;
-  for (int64_t part = 0; part < p->parts; ++part) {
-    const float *base = scratch + (item * p->parts + part) * part_floats(p);
-    const float lse = base[p->group * p->dv + j];
-    if (lse > top)
-      top = lse;
-  }
-  for (int64_t d = 0; d < p->dv; ++d)
-    out[d] = 0.0f;
-  if (top == -INFINITY)
-    return;
-  float total = 0.0f;
-  for (int64_t part = 0; part < p->parts; ++part) {
-    const float *base = scratch + (item * p->parts + part) * part_floats(p);
-    const float lse = base[p->group * p->dv + j];
-    if (lse == -INFINITY)
-      continue;
-    const float w = expf(lse - top);
-    total += w;
-    const float *o = base + j * p->dv;
-    for (int64_t d = 0; d < p->dv; ++d)
-      out[d] += w * o[d];
-  }
-  const float inv = 1.0f / total;
-  for (int64_t d = 0; d < p->dv; ++d)
-    out[d] *= inv;
+  const float *base = scratch + item * p->parts * part_floats(p);
+  tq_merge_parts(base + j * p->dv, base + p->group * p->dv + j,
+                 part_floats(p), p->parts, p->dv, out);
 }
 
 /* Split decode: thread ith runs parts ith, ith + nth, ...; all meet at the

@@ -2,7 +2,9 @@
  *
  * Plans each call as a grid of (sequence, kv head) kernel invocations, each
  * given strided views into the caller's buffers, and runs it on the
- * runtime's thread pool. Every descriptor field is checked before anything
+ * runtime's thread pool. When that grid has fewer items than the pool has
+ * threads, each decode's tokens are split into parts whose outputs are
+ * merged by their log-sum-exp. Every descriptor field is checked before anything
  * is launched, so a malformed call returns a status and touches nothing.
  *
  *===--------------------------------------------------------------------===*/
@@ -32,6 +34,11 @@ _Static_assert(sizeof(tq_attention_params_v1) == 56,
 typedef void (*attention_fn)(memref3 *q, memref4 *k, memref4 *v,
                              memref1 *table, int64_t tokens, float scale,
                              memref3 *out);
+/* Runtime decode kernels (info version 3) also write each head's
+ * log-sum-exp. */
+typedef void (*decode_fn)(memref3 *q, memref4 *k, memref4 *v, memref1 *table,
+                          int64_t tokens, float scale, memref3 *out,
+                          memref2 *lse);
 typedef void (*append_fn)(memref3 *rows, memref4 *pool, memref1 *table,
                           int64_t start);
 /* ggml attention kernels (tq-aot --abi=ggml); decode ones (info version
@@ -49,6 +56,7 @@ struct tq_runtime {
   tq_allocator_v0 allocator;
   void *library;
   tq_thread_pool *pool;
+  uint32_t threads;
   char library_path[1024]; /* for messages (truncated) */
 };
 
@@ -119,6 +127,7 @@ tq_status tq_runtime_create(const tq_runtime_options_v0 *options,
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     threads = online > 0 ? (uint32_t)online : 1;
   }
+  rt->threads = threads;
   status = tq_thread_pool_create(threads, &alloc, &rt->pool);
   if (status != TQ_STATUS_OK) {
     dlclose(rt->library);
@@ -349,7 +358,62 @@ typedef struct {
   float *out;
   void **fns;
   uint64_t *tokens;
+  /* Whether a decode's tokens may be split (no sliding window). */
+  bool can_split;
+  /* Grid units per (sequence, kv head): the most parts any decode's tokens
+   * are split into (1: none). Per sequence its parts and tokens per part;
+   * the split parts' outputs and log-sum-exps (part_floats each). */
+  uint32_t parts;
+  uint32_t *seq_parts;
+  uint64_t *part_tokens;
+  float *partials;
 } attention_job;
+
+/* Tokens per part when a decode splits one head's tokens over threads:
+ * below this the merge and the thread hand-off cost more than they save. */
+enum { MIN_TOKENS_PER_PART = 256 };
+
+/* Floats of one split part: the group's output rows, then their lse. */
+static uint64_t part_floats(const attention_job *job) {
+  return (uint64_t)job->group * (job->cache->head_dim + 1);
+}
+
+/* One grid unit: tokens [t0, t0 + n) of (seq, kvh); a part of a split
+ * decode writes to `partial` (else to the caller's out). */
+typedef struct {
+  uint32_t seq, kvh, part;
+  uint64_t t0, n;
+  float *partial;
+} grid_unit;
+
+/* Grid index -> unit; false when it has nothing to do (no queries, or a
+ * part past the sequence's parts). */
+static bool unit_of(const attention_job *job, uint64_t index, grid_unit *u) {
+  const uint32_t heads = job->cache->num_kv_heads;
+  u->part = (uint32_t)(index % job->parts);
+  index /= job->parts;
+  u->seq = (uint32_t)(index / heads);
+  u->kvh = (uint32_t)(index % heads);
+  if (!job->fns[u->seq])
+    return false;
+  const uint32_t parts = job->parts > 1 ? job->seq_parts[u->seq] : 1;
+  const uint64_t tokens = job->tokens[u->seq];
+  if (parts == 1) {
+    u->t0 = 0;
+    u->n = tokens;
+    u->partial = NULL;
+    return u->part == 0;
+  }
+  if (u->part >= parts)
+    return false;
+  const uint64_t per = job->part_tokens[u->seq];
+  u->t0 = u->part * per;
+  u->n = tokens - u->t0 < per ? tokens - u->t0 : per;
+  u->partial = job->partials +
+               (((uint64_t)u->seq * heads + u->kvh) * job->parts + u->part) *
+                   part_floats(job);
+  return true;
+}
 
 /* Checks that one sequence's `rows` queries fit its `tokens` tokens under
  * the call's params (causal: no more queries than tokens; a mask: rows
@@ -386,8 +450,92 @@ static tq_status check_configuration(tq_runtime *rt, const attention_job *job,
                  decode_error, prefill_error);
 }
 
+/* Tokens per part when sequence s's decode splits into at most `most`
+ * parts (page-aligned when paged, at least MIN_TOKENS_PER_PART each), or
+ * 0 when it does not split. */
+static uint64_t split_tokens(const attention_job *job, uint32_t s,
+                             uint64_t most) {
+  const tq_kv_cache_v0 *c = job->cache;
+  if (!job->fns[s] || job->q_indptr[s + 1] - job->q_indptr[s] != 1)
+    return 0;
+  const uint64_t tokens = job->tokens[s];
+  uint64_t parts = tokens / MIN_TOKENS_PER_PART;
+  if (parts > most)
+    parts = most;
+  if (parts < 2)
+    return 0;
+  const uint64_t align = c->layout == TQ_LAYOUT_PAGED ? c->page_size : 1;
+  const uint64_t per = (tokens + parts - 1) / parts;
+  return (per + align - 1) / align * align;
+}
+
+/* With fewer (sequence, kv head) items than threads, splits each decode's
+ * tokens into parts so every thread has work. Sets job->parts and, when
+ * some decode splits, the per-sequence plan in `scratch` (released by the
+ * caller). */
+static tq_status plan_split(tq_runtime *rt, attention_job *job,
+                            void **scratch) {
+  const tq_kv_cache_v0 *c = job->cache;
+  const uint64_t items = (uint64_t)c->num_seqs * c->num_kv_heads;
+  job->parts = 1;
+  *scratch = NULL;
+  if (!job->can_split || items >= rt->threads)
+    return TQ_STATUS_OK;
+  const uint64_t most = (rt->threads + items - 1) / items;
+  uint64_t widest = 1;
+  for (uint32_t s = 0; s < c->num_seqs; ++s) {
+    const uint64_t per = split_tokens(job, s, most);
+    if (per && (job->tokens[s] + per - 1) / per > widest)
+      widest = (job->tokens[s] + per - 1) / per;
+  }
+  if (widest < 2)
+    return TQ_STATUS_OK;
+  job->parts = (uint32_t)widest;
+  const uint64_t bytes =
+      c->num_seqs * (sizeof(uint64_t) + sizeof(uint32_t)) +
+      items * widest * part_floats(job) * sizeof(float);
+  char *block =
+      rt->allocator.allocate(rt->allocator.user, bytes, _Alignof(uint64_t));
+  if (!block)
+    return TQ_STATUS_OUT_OF_MEMORY;
+  *scratch = block;
+  job->part_tokens = (uint64_t *)block;
+  job->partials = (float *)(job->part_tokens + c->num_seqs);
+  job->seq_parts =
+      (uint32_t *)(job->partials + items * widest * part_floats(job));
+  for (uint32_t s = 0; s < c->num_seqs; ++s) {
+    const uint64_t per = split_tokens(job, s, most);
+    job->part_tokens[s] = per ? per : job->tokens[s];
+    job->seq_parts[s] =
+        per ? (uint32_t)((job->tokens[s] + per - 1) / per) : 1;
+  }
+  return TQ_STATUS_OK;
+}
+
+/* Merges each split decode's parts into the caller's out. */
+static void merge_split_decodes(const attention_job *job) {
+  const tq_kv_cache_v0 *c = job->cache;
+  const uint64_t stride = part_floats(job), dim = c->head_dim;
+  for (uint32_t s = 0; s < c->num_seqs; ++s) {
+    if (!job->fns[s] || job->seq_parts[s] < 2)
+      continue;
+    for (uint32_t kvh = 0; kvh < c->num_kv_heads; ++kvh) {
+      const float *base =
+          job->partials +
+          ((uint64_t)s * c->num_kv_heads + kvh) * job->parts * stride;
+      for (uint32_t j = 0; j < job->group; ++j) {
+        float *out = job->out + ((uint64_t)job->q_indptr[s] * job->num_q_heads +
+                                 kvh * job->group + j) *
+                                    dim;
+        tq_merge_parts(base + j * dim, base + job->group * dim + j,
+                       (int64_t)stride, job->seq_parts[s], (int64_t)dim, out);
+      }
+    }
+  }
+}
+
 /* Plans every sequence (nothing runs unless all have a kernel), then runs
- * the (sequence, kv head) grid of `item` on the pool. */
+ * the (sequence, kv head[, part]) grid of `item` on the pool. */
 static tq_status run_attention(tq_runtime *rt, attention_job *job,
                                sequence_check check, kernel_finder find,
                                void (*item)(void *, uint64_t)) {
@@ -429,12 +577,20 @@ static tq_status run_attention(tq_runtime *rt, attention_job *job,
     if (status == TQ_STATUS_OK)
       status = find(rt, job, rows == 1, &job->fns[s]);
   }
+  void *split = NULL;
   if (status == TQ_STATUS_OK && !any_queries)
     status = check_configuration(rt, job, find);
-  else if (status == TQ_STATUS_OK)
+  else if (status == TQ_STATUS_OK &&
+           (status = plan_split(rt, job, &split)) == TQ_STATUS_OK) {
     tq_thread_pool_run(rt->pool,
-                       (uint64_t)cache->num_seqs * cache->num_kv_heads, item,
-                       job);
+                       (uint64_t)cache->num_seqs * cache->num_kv_heads *
+                           job->parts,
+                       item, job);
+    if (job->parts > 1)
+      merge_split_decodes(job);
+  }
+  if (split)
+    rt->allocator.release(rt->allocator.user, split);
   rt->allocator.release(rt->allocator.user, identity);
   rt->allocator.release(rt->allocator.user, scratch);
   return status;
@@ -464,6 +620,35 @@ static item_views views_of(const attention_job *job, uint32_t seq,
   return w;
 }
 
+/* Moves the views' first token to t0 (a multiple of the page size when
+ * paged). */
+static void start_at(const tq_kv_cache_v0 *c, item_views *w, uint64_t t0) {
+  if (t0 == 0)
+    return;
+  if (c->layout == TQ_LAYOUT_CONTIGUOUS) {
+    w->k.offset += (int64_t)t0 * w->k.strides[1];
+    w->v.offset += (int64_t)t0 * w->v.strides[1];
+    w->k.sizes[1] -= (int64_t)t0;
+    w->v.sizes[1] -= (int64_t)t0;
+  } else {
+    const int64_t pages = (int64_t)(t0 / c->page_size);
+    w->table.offset += pages;
+    w->table.sizes[0] -= pages;
+  }
+}
+
+/* A decode unit's out and lse: the caller's out row and `lse`, or the
+ * unit's part of the scratch. */
+static void decode_outputs(const attention_job *job, const grid_unit *u,
+                           item_views *w, float *lse, memref2 *lm) {
+  const int64_t g = job->group, d = job->cache->head_dim;
+  if (u->partial) {
+    w->out = (memref3){u->partial, u->partial, 0, {1, g, d}, {g * d, d, 1}};
+    lse = u->partial + g * d;
+  }
+  *lm = (memref2){lse, lse, 0, {1, g}, {g, 1}};
+}
+
 /* The kernel `name` of kind `kind` for this cache and group. */
 static tq_status find_kernel(tq_runtime *rt, const tq_kv_cache_v0 *c,
                              const char *name, int64_t version, int kind,
@@ -491,14 +676,22 @@ static tq_status find_kernel(tq_runtime *rt, const tq_kv_cache_v0 *c,
 
 static void attention_item(void *ctx, uint64_t index) {
   const attention_job *job = ctx;
-  uint32_t seq = (uint32_t)(index / job->cache->num_kv_heads);
-  uint32_t kvh = (uint32_t)(index % job->cache->num_kv_heads);
-  if (!job->fns[seq])
+  grid_unit u;
+  if (!unit_of(job, index, &u))
     return;
   const tq_attention_params_v0 *p = job->params;
-  item_views w = views_of(job, seq, kvh);
-  ((attention_fn)job->fns[seq])(&w.q, &w.k, &w.v, &w.table,
-                                (int64_t)job->tokens[seq], p->scale, &w.out);
+  item_views w = views_of(job, u.seq, u.kvh);
+  start_at(job->cache, &w, u.t0);
+  if (w.rows == 1) {
+    float lse[job->group];
+    memref2 lm;
+    decode_outputs(job, &u, &w, lse, &lm);
+    ((decode_fn)job->fns[u.seq])(&w.q, &w.k, &w.v, &w.table, (int64_t)u.n,
+                                 p->scale, &w.out, &lm);
+  } else {
+    ((attention_fn)job->fns[u.seq])(&w.q, &w.k, &w.v, &w.table, (int64_t)u.n,
+                                    p->scale, &w.out);
+  }
 }
 
 static tq_status check_plain(const attention_job *job, int32_t rows,
@@ -518,7 +711,8 @@ static tq_status find_plain(tq_runtime *rt, const attention_job *job,
     return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
                    "attention: no kernel name for formats '%s' / '%s'",
                    job->cache->k_format, job->cache->v_format);
-  return find_kernel(rt, job->cache, name, INFO_VERSION_PLAIN, kind,
+  return find_kernel(rt, job->cache, name,
+                     decode ? INFO_VERSION_DECODE : INFO_VERSION_PLAIN, kind,
                      job->group, out);
 }
 
@@ -532,7 +726,8 @@ tq_status tq_attention(tq_runtime *rt, const tq_kv_cache_v0 *cache,
   if (status != TQ_STATUS_OK)
     return status;
   attention_job job = {cache, params, params->q_indptr, params->num_q_heads,
-                       0, NULL, q, out, NULL, NULL};
+                       0, NULL, q, out, NULL, NULL, params->window == 0,
+                       1, NULL, NULL, NULL};
   return run_attention(rt, &job, check_plain, find_plain, attention_item);
 }
 
@@ -543,18 +738,19 @@ static const uint16_t zero_half = 0;
 static void engine_item(void *ctx, uint64_t index) {
   const attention_job *job = ctx;
   const tq_attention_params_v1 *p = job->params;
-  uint32_t seq = (uint32_t)(index / job->cache->num_kv_heads);
-  uint32_t kvh = (uint32_t)(index % job->cache->num_kv_heads);
-  if (!job->fns[seq])
+  grid_unit u;
+  if (!unit_of(job, index, &u))
     return;
+  const uint32_t seq = u.seq, kvh = u.kvh;
   item_views w = views_of(job, seq, kvh);
+  start_at(job->cache, &w, u.t0);
   const uint32_t g = job->group, h0 = kvh * g;
   const uint64_t r0 = (uint64_t)p->q_indptr[seq];
-  const int64_t n = (int64_t)job->tokens[seq];
+  const int64_t n = (int64_t)u.n;
   memref2 mask;
-  if (p->mask) /* rows r0.., the sequence's n tokens */
+  if (p->mask) /* rows r0.., the unit's n tokens from t0 */
     mask = (memref2){(void *)(uintptr_t)p->mask, (void *)(uintptr_t)p->mask,
-                     (int64_t)(r0 * p->mask_row_stride),
+                     (int64_t)(r0 * p->mask_row_stride + u.t0),
                      {(int64_t)w.rows, n},
                      {(int64_t)p->mask_row_stride, 1}};
   else /* one zero read through zero strides */
@@ -562,15 +758,16 @@ static void engine_item(void *ctx, uint64_t index) {
                      (void *)(uintptr_t)&zero_half, 0, {(int64_t)w.rows, n},
                      {0, 0}};
   float slopes[g], sinks[g];
-  for (uint32_t j = 0; j < g; ++j) {
+  for (uint32_t j = 0; j < g; ++j) { /* sinks enter the first part only */
     slopes[j] = p->slopes ? p->slopes[h0 + j] : 1.0f;
-    sinks[j] = p->sinks ? p->sinks[h0 + j] : -__builtin_inff();
+    sinks[j] = p->sinks && u.part == 0 ? p->sinks[h0 + j] : -__builtin_inff();
   }
   memref1 sl = {slopes, slopes, 0, {g}, {1}};
   memref1 sk = {sinks, sinks, 0, {g}, {1}};
   if (w.rows == 1) {
     float lse[g];
-    memref2 lm = {lse, lse, 0, {1, g}, {g, 1}};
+    memref2 lm;
+    decode_outputs(job, &u, &w, lse, &lm);
     ((engine_decode_fn)job->fns[seq])(&w.q, &w.k, &w.v, &w.table, n,
                                       p->scale, &mask, &sl, &sk, &w.out, &lm);
   } else {
@@ -614,6 +811,7 @@ tq_status tq_attention_v1(tq_runtime *rt, const tq_kv_cache_v0 *cache,
   if (status != TQ_STATUS_OK)
     return status;
   attention_job job = {cache, params, params->q_indptr, params->num_q_heads,
-                       0, NULL, q, out, NULL, NULL};
+                       0, NULL, q, out, NULL, NULL, true,
+                       1, NULL, NULL, NULL};
   return run_attention(rt, &job, check_engine, find_engine, engine_item);
 }

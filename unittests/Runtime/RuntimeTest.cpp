@@ -15,12 +15,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <string>
+#include <tuple>
 #include <vector>
 
 using namespace tq::quant;
@@ -322,6 +324,63 @@ TEST_F(RuntimeTest, PagedAndContiguousAgree) {
     else
       EXPECT_EQ(out, first) << "variant " << variant;
   }
+}
+
+/// Runs checkAttention on runtimes of 1 and `threads` threads; expects
+/// both to match the reference and (the witness that the tokens were split
+/// and merged, which rounds differently) not to be bit for bit equal.
+void checkSplitDecode(const std::string &library, Batch &b, unsigned threads,
+                      bool causal = false, unsigned window = 0,
+                      float softcap = 0.0f, bool expectSplit = true) {
+  Runtime one(library, 1), many(library, threads);
+  b.append(one.rt);
+  std::vector<float> whole = checkAttention(one.rt, b, causal, window,
+                                            softcap);
+  std::vector<float> split = checkAttention(many.rt, b, causal, window,
+                                            softcap);
+  if (expectSplit)
+    EXPECT_NE(split, whole) << "no decode was split over " << threads
+                            << " threads";
+  else
+    EXPECT_EQ(split, whole);
+}
+
+/// One sequence with 2 kv heads on 4 or 8 threads: its decode's tokens are
+/// split into page-aligned parts (2 or 4) whose outputs merge by their
+/// log-sum-exp, on both layouts.
+TEST_F(RuntimeTest, DecodeSplitsTokensOverIdleThreads) {
+  for (unsigned threads : {4u, 8u})
+    for (uint32_t pageSize : {16u, 0u}) {
+      SCOPED_TRACE(std::to_string(threads) + " threads, " +
+                   (pageSize ? "paged" : "contiguous"));
+      Batch b = ragged("turbo3_0", "turbo3_0", 64, 3,
+                       pageSize ? pageSize : 1536);
+      b.contiguous = pageSize == 0;
+      b.lengths = {1500};
+      b.queries = {1};
+      b.build(21);
+      checkSplitDecode(plain, b, threads);
+    }
+}
+
+/// A decode split beside a prefill (which is never split) and a decode too
+/// short to split, in one call.
+TEST_F(RuntimeTest, SplitDecodesBesidePrefills) {
+  Batch b = ragged("polar4", "q8_0", 96, 3, 16);
+  b.lengths = {1500, 40, 300};
+  b.queries = {1, 4, 1};
+  b.build(22);
+  checkSplitDecode(plain, b, 16);
+}
+
+/// A sliding window is relative to the last token: a window kernel's
+/// tokens are never split (a part would window its own end).
+TEST_F(RuntimeTest, WindowDecodesAreNotSplit) {
+  Batch b = ragged("tq3_0", "f16", 64, 2, 16);
+  b.lengths = {1500};
+  b.queries = {1};
+  b.build(23);
+  checkSplitDecode(masked, b, 4, true, 8, 20.0f, /*expectSplit=*/false);
 }
 
 /// Append writes the library's bytes into the right slots and nothing else.
@@ -797,9 +856,10 @@ uint16_t halfBits(float x) {
 }
 
 /// tq_attention_v1 over a paged batch against lib/Quant's reference with
-/// the same mask (f16 values), slopes and sinks.
-void checkEngineAttention(tq_runtime *rt, Batch &b, bool withMask,
-                          bool withSlopes, bool withSinks, uint64_t seed) {
+/// the same mask (f16 values), slopes and sinks; returns the output.
+std::vector<float> checkEngineAttention(tq_runtime *rt, Batch &b,
+                                        bool withMask, bool withSlopes,
+                                        bool withSinks, uint64_t seed) {
   std::vector<int32_t> qIndptr = {0};
   for (unsigned n : b.queries)
     qIndptr.push_back(qIndptr.back() + int32_t(n));
@@ -807,7 +867,9 @@ void checkEngineAttention(tq_runtime *rt, Batch &b, bool withMask,
   std::vector<float> q(size_t(qIndptr.back()) * b.qHeads * b.dim);
   for (float &x : q)
     x = float(rng.gaussian());
-  const uint32_t stride = 48;
+  uint32_t stride = 48;
+  for (unsigned n : b.lengths)
+    stride = std::max(stride, n);
   // Query i of a sequence of n tokens sits at n - rows + i and sees the
   // tokens up to it, offset by eighths; the last row of every prefill
   // sees nothing (zeros, or its sinks).
@@ -840,7 +902,7 @@ void checkEngineAttention(tq_runtime *rt, Batch &b, bool withMask,
                               withMask ? half.data() : nullptr,
                               withSlopes ? slopes.data() : nullptr,
                               withSinks ? sinks.data() : nullptr};
-  ASSERT_EQ(tq_attention_v1(rt, &b.cache, &p, q.data(), out.data()),
+  EXPECT_EQ(tq_attention_v1(rt, &b.cache, &p, q.data(), out.data()),
             TQ_STATUS_OK);
   for (unsigned s = 0; s < b.lengths.size(); ++s) {
     if (b.queries[s] == 0)
@@ -862,6 +924,7 @@ void checkEngineAttention(tq_runtime *rt, Batch &b, bool withMask,
       o.sinks = sinks;
     expectSequenceMatchesReference(b, s, qIndptr, q, out, o);
   }
+  return out;
 }
 
 class RuntimeEngineTest : public ::testing::Test {
@@ -910,6 +973,34 @@ TEST_F(RuntimeEngineTest, MaskSlopesSinksOverPagedCaches) {
       checkEngineAttention(r.rt, b, false, false, true, seed++);
       checkEngineAttention(r.rt, b, false, false, false, seed++);
     }
+}
+
+// One decode sequence on 4 threads: its tokens split in two parts; the
+// mask is offset to each part's tokens and the sinks enter one part only.
+TEST_F(RuntimeEngineTest, SplitDecodeKeepsMaskSlopesAndSinks) {
+  uint64_t seed = 31;
+  for (bool contiguous : {false, true}) {
+    SCOPED_TRACE(contiguous ? "contiguous" : "paged");
+    Batch b = engineBatch("turbo3_0", "turbo4_0", contiguous);
+    b.lengths = {1500};
+    b.queries = {1};
+    b.pageSize = contiguous ? 1536 : 16;
+    b.build(seed++);
+    Runtime one(pack, 1), many(pack, 4);
+    ASSERT_NE(one.rt, nullptr);
+    ASSERT_NE(many.rt, nullptr);
+    b.append(one.rt);
+    for (auto [mask, slopes, sinks] :
+         {std::tuple{true, true, true}, {false, false, true},
+          {true, false, false}}) {
+      std::vector<float> whole =
+          checkEngineAttention(one.rt, b, mask, slopes, sinks, seed);
+      std::vector<float> split =
+          checkEngineAttention(many.rt, b, mask, slopes, sinks, seed++);
+      // (Split and merged, the sums round differently.)
+      EXPECT_NE(split, whole) << "the decode was not split";
+    }
+  }
 }
 
 TEST_F(RuntimeEngineTest, BadCallsReturnTheirStatus) {
@@ -1009,6 +1100,15 @@ TEST(RuntimeEngine, OlderCallingConventionIsRefused) {
                               nullptr, nullptr, nullptr};
   EXPECT_EQ(tq_attention_v1(r.rt, &b.cache, &p, q.data(), out.data()),
             TQ_STATUS_VERSION_MISMATCH);
+  // The runtime decode kernel from before it wrote its lse (convention 1).
+  tq_attention_params_v0 v0 = {TQ_ATTENTION_PARAMS_VERSION_0,
+                               sizeof(v0), 8, 0, 0, 0.0f, 0.0f, 0,
+                               qIndptr.data()};
+  EXPECT_EQ(tq_attention(r.rt, &b.cache, &v0, q.data(), out.data()),
+            TQ_STATUS_VERSION_MISMATCH);
+  EXPECT_NE(std::string(tq_last_error()).find("calling convention 1"),
+            std::string::npos)
+      << tq_last_error();
 }
 
 } // namespace

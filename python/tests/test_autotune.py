@@ -4,6 +4,7 @@ measured again. (Mechanics only: nothing here compares speeds.)"""
 
 from __future__ import annotations
 
+import json
 import math
 import time
 
@@ -80,6 +81,12 @@ def test_wrong_and_failing_variants_are_never_chosen(tmp_path):
         assert by[(64, 2, ctx)].status == "wrong"
         assert math.isinf(by[(64, 2, ctx)].seconds)
         assert by[(256, 4, ctx)].ok and by[(64, 4, ctx)].ok
+        # Each time comes with its rounds' spread; failures have none.
+        for ok in (by[(256, 4, ctx)], by[(64, 4, ctx)]):
+            assert ok.spread is not None and ok.spread >= 1.0
+            assert json.loads(ok.detail)["samples"] == 2
+        assert by[(64, 2, ctx)].spread is None
+        assert by[(256, 2, ctx)].spread is None
     for ctx in (300, 700):
         assert result.best[ctx].status == "ok"
         assert (result.best[ctx].knobs["tile_size"],
@@ -87,6 +94,7 @@ def test_wrong_and_failing_variants_are_never_chosen(tmp_path):
         assert result.default[ctx].knobs["tile_size"] == 256
     assert result.measured == 4
     assert any("WRONG" in line for line in lines)
+    assert any("best" in line and "spread" in line for line in lines)
     assert any("compile failed" in line for line in lines)
 
     # Re-tuning measures only what is missing: nothing here, one new
@@ -128,7 +136,7 @@ def test_tune_command(tmp_path, capsys):
                  "--rounds", "1", "--kv-heads", "1", "--flush-mib", "1",
                  "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "context 200\tbest" in out
+    assert "context 200\tbest" in out and "spread" in out
     assert main(["--db", db, "--show", "--k-format", "turbo3_0",
                  "--head-dim", "64", "--gqa", "2", "--cpu", CPU,
                  "--contexts", "200"]) == 0

@@ -118,6 +118,12 @@ def variants(spec, knobs: Optional[dict] = None, *, cpu: str = "host",
     return out
 
 
+def _spread(record) -> str:
+    """", spread 1.07x" for a record with its rounds' spread, else ""."""
+    spread = record.spread
+    return f", spread {spread:.2f}x" if spread is not None else ""
+
+
 def _describe(knobs: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(knobs.items())) or "defaults"
 
@@ -176,7 +182,8 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
        (each round calls every variant once, starting one later than the
        round before), reading ``flush_mib`` MiB before every call so the
        KV comes from memory; ``statistic`` ``best`` or ``median`` of the
-       rounds is recorded.
+       rounds is recorded, with the rounds' spread (slowest / fastest,
+       :attr:`Record.spread`) in its detail.
     4. Where the fastest of them is not the default (and the default was
        timed in the same rounds), the two are timed against each other for
        ``confirm_rounds`` more interleaved rounds (default: ``rounds``; 0
@@ -376,7 +383,12 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
                             calls[at][1]()
                             samples[at].append(time.perf_counter() - t0)
             for (v, _), s in zip(calls, samples):
-                database.record(spec, context, v, "ok", value(s), **common)
+                # The rounds' spread (slowest / fastest) beside the time.
+                detail = {**json.loads(common["detail"]),
+                          "spread": round(max(s) / min(s), 4),
+                          "samples": len(s)}
+                database.record(spec, context, v, "ok", value(s),
+                                **{**common, "detail": json.dumps(detail)})
                 result.measured += 1
             del cache
 
@@ -396,8 +408,8 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
             if b is not None:
                 ratio = result.speedup(context)
                 say(f"context {context}: best {_describe(b.knobs)}: "
-                    f"{b.seconds * 1e3:.4f} ms" +
-                    (f" (default {d.seconds * 1e3:.4f} ms, "
+                    f"{b.seconds * 1e3:.4f} ms{_spread(b)}" +
+                    (f" (default {d.seconds * 1e3:.4f} ms{_spread(d)}, "
                      f"{ratio:.2f}x)" if ratio else ""))
         return result
     finally:

@@ -19,6 +19,7 @@ import itertools
 import sys
 
 from . import KernelSpec, autotune, knobs
+from .autotune import _spread
 from . import tuning
 
 
@@ -104,11 +105,11 @@ def main(argv=None) -> int:
                 b, d = r.best.get(c), r.default.get(c)
                 ratio = r.speedup(c)
                 print(f"{s.name}\tcontext {c}\t" + (
-                    f"best {b.seconds * 1e3:.4f} ms "
+                    f"best {b.seconds * 1e3:.4f} ms{_spread(b)} "
                     f"{tuning.canonical_knobs(b.knobs)}" if b else
                     "no correct variant") +
-                    (f"\tdefault {d.seconds * 1e3:.4f} ms\t{ratio:.2f}x"
-                     if ratio else ""))
+                    (f"\tdefault {d.seconds * 1e3:.4f} ms{_spread(d)}"
+                     f"\t{ratio:.2f}x" if ratio else ""))
     return 0
 
 

@@ -104,6 +104,17 @@ class Record:
         """Measured and correct."""
         return self.status == "ok"
 
+    @property
+    def spread(self) -> Optional[float]:
+        """The slowest timed round over the fastest (an ok record the
+        autotuner wrote), or None. A speed-up below the two records'
+        spreads is within their noise."""
+        try:
+            value = json.loads(self.detail)["spread"]
+        except (ValueError, KeyError, TypeError):
+            return None
+        return float(value) if isinstance(value, (int, float)) else None
+
 
 def _spec_fields(spec) -> dict:
     t = spec.as_tuple()

@@ -16,16 +16,6 @@
 // in tests against the format's own. A chunk lies in one block
 // (VectorRowDecoder::blockChunkLanes), so each block has its own chains.
 //
-// With one block per row and several rows per step, two rows share each
-// chain: the low halves of both rows' chunk, then the high halves, go in
-// one vector each (lanes [0, L/2) row r, [L/2, L) row r + 1), against the
-// query chunk's low (high) half repeated in both halves. The chain then
-// holds both rows' partial sums side by side, which is where the sum
-// tree's first round would have put them: that round's shuffles and add
-// are saved for every head, two shuffles per chunk of a row pair paid
-// once for all heads. The sums are exact integers, so the scores are bit
-// for bit those of one chain per row.
-//
 //===----------------------------------------------------------------------===//
 
 #include "FusedByteScore.h"
@@ -68,24 +58,9 @@ float levelBytes(ArrayRef<float> levels, SmallVectorImpl<int8_t> &table) {
   return scale;
 }
 
-/// The lanes of each `lanes`-lane chunk of a row, low half twice then
-/// high half twice (the query of two rows packed in one chain).
-SmallVector<int64_t> pairedHalves(int64_t width, int64_t lanes) {
-  SmallVector<int64_t> mask;
-  for (int64_t c = 0; c < width; c += lanes)
-    for (int64_t half : {int64_t(0), lanes / 2})
-      for (int64_t copy = 0; copy < 2; ++copy)
-        for (int64_t l = 0; l < lanes / 2; ++l)
-          mask.push_back(c + half + l);
-  return mask;
-}
-
-/// With `pairLanes` (the chunk lanes of packed rows; 0: not packed), the
-/// bytes are in the paired layout of pairedHalves (2 x width per head).
 ByteQuery quantiseQuery(OpBuilder &b, Location loc, Value query,
                         ArrayRef<int64_t> order, bool reordered,
-                        int64_t blockLen, int64_t blocks, float levelScale,
-                        int64_t pairLanes) {
+                        int64_t blockLen, int64_t blocks, float levelScale) {
   auto type = cast<RankedTensorType>(query.getType());
   const int64_t width = type.getDimSize(2);
   auto f32Row = VectorType::get({width}, b.getF32Type());
@@ -94,7 +69,7 @@ ByteQuery quantiseQuery(OpBuilder &b, Location loc, Value query,
   SmallVector<OpFoldResult> rowsHeads = {sizeOf(b, loc, query, 0),
                                          sizeOf(b, loc, query, 1)};
   SmallVector<OpFoldResult> bytesSizes(rowsHeads);
-  bytesSizes.push_back(b.getIndexAttr(pairLanes ? 2 * width : width));
+  bytesSizes.push_back(b.getIndexAttr(width));
   Value bytes = tensor::EmptyOp::create(b, loc, bytesSizes, b.getI8Type());
   Value factors = tensor::EmptyOp::create(b, loc, rowsHeads, b.getF32Type());
   SmallVector<OpFoldResult> offsetsSizes(rowsHeads);
@@ -143,10 +118,6 @@ ByteQuery quantiseQuery(OpBuilder &b, Location loc, Value query,
               Value ints = arith::FPToSIOp::create(
                   b, loc, i32Row, math::RoundEvenOp::create(b, loc, scaled));
               Value q8 = arith::TruncIOp::create(b, loc, i8Row, ints);
-              Value stored = q8;
-              if (pairLanes)
-                stored = vector::ShuffleOp::create(
-                    b, loc, q8, q8, pairedHalves(width, pairLanes));
               Value offsetsOf = state[2];
               Value c128 =
                   arith::ConstantIntOp::create(b, loc, b.getI32Type(), 128);
@@ -166,8 +137,7 @@ ByteQuery quantiseQuery(OpBuilder &b, Location loc, Value query,
               Value factor = arith::MulFOp::create(
                   b, loc, maxAbs, f32Const(b, loc, levelScale / 127.0f));
               Value nextBytes = vector::TransferWriteOp::create(
-                                    b, loc, stored, state[0],
-                                    ValueRange{i, h, c0},
+                                    b, loc, q8, state[0], ValueRange{i, h, c0},
                                     ArrayRef<bool>{true})
                                     .getResult();
               Value nextFactors = tensor::InsertOp::create(
@@ -207,21 +177,19 @@ FailureOr<Value> mlir::tq::emitFusedByteScore(OpBuilder &b, Location loc,
   const float levelScale = levelBytes(levels, table);
   auto tableAttr = b.getDenseI8ArrayAttr(table);
 
-  const int64_t block =
-      headBlock(group, std::max<int64_t>(sumLanes / blocks, 1));
-  const int64_t step =
-      scoreRowsPerStep(block * blocks, sumLanes, options.scoreRows);
-  // Two rows per chain (one block per row, an even step).
-  const bool paired = blocks == 1 && step % 2 == 0;
   ByteQuery q = quantiseQuery(b, loc, query, codes->laneOrder(),
                               codes->isReordered(), codes->blockLen(), blocks,
-                              levelScale, paired ? lanes : 0);
+                              levelScale);
   Value queries = tensor::DimOp::create(b, loc, query, 0);
   Value init = tensor::EmptyOp::create(
       b, loc,
       SmallVector<OpFoldResult>{sizeOf(b, loc, query, 0),
                                 sizeOf(b, loc, query, 1), access.numTokens},
       b.getF32Type());
+  const int64_t block =
+      headBlock(group, std::max<int64_t>(sumLanes / blocks, 1));
+  const int64_t step =
+      scoreRowsPerStep(block * blocks, sumLanes, options.scoreRows);
   const bool oneQueryRow =
       cast<RankedTensorType>(query.getType()).getDimSize(0) == 1;
   auto bytesType = VectorType::get({lanes}, b.getI8Type());
@@ -259,61 +227,24 @@ FailureOr<Value> mlir::tq::emitFusedByteScore(OpBuilder &b, Location loc,
                       Value scores) {
                     ArrayRef<Value> heads = blockHeads.heads;
                     // Chain (hh * step + r) * blocks + blk: head hh's
-                    // product with block blk of row r; paired, chain
-                    // hh * step / 2 + r / 2 holds rows r and r + 1.
+                    // product with block blk of row r.
                     Value zero = arith::ConstantOp::create(
                         b, loc, cast<TypedAttr>(b.getZeroAttr(sumType)));
-                    const int64_t perChain = paired ? 2 : 1;
-                    SmallVector<Value> chains(block * step * blocks / perChain,
-                                              zero);
-                    Value zeroByte =
-                        arith::ConstantIntOp::create(b, loc, b.getI8Type(), 0);
-                    auto queryBytes = [&](Value h, int64_t at) -> Value {
-                      return vector::TransferReadOp::create(
-                          b, loc, bytesType, q.bytes,
-                          ValueRange{i, h, indexConst(b, loc, at)}, zeroByte,
-                          ArrayRef<bool>{true});
-                    };
+                    SmallVector<Value> chains(block * step * blocks, zero);
                     for (int64_t c = 0; c < chunks; ++c) {
-                      auto levels = [&](int64_t r) -> Value {
-                        return oneQueryRow ? levelsOf(b, loc, rows[r].row, c)
-                                           : decoded[r][c];
-                      };
-                      if (paired) {
-                        // Query halves (low, high) of chunk c, each twice.
-                        SmallVector<Value> qLow, qHigh;
-                        for (Value h : heads) {
-                          qLow.push_back(queryBytes(h, 2 * c * lanes));
-                          qHigh.push_back(queryBytes(h, 2 * c * lanes + lanes));
-                        }
-                        SmallVector<int64_t> low, high;
-                        for (int64_t operand : {0, 1})
-                          for (int64_t l = 0; l < lanes / 2; ++l) {
-                            low.push_back(operand * lanes + l);
-                            high.push_back(operand * lanes + lanes / 2 + l);
-                          }
-                        for (int64_t r = 0; r < step; r += 2) {
-                          Value first = levels(r), second = levels(r + 1);
-                          Value lowHalves = vector::ShuffleOp::create(
-                              b, loc, first, second, low);
-                          Value highHalves = vector::ShuffleOp::create(
-                              b, loc, first, second, high);
-                          for (int64_t hh = 0; hh < block; ++hh) {
-                            Value &chain = chains[(hh * step + r) / 2];
-                            chain = ByteDotOp::create(b, loc, sumType, chain,
-                                                      lowHalves, qLow[hh]);
-                            chain = ByteDotOp::create(b, loc, sumType, chain,
-                                                      highHalves, qHigh[hh]);
-                          }
-                        }
-                        continue;
-                      }
+                      Value offset = indexConst(b, loc, c * lanes);
                       SmallVector<Value> qc;
                       for (Value h : heads)
-                        qc.push_back(queryBytes(h, c * lanes));
+                        qc.push_back(vector::TransferReadOp::create(
+                            b, loc, bytesType, q.bytes,
+                            ValueRange{i, h, offset},
+                            arith::ConstantIntOp::create(b, loc,
+                                                         b.getI8Type(), 0),
+                            ArrayRef<bool>{true}));
                       const int64_t blk = codes->chunkBlock(lanes, c);
-                      for (int64_t r = 0; r < step; ++r) {
-                        Value kc = levels(r);
+                      for (auto [r, row] : llvm::enumerate(rows)) {
+                        Value kc = oneQueryRow ? levelsOf(b, loc, row.row, c)
+                                               : decoded[r][c];
                         for (int64_t hh = 0; hh < block; ++hh) {
                           Value &chain =
                               chains[(hh * step + r) * blocks + blk];
@@ -325,8 +256,8 @@ FailureOr<Value> mlir::tq::emitFusedByteScore(OpBuilder &b, Location loc,
                     // Lane (hh * step + r) * blocks + blk: head hh's
                     // product with block blk of row r.
                     const int64_t n = block * step * blocks;
-                    Value sums = sliceLanes(
-                        b, loc, sumTree(b, loc, chains, perChain), 0, n);
+                    Value sums = sliceLanes(b, loc, sumTree(b, loc, chains),
+                                            0, n);
                     SmallVector<Value> offsets, factors;
                     SmallVector<int64_t> offsetLanes;
                     for (Value h : heads) {

@@ -90,8 +90,7 @@ Value applyRowScale(OpBuilder &b, Location loc, const VectorRowDecoder &rows,
                                rows.rowScale(b, loc, row, t, kvHead));
 }
 
-Value sumTree(OpBuilder &b, Location loc, ArrayRef<Value> parts,
-              int64_t packed) {
+Value sumTree(OpBuilder &b, Location loc, ArrayRef<Value> parts) {
   auto type = cast<VectorType>(parts.front().getType());
   const int64_t w = type.getDimSize(0);
   const bool isFloat = isa<FloatType>(type.getElementType());
@@ -100,11 +99,8 @@ Value sumTree(OpBuilder &b, Location loc, ArrayRef<Value> parts,
       return arith::AddFOp::create(b, loc, x, y);
     return arith::AddIOp::create(b, loc, x, y);
   };
-  assert(llvm::isPowerOf2_64(uint64_t(packed)) && packed <= w &&
-         "sums per part: a power of two no wider than the parts");
-  const int64_t n =
-      int64_t(llvm::PowerOf2Ceil(uint64_t(parts.size()))) * packed;
-  if (packed == 1 && (n == 1 || n > w)) {
+  const int64_t n = int64_t(llvm::PowerOf2Ceil(uint64_t(parts.size())));
+  if (n == 1 || n > w) {
     SmallVector<Value> sums;
     for (Value part : parts)
       sums.push_back(
@@ -128,13 +124,12 @@ Value sumTree(OpBuilder &b, Location loc, ArrayRef<Value> parts,
       for (int64_t l = 0; l < len; ++l)
         mask.push_back(operand * width + g * size + from + l);
   };
-  assert(n <= w && "packed parts hold at most w sums in all");
   SmallVector<Value> level(parts);
   // Zero parts fill the tree up to a power of two.
-  if (int64_t(level.size()) < n / packed)
-    level.resize(n / packed, arith::ConstantOp::create(
-                                 b, loc, cast<TypedAttr>(b.getZeroAttr(type))));
-  int64_t groups = packed;
+  if (int64_t(level.size()) < n)
+    level.resize(n, arith::ConstantOp::create(
+                        b, loc, cast<TypedAttr>(b.getZeroAttr(type))));
+  int64_t groups = 1;
   while (level.size() > 1) {
     const int64_t size = w / groups, half = size / 2;
     SmallVector<Value> next;

@@ -67,12 +67,7 @@ Value applyRowScale(OpBuilder &b, Location loc, const VectorRowDecoder &rows,
 /// vectors into one (n - 1 adds in all), then the groups of the last
 /// vector are halved until each is one lane — about 4n ops where n
 /// separate reductions take about 2n log2(w).
-/// With `packed` > 1 (a power of two), each part already holds `packed`
-/// sums side by side (lane group g of part k: the partial sums of sum
-/// k * packed + g, as after log2(packed) rounds), and lane k * packed + g
-/// of the result holds that sum.
-Value sumTree(OpBuilder &b, Location loc, ArrayRef<Value> parts,
-              int64_t packed = 1);
+Value sumTree(OpBuilder &b, Location loc, ArrayRef<Value> parts);
 
 /// tensor<blocks x length x f32>: at [blk, t] the scale of block blk of
 /// row (t, kvh) (VectorRowDecoder::scaleOfBlock) for t < tokens, zero

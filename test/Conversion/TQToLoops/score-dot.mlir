@@ -14,25 +14,13 @@
 
 // turbo3_0 at 128: one fp16 norm per row, a 2-bit and a 1-bit plane; 3-bit
 // Lloyd-Max levels as bytes round(C / (max |C| / 127)) + 128.
-// Four rows per step, two per chain: the query is stored with each
-// chunk's low half twice, then its high half twice (256 bytes per head);
-// each pair of rows puts both rows' low halves in one vector and their
-// high halves in another, two byte products per head and chunk. The sum
-// tree starts from chains of two rows' sums each.
 // CHECK-LABEL: func @turbo3
-// CHECK: tensor.empty() : tensor<1x2x256xi8>
 // CHECK: math.roundeven %{{.*}} : vector<128xf32>
 // CHECK: arith.trunci %{{.*}} : vector<128xi32> to vector<128xi8>
-// CHECK: vector.shuffle %{{.*}} [0, 1, {{.*}}, 31, 0, 1, {{.*}}, 31, 32, 33, {{.*}}, 63, 32, 33, {{.*}}, 63, 64, 65, {{.*}}] : vector<128xi8>, vector<128xi8>
 // CHECK: scf.for
+// Two chunks of 64 bytes per row, two heads: 4 byte products per row.
 // CHECK-COUNT-2: tq.byte_lookup %{{.*}} [{{.*}}] : vector<64xi8>
-// CHECK: %[[LOW:.*]] = vector.shuffle %[[A:.*]], %[[B:.*]] [0, 1, {{.*}}, 31, 64, 65, {{.*}}, 95] : vector<64xi8>, vector<64xi8>
-// CHECK: %[[HIGH:.*]] = vector.shuffle %[[A]], %[[B]] [32, 33, {{.*}}, 63, 96, 97, {{.*}}, 127] : vector<64xi8>, vector<64xi8>
-// CHECK: %[[D:.*]] = tq.byte_dot %{{.*}}, %[[LOW]], %{{.*}} : vector<64xi8> -> vector<16xi32>
-// CHECK: tq.byte_dot %[[D]], %[[HIGH]], %{{.*}} : vector<64xi8> -> vector<16xi32>
-// Per step: 2 row pairs x 2 chunks x 2 heads x 2 halves.
-// CHECK-COUNT-14: tq.byte_dot
-// CHECK-NOT: tq.byte_dot
+// CHECK: tq.byte_dot %{{.*}} : vector<64xi8> -> vector<16xi32>
 // CHECK: arith.subi %{{.*}} : vector<8xi32>
 // CHECK: arith.sitofp %{{.*}} : vector<8xi32> to vector<8xf32>
 // F32-LABEL: func @turbo3

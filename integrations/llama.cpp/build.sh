@@ -123,9 +123,12 @@ if [[ "${TQ_SKIP_PACK:-0}" != 1 ]]; then
 fi
 
 # 4. llama.cpp: CPU backend only, static libraries (the binaries need only
-#    libtq_runtime.so, found through their rpath), four tools.
+#    libtq_runtime.so, found through their rpath), four tools. The code is
+#    position-independent, so that step 7 links the same ggml libraries
+#    into a shared library instead of building ggml a second time.
 cmake -G Ninja -S "$src" -B "$obj" -Wno-dev \
   -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
   -DBUILD_SHARED_LIBS=OFF \
   -DGGML_NATIVE=ON \
   -DGGML_OPENMP=OFF \
@@ -184,5 +187,5 @@ done
 echo "build.sh: fa-check, rows-check, state-check and tq-capture-kv in $base/bin"
 
 # 7. tq-bench's ggml baselines (tq-bench --ggml-bench):
-#    lib/libtq_bench_ggml.so over a PIC build of the same patched ggml.
+#    lib/libtq_bench_ggml.so over step 4's ggml libraries.
 JOBS="$jobs" "$here/bench-ggml/build.sh"

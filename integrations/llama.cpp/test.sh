@@ -16,6 +16,11 @@
 #   test.sh layer-types            TQ_K/V_LAYER_TYPES: listed layers get their
 #                                  type (the log says so), a malformed list
 #                                  stops the context naming the problem
+#   test.sh build-refusals         build.sh refuses an unknown TQ_GGML_DOT,
+#                                  bench-ggml/build.sh a llama.cpp build
+#                                  directory without position-independent
+#                                  code, each naming the cause, before any
+#                                  work (needs no llama.cpp build)
 #   test.sh capture                tq-capture-kv writes post-RoPE K/V rows of
 #                                  chosen layers to .npy; python -m
 #                                  tqc.quality --rows measures them (needs
@@ -294,8 +299,30 @@ print("ok: tqc.quality on the captured rows:", {f"{k[0]}/{k[1]}": round(v, 5) fo
 PY
     ;;
 
+  build-refusals)
+    out="$(TQ_GGML_DOT=i8 bash "$here/build.sh" 2>&1)" &&
+      fail "build.sh accepted TQ_GGML_DOT=i8"
+    grep -q "TQ_GGML_DOT must be auto or f32, got 'i8'" <<< "$out" ||
+      fail "build.sh's refusal does not name TQ_GGML_DOT: $out"
+    echo "ok: build.sh refuses TQ_GGML_DOT=i8"
+    need "$build/lib/libtq_runtime.so" "build tqc first"
+    # A llama.cpp tree and build directory from before ggml was built
+    # position-independent (stand-ins: only the files the script checks).
+    old="$PWD/old-llama"
+    rm -rf "$old"
+    mkdir -p "$old/src" "$old/build"
+    touch "$old/src/CMakeLists.txt" "$old/src/.tqc-applied.patch"
+    echo "CMAKE_POSITION_INDEPENDENT_CODE:BOOL=OFF" > "$old/build/CMakeCache.txt"
+    out="$(TQC_LLAMA_DIR="$old" bash "$here/bench-ggml/build.sh" 2>&1)" &&
+      fail "bench-ggml/build.sh accepted a build without position-independent code"
+    grep -q "not configured with position-independent code" <<< "$out" ||
+      fail "bench-ggml/build.sh's refusal does not name the cause: $out"
+    [[ ! -e "$old/lib" ]] || fail "bench-ggml/build.sh wrote $old/lib before refusing"
+    echo "ok: bench-ggml/build.sh refuses a build directory without PIC"
+    ;;
+
   *)
-    echo "usage: test.sh pack NAME | fa PACK ARGS | rows D | ppl-f16 | ppl K V MAX_RATIO | fa-off K V | state | layer-types | capture" >&2
+    echo "usage: test.sh pack NAME | fa PACK ARGS | rows D | ppl-f16 | ppl K V MAX_RATIO | fa-off K V | state | layer-types | build-refusals | capture" >&2
     exit 2
     ;;
 esac

@@ -407,6 +407,8 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
           b, loc, pairs, buffer,
           [&](OpBuilder &b, Location loc, Value pair, Value buffer) {
             auto [t0, t1] = pairRows(b, loc, pair);
+            codes.prefetchNextRange(b, loc, prefetch, t0, kvh);
+            codes.prefetchNextRange(b, loc, prefetch, t1, kvh);
             for (auto [k, w] :
                  llvm::enumerate(pairWords(b, loc, kvh, t0, t1, 0, chunks)))
               buffer = vector::TransferWriteOp::create(

@@ -70,12 +70,13 @@ func.func @two_blocks(%p: tensor<1x4x5xf32>, %vb: tensor<5x1x100xi8>) -> tensor<
 // BF16-NOT: tq.pair_dot
 // BF16: vector.fma
 // Several query rows: weights per query row; every pair's words formed
-// once into a buffer, then a loop over the query rows whose passes read
-// them from there.
+// once into a buffer (prefetching the next tile's rows as it goes), then a
+// loop over the query rows whose passes read them from there.
 // BF16-LABEL: func @prefill_rows
 // BF16: scf.for {{.*}} -> (tensor<3x2x1x?xbf16>)
 // BF16: %[[EMPTY:.*]] = tensor.empty(%{{.*}}) : tensor<?x8x32xi16>
 // BF16: %[[WORDS:.*]] = scf.for {{.*}} iter_args(%{{.*}} = %[[EMPTY]]) -> (tensor<?x8x32xi16>)
+// BF16-COUNT-4: memref.prefetch
 // BF16-COUNT-8: tq.word_lookup
 // BF16: scf.for %[[I:.*]] = {{.*}} -> (tensor<3x2x128xf32>)
 // BF16: scf.for

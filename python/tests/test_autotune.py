@@ -143,6 +143,26 @@ def test_tune_command(tmp_path, capsys):
     assert "record" in capsys.readouterr().out
 
 
+def test_tune_tolerance(tmp_path, capsys):
+    from tqc.tune import main
+    args = ["--db", str(tmp_path / "tol.db"), "--k-format", "turbo3_0",
+            "--head-dim", "64", "--gqa", "2", "--cpu", CPU, "--contexts",
+            "200", "--knob", "tile_size=64", "--knob", "splits=1",
+            "--knob", "lookup=tile", "--knob", "centroid_permute=avx2",
+            "--rounds", "1", "--kv-heads", "1", "--flush-mib", "1",
+            "--quiet"]
+    # Below f32 rounding: every variant, the default too, is wrong and
+    # none is timed.
+    assert main(args + ["--tolerance", "1e-12"]) == 0
+    assert "no correct variant" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(args + ["--tolerance", "0"])
+    assert "--tolerance must be positive" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="tolerance must be positive"):
+        tqc.autotune(SPEC, contexts=[200], tolerance=float("nan"),
+                     progress=False)
+
+
 @pytest.mark.parametrize("confirm", [0, 3])
 def test_winner_is_confirmed_against_the_default(confirm):
     # The default is made slow, so the other variant wins the first pass;

@@ -213,6 +213,9 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
                          f"'{statistic}'")
     if rounds <= 0:
         raise ValueError("rounds must be positive")
+    if not 0 < tolerance < math.inf:
+        raise ValueError(f"tolerance must be positive and finite, got "
+                         f"{tolerance}")
     if confirm_rounds is None:
         confirm_rounds = rounds
     if confirm_rounds < 0:

@@ -47,6 +47,11 @@ def main(argv=None) -> int:
                    help="rounds of the winner against the default, head to "
                         "head (default: --rounds; 0: none)")
     p.add_argument("--statistic", default="best", choices=("best", "median"))
+    p.add_argument("--tolerance", type=float, default=2e-3,
+                   help="a variant whose output is further than this x "
+                        "max(1, max |reference|) from the reference is "
+                        "recorded wrong, never timed (lossy knobs such as "
+                        "score_dot=i8 may need more; docs/autotune.md)")
     p.add_argument("--kv-heads", type=int, default=8)
     p.add_argument("--prefill-rows", type=int, default=16)
     p.add_argument("--flush-mib", type=int, default=64)
@@ -58,6 +63,8 @@ def main(argv=None) -> int:
     p.add_argument("--list-knobs", action="store_true")
     p.add_argument("--show", action="store_true")
     a = p.parse_args(argv)
+    if not 0 < a.tolerance < float("inf"):
+        p.error(f"--tolerance must be positive and finite, got {a.tolerance}")
 
     knob_values = {}
     for item in a.knob:
@@ -97,7 +104,8 @@ def main(argv=None) -> int:
             r = autotune(s, contexts, db=db, knobs=knob_values,
                          strategy=a.strategy, rounds=a.rounds,
                          confirm_rounds=a.confirm_rounds,
-                         statistic=a.statistic, num_kv_heads=a.kv_heads,
+                         statistic=a.statistic, tolerance=a.tolerance,
+                         num_kv_heads=a.kv_heads,
                          prefill_rows=a.prefill_rows, flush_mib=a.flush_mib,
                          threads=a.threads, jobs=a.jobs, cpu=a.cpu,
                          progress=not a.quiet)

@@ -22,6 +22,11 @@
 #                      has AVX512-VNNI/BF16, f32 elsewhere; tq-aot
 #                      --score-dot=auto --value-dot=auto) or f32 (the
 #                      reference kernels)
+#   TQ_GGML_TUNING_DB  a tuning database (python -m tqc.tune --kind
+#                      ggml_decode,ggml_prefill ...): each attention kernel
+#                      of the pack is built with its best record for this
+#                      CPU (tq-aot --tuning-db; the others keep the
+#                      defaults); a changed database rebuilds the pack
 #   TQ_SKIP_PACK=1     build llama.cpp only (no tq-aot run)
 #   JOBS               parallel compile jobs (default: nproc)
 #   TQC_LLAMA_DIR      where the source, build, pack and bin go (default:
@@ -37,6 +42,11 @@ gqa="${TQ_GGML_GQA:-4}"
 dot="${TQ_GGML_DOT:-auto}"
 if [[ "$dot" != auto && "$dot" != f32 ]]; then
   echo "build.sh: error: TQ_GGML_DOT must be auto or f32, got '$dot'" >&2
+  exit 1
+fi
+tuning_db="${TQ_GGML_TUNING_DB:-}"
+if [[ -n "$tuning_db" && ! -f "$tuning_db" ]]; then
+  echo "build.sh: error: TQ_GGML_TUNING_DB '$tuning_db' is not a file" >&2
   exit 1
 fi
 
@@ -105,12 +115,17 @@ v_list="$(for p in $pairs; do echo "${p##*:}"; done | awk '!s[$0]++' | paste -sd
 aot_cmd=("$tq_aot" --abi=ggml --centred-k "--pairs=$pair_list"
          "--head-dim=$head_dims" "--gqa=$gqa" "--score-dot=$dot"
          "--value-dot=$dot" -o "$pack")
+db_hash=""
+if [[ -n "$tuning_db" ]]; then
+  aot_cmd+=("--tuning-db=$(realpath "$tuning_db")")
+  db_hash="$(sha256sum "$tuning_db" | cut -d' ' -f1)"
+fi
 if [[ "${TQ_SKIP_PACK:-0}" != 1 ]]; then
   if [[ ! -x "$tq_aot" ]]; then
     echo "build.sh: error: $tq_aot is missing; build tqc first (scripts/build.sh)" >&2
     exit 1
   fi
-  stamp="$(printf '%s\n' "${aot_cmd[*]}"; sha256sum "$tq_aot" | cut -d' ' -f1)"
+  stamp="$(printf '%s\n' "${aot_cmd[*]}" "$db_hash"; sha256sum "$tq_aot" | cut -d' ' -f1)"
   if [[ ! -f "$pack/libtq_ggml_kernels.so" || "$(cat "$pack/.tqc-stamp" 2>/dev/null)" != "$stamp" ]]; then
     echo "build.sh: ${aot_cmd[*]}"
     mkdir -p "$pack"

@@ -16,7 +16,8 @@
 #   test.sh layer-types            TQ_K/V_LAYER_TYPES: listed layers get their
 #                                  type (the log says so), a malformed list
 #                                  stops the context naming the problem
-#   test.sh build-refusals         build.sh refuses an unknown TQ_GGML_DOT,
+#   test.sh build-refusals         build.sh refuses an unknown TQ_GGML_DOT
+#                                  or a missing TQ_GGML_TUNING_DB,
 #                                  bench-ggml/build.sh a llama.cpp build
 #                                  directory without position-independent
 #                                  code, each naming the cause, before any
@@ -305,6 +306,11 @@ PY
     grep -q "TQ_GGML_DOT must be auto or f32, got 'i8'" <<< "$out" ||
       fail "build.sh's refusal does not name TQ_GGML_DOT: $out"
     echo "ok: build.sh refuses TQ_GGML_DOT=i8"
+    out="$(TQ_GGML_TUNING_DB="$PWD/no-such.db" bash "$here/build.sh" 2>&1)" &&
+      fail "build.sh accepted a missing TQ_GGML_TUNING_DB"
+    grep -q "TQ_GGML_TUNING_DB '$PWD/no-such.db' is not a file" <<< "$out" ||
+      fail "build.sh's refusal does not name TQ_GGML_TUNING_DB: $out"
+    echo "ok: build.sh refuses a missing TQ_GGML_TUNING_DB"
     need "$build/lib/libtq_runtime.so" "build tqc first"
     # A llama.cpp tree and build directory from before ggml was built
     # position-independent (stand-ins: only the files the script checks).

@@ -143,6 +143,39 @@ def test_tune_command(tmp_path, capsys):
     assert "record" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("kind", ["ggml_decode", "ggml_prefill"])
+def test_ggml_kernels_are_tuned_through_the_engine_abi(tmp_path, kind):
+    # ggml packs per variant, timed by tq_attention_v1 (prefill under a
+    # causal mask), recorded under the ggml kernel's name, which tq-aot's
+    # lookup finds.
+    spec = tqc.KernelSpec(kind, "turbo3_0", head_dim=64, gqa=2)
+    assert spec.name.startswith("tq_ggml_")
+    knob_values = {"tile_size": [256, 64] if kind == "ggml_decode"
+                   else [64, 32], "lookup": ["tile"],
+                   "centroid_permute": ["avx2"], "score_rows": [4]}
+    if kind == "ggml_decode":
+        knob_values.update(splits=[4], accumulators=[16])
+    db_path = tmp_path / "ggml.db"
+    result = tqc.autotune(spec, contexts=[300], db=db_path,
+                          knobs=knob_values, strategy="grid", rounds=2,
+                          num_kv_heads=2, prefill_rows=4, flush_mib=1,
+                          threads=1, jobs=2, cpu=CPU, progress=False)
+    assert result.measured == 2
+    assert result.best[300].ok and result.default[300].ok
+    key = tuning.target_key(CPU)
+    with tuning.TuningDB(db_path) as db:
+        recs = db.records(spec, target=key)
+        assert {r.spec for r in recs} == {spec.name}
+        best = db.best(spec, 300, target=key)
+    native = tqc._tqc.lookup_tuning_record(str(db_path), tqc.__version__,
+                                           CPU, spec.name, 300)
+    assert native["id"] == best.id
+    with pytest.raises(ValueError, match="causal and window masks"):
+        tqc.autotune(tqc.KernelSpec(kind, "turbo3_0", head_dim=64, gqa=2,
+                                    causal=True), contexts=[300],
+                     progress=False)
+
+
 def test_tune_tolerance(tmp_path, capsys):
     from tqc.tune import main
     args = ["--db", str(tmp_path / "tol.db"), "--k-format", "turbo3_0",

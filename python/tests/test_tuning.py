@@ -158,6 +158,23 @@ def test_compile_with_knobs_and_tuning_db(tmp_path):
     with pytest.raises(ValueError, match="no knob 'splits'"):
         tqc.compile(kind="prefill", k_format="turbo3_0", head_dim=64,
                     knobs={"splits": 2}, output_dir=tmp_path / "bad")
+    # Per kernel: the decode kernel's splits, the prefill kernel untouched.
+    decode = tqc.KernelSpec("decode", "turbo3_0", head_dim=64, gqa=2).name
+    lib = tqc.compile(kind=("decode", "prefill"), k_format="turbo3_0",
+                      head_dim=64, gqa=2, cpu="x86-64-v3",
+                      knobs={decode: {"splits": 2}},
+                      output_dir=tmp_path / "per-kernel")
+    got = {k.kind: k.info["knobs"] for k in lib.kernels}
+    assert got["decode"]["splits"] == "2"
+    assert got["prefill"]["tile_size"] == "64"  # its default
+    with pytest.raises(ValueError, match="no kernel 'tq_decode_polar4"):
+        tqc.compile(kind="decode", k_format="turbo3_0", head_dim=64,
+                    knobs={"tq_decode_polar4_polar4_d64_g1": {"splits": 2}},
+                    output_dir=tmp_path / "bad-name")
+    with pytest.raises(ValueError, match="not both"):
+        tqc.compile(kind="decode", k_format="turbo3_0", head_dim=64,
+                    knobs={decode: {"splits": 2}, "tile_size": 64},
+                    output_dir=tmp_path / "bad-mix")
     with pytest.raises(ValueError, match="takes integer >= 1"):
         tqc.compile(kind="decode", k_format="turbo3_0", head_dim=64,
                     knobs={"tile_size": 0}, output_dir=tmp_path / "bad2")

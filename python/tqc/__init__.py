@@ -398,7 +398,9 @@ def compile(kind: Optional[Strs] = None, k_format: Optional[Strs] = None,
     ``avx512``; default: the widest the CPU has) are knobs too.
     ``knobs`` (``{"tile_size": 128, "splits": 2, ...}``, see :func:`knobs`)
     sets knobs of every attention kernel, checked against each kernel's
-    own (a knob a kernel lacks raises ValueError). ``tuning_db`` builds
+    own (a knob a kernel lacks raises ValueError); ``{kernel name:
+    {knob: value}}`` sets them for the kernels named only (a name the
+    library does not build raises ValueError). ``tuning_db`` builds
     each attention kernel with its best record in a tuning database
     (:mod:`tqc.tuning`; at ``tuning_context``'s bucket, or the largest
     recorded when 0), as ``tq-aot --tuning-db``; the library's
@@ -431,9 +433,20 @@ def compile(kind: Optional[Strs] = None, k_format: Optional[Strs] = None,
     name = "libtq_ggml_kernels.so" if abi == "ggml" else "libtqkernels.so"
     kernel_knobs = {}
     if knobs:
-        values = {str(k): str(v) for k, v in dict(knobs).items()}
-        kernel_knobs = {_tqc.kernel_name(sp): values for sp in specs
-                        if sp[0] not in ("append", "dequantize")}
+        items = dict(knobs)
+        per_kernel = [isinstance(v, dict) for v in items.values()]
+        if all(per_kernel):
+            # {kernel name: {knob: value}}: those kernels only.
+            kernel_knobs = {str(n): {str(k): str(v) for k, v in kv.items()}
+                            for n, kv in items.items()}
+        elif any(per_kernel):
+            raise ValueError("knobs: either {knob: value} for every "
+                             "attention kernel or {kernel name: {knob: "
+                             "value}}, not both")
+        else:
+            values = {str(k): str(v) for k, v in items.items()}
+            kernel_knobs = {_tqc.kernel_name(sp): values for sp in specs
+                            if sp[0] not in ("append", "dequantize")}
     try:
         report = _tqc.compile_library(
             specs, output_dir, target, cpu, tile_size, tile_size, splits,

@@ -193,7 +193,12 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
        1.0-1.08x head to head).
 
     Decode kernels get one query row, prefill kernels ``prefill_rows`` (the
-    last positions). ``db`` is a path or an open :class:`TuningDB`
+    last positions). ``ggml_decode`` / ``ggml_prefill`` specs are compiled
+    as ggml packs (``abi="ggml"``: the pair's row, decode and prefill
+    kernels, the variant's knobs on the spec's kernel) and timed through
+    ``tq_attention_v1``, prefill under a causal mask as llama.cpp calls
+    them; their records carry the ggml kernels' names, which
+    ``tq-aot --abi=ggml --tuning-db`` applies. ``db`` is a path or an open :class:`TuningDB`
     (default: an in-memory one); measurements already recorded for the
     target are reused, not repeated. ``progress``: True prints to stderr,
     a callable receives the lines. ``compile_fn(knobs, output_dir)`` and
@@ -221,9 +226,19 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
     if confirm_rounds < 0:
         raise ValueError("confirm_rounds must be >= 0")
     decode = spec.kind in ("decode", "ggml_decode")
-    if spec.kind not in ("decode", "prefill"):
+    ggml = spec.kind in ("ggml_decode", "ggml_prefill")
+    if spec.kind not in ("decode", "prefill", "ggml_decode", "ggml_prefill"):
         raise ValueError(f"spec.kind: autotune times decode and prefill "
-                         f"kernels (tq_attention), got '{spec.kind}'")
+                         f"kernels (tq_attention) and ggml_decode and "
+                         f"ggml_prefill kernels (tq_attention_v1), got "
+                         f"'{spec.kind}'")
+    if ggml and (spec.causal or spec.window):
+        raise ValueError("spec: ggml kernels take causal and window masks "
+                         "at run time, not compiled in; tune the spec "
+                         "without them")
+    # ggml prefill kernels are timed under a causal mask, as llama.cpp
+    # calls them.
+    causal = spec.causal or spec.kind == "ggml_prefill"
     say = (progress if callable(progress) else
            (lambda line: print(line, file=sys.stderr, flush=True))
            if progress else (lambda line: None))
@@ -260,6 +275,13 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
             out_dir = os.path.join(work, f"v{i}")
             if compile_fn is not None:
                 return compile_fn(dict(v), out_dir)
+            if ggml:  # a pack: the pair's row, decode and prefill kernels
+                return compile_(k_format=spec.k_format,
+                                v_format=spec.v_format,
+                                head_dim=spec.head_dim, gqa=spec.gqa,
+                                softcap=spec.softcap,
+                                knobs={spec.name: v}, cpu=cpu,
+                                abi="ggml", output_dir=out_dir)
             return compile_(kind=(spec.kind,), k_format=spec.k_format,
                             v_format=spec.v_format, head_dim=spec.head_dim,
                             gqa=spec.gqa, causal=spec.causal,
@@ -320,7 +342,7 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
             kb, vb = cache.rows(0)
             ref = reference_attention(
                 q, kb, vb, k_format=spec.k_format,
-                v_format=spec.v_format or spec.k_format, causal=spec.causal,
+                v_format=spec.v_format or spec.k_format, causal=causal,
                 window=spec.window, softcap=spec.softcap)
             limit = tolerance * max(1.0, float(np.max(np.abs(ref))))
             calls = []
@@ -336,7 +358,7 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
                 out = np.empty_like(q)
 
                 def call(out=out, rt=rt):
-                    rt.attention(q, cache, out=out, causal=spec.causal,
+                    rt.attention(q, cache, out=out, causal=causal,
                                  window=spec.window, softcap=spec.softcap)
                     return out
                 if wrap_attention is not None:

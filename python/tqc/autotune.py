@@ -158,7 +158,8 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
              rounds: int = 5, statistic: str = "best",
              confirm_rounds: Optional[int] = None, num_kv_heads: int = 8,
              prefill_rows: int = 16, flush_mib: int = 64, threads: int = 0,
-             jobs: int = 0, cpu: str = "host", tolerance: float = 2e-3,
+             jobs: int = 0, cpu: str = "host", target: str = "cpu",
+             tolerance: float = 2e-3,
              seed: int = 0, progress: Union[bool, Callable[[str], None]] = True,
              compile_fn: Optional[Callable] = None,
              wrap_attention: Optional[Callable] = None,
@@ -192,6 +193,10 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
        chances (docs/perf/autotune.md: first-pass wins of 1.2-1.6x were
        1.0-1.08x head to head).
 
+    ``target`` other than ``cpu`` (``nvptx``, ``amdgcn``) raises
+    ValueError: GPU kernels have no knobs yet (block size fixed, splits
+    chosen by the GPU runtime at launch), so there is nothing to tune.
+
     Decode kernels get one query row, prefill kernels ``prefill_rows`` (the
     last positions). ``ggml_decode`` / ``ggml_prefill`` specs are compiled
     as ggml packs (``abi="ggml"``: the pair's row, decode and prefill
@@ -208,6 +213,13 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
     from . import KVCache, Runtime, TQError, CompileError, compile as compile_
     from . import reference_attention
 
+    if target != "cpu":
+        # GPU kernels take no knobs: their block size is fixed and their
+        # split count chosen by the GPU runtime at launch (docs/gpu.md).
+        raise ValueError(f"target: '{target}' kernels have no knobs to "
+                         f"tune (fixed block size, splits chosen by the "
+                         f"GPU runtime at launch; docs/gpu.md); autotune "
+                         f"tunes target='cpu'")
     if isinstance(contexts, int):
         contexts = [contexts]
     contexts = [int(c) for c in contexts]

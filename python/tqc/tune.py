@@ -59,6 +59,8 @@ def main(argv=None) -> int:
     p.add_argument("--jobs", type=int, default=0,
                    help="parallel compiles (0: one per two CPUs)")
     p.add_argument("--cpu", default="host")
+    p.add_argument("--target", default="cpu",
+                   help="cpu (GPU targets have no knobs: refused, saying so)")
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--list-knobs", action="store_true")
     p.add_argument("--show", action="store_true")
@@ -98,6 +100,10 @@ def main(argv=None) -> int:
                         "no record"))
         return 0
 
+    if a.target != "cpu":
+        p.error(f"--target {a.target}: GPU kernels have no knobs to tune "
+                f"(fixed block size, splits chosen by the GPU runtime at "
+                f"launch; docs/gpu.md)")
     contexts = [int(c) for c in _split(a.contexts)]
     with tuning.TuningDB(a.db) as db:
         for s in specs:

@@ -25,7 +25,7 @@ for f in "$src/CMakeLists.txt" "$src/.tqc-applied.patch" "$tq_runtime" \
 done
 # A build directory from before build.sh made ggml position-independent
 # cannot go into a shared library.
-if ! grep -q '^CMAKE_POSITION_INDEPENDENT_CODE:BOOL=ON$' "$obj/CMakeCache.txt"; then
+if ! grep -Eiq '^CMAKE_POSITION_INDEPENDENT_CODE:[A-Z]*=(ON|TRUE|YES|1)$' "$obj/CMakeCache.txt"; then
   echo "bench-ggml/build.sh: error: $obj was not configured with position-independent code; run integrations/llama.cpp/build.sh again" >&2
   exit 1
 fi

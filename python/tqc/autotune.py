@@ -203,9 +203,11 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
     kernels, the variant's knobs on the spec's kernel) and timed through
     ``tq_attention_v1``, prefill under a causal mask as llama.cpp calls
     them; their records carry the ggml kernels' names, which
-    ``tq-aot --abi=ggml --tuning-db`` applies. ``db`` is a path or an open :class:`TuningDB`
-    (default: an in-memory one); measurements already recorded for the
-    target are reused, not repeated. ``progress``: True prints to stderr,
+    ``tq-aot --abi=ggml --tuning-db`` applies.
+
+    ``db`` is a path or an open :class:`TuningDB` (default: an in-memory
+    one); measurements already recorded for the target are reused, not
+    repeated. ``progress``: True prints to stderr,
     a callable receives the lines. ``compile_fn(knobs, output_dir)`` and
     ``wrap_attention(knobs, call)`` (returning the callable that computes
     ``call(out)``) are hooks for tests: a variant that does not compile, or

@@ -4,8 +4,9 @@
  * given strided views into the caller's buffers, and runs it on the
  * runtime's thread pool. When that grid has fewer items than the pool has
  * threads, each decode's tokens are split into parts whose outputs are
- * merged by their log-sum-exp. Every descriptor field is checked before anything
- * is launched, so a malformed call returns a status and touches nothing.
+ * merged by their log-sum-exp. Every descriptor field is checked before
+ * anything is launched, so a malformed call returns a status and touches
+ * nothing.
  *
  *===--------------------------------------------------------------------===*/
 

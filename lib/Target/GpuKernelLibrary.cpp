@@ -64,7 +64,8 @@ void addInfoGlobal(gpu::GPUModuleOp module, const RuntimeKernelSpec &spec,
 }
 
 llvm::json::Object describe(const RuntimeKernelSpec &spec,
-                            const GpuKernelInfo &kernel) {
+                            const GpuKernelInfo &kernel,
+                            const GpuTarget &target) {
   llvm::json::Object o;
   o["name"] = kernel.name;
   o["role"] = kernel.role;
@@ -78,6 +79,12 @@ llvm::json::Object describe(const RuntimeKernelSpec &spec,
   o["softcap"] = double(spec.softcap);
   o["block"] = int64_t(kernel.blockSize);
   o["workgroup_bytes"] = kernel.workgroupBytes;
+  // The knob values the kernel was built with (see Tuning.h).
+  llvm::json::Object knobs;
+  for (const KnobInfo &knob : gpuKernelKnobs(spec, target))
+    if (knob.name == "block_warps")
+      knobs[knob.name] = std::to_string(target.warpsPerBlock());
+  o["knobs"] = std::move(knobs);
   if (kernel.role == "attention")
     o["grid"] = llvm::json::Array{"rows", "kv_heads", "splits"};
   else if (kernel.role == "append")
@@ -137,7 +144,8 @@ bool mlir::tq::writeGpuKernelLibrary(
     const RuntimeKernelSpec &spec = specs[i];
     if (progress)
       progress(i, specs.size(), spec.name());
-    auto kernels = buildGpuKernels(gpuModule, spec, target,
+    const GpuTarget specTarget = gpuTargetFor(spec, target, options);
+    auto kernels = buildGpuKernels(gpuModule, spec, specTarget,
                                    [&] { return emitError(loc); });
     if (failed(kernels)) {
       error = spec.name() + ": " + diagnostics;
@@ -145,7 +153,7 @@ bool mlir::tq::writeGpuKernelLibrary(
     }
     addInfoGlobal(gpuModule, spec, kernels->front().blockSize);
     for (const GpuKernelInfo &k : *kernels)
-      entries.push_back(describe(spec, k));
+      entries.push_back(describe(spec, k, specTarget));
   }
   std::string gpuIR;
   {

@@ -783,13 +783,10 @@ bool mlir::tq::kernelKnobs(const RuntimeKernelSpec &spec,
   return true;
 }
 
-bool mlir::tq::setKernelKnobs(const RuntimeKernelSpec &spec,
-                              const KnobValues &values,
-                              KernelLibraryOptions &options,
-                              std::string &error) {
-  std::vector<KnobInfo> knobs;
-  if (!kernelKnobs(spec, options.cpu, knobs, error))
-    return false;
+bool mlir::tq::checkKnobValues(const RuntimeKernelSpec &spec,
+                               const KnobValues &values,
+                               const std::vector<KnobInfo> &knobs,
+                               std::string &error) {
   for (const auto &[name, value] : values) {
     const KnobInfo *knob = nullptr;
     for (const KnobInfo &k : knobs)
@@ -818,6 +815,17 @@ bool mlir::tq::setKernelKnobs(const RuntimeKernelSpec &spec,
       return false;
     }
   }
+  return true;
+}
+
+bool mlir::tq::setKernelKnobs(const RuntimeKernelSpec &spec,
+                              const KnobValues &values,
+                              KernelLibraryOptions &options,
+                              std::string &error) {
+  std::vector<KnobInfo> knobs;
+  if (!kernelKnobs(spec, options.cpu, knobs, error) ||
+      !checkKnobValues(spec, values, knobs, error))
+    return false;
   options.kernelKnobs[spec.name()] = values;
   return true;
 }

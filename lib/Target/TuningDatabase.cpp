@@ -130,19 +130,19 @@ bool mlir::tq::lookupTuningRecord(const std::string &database,
   return true;
 }
 
-bool mlir::tq::applyTuningDatabase(const std::string &database,
-                                   const std::string &version, int64_t context,
-                                   const std::vector<RuntimeKernelSpec> &specs,
-                                   KernelLibraryOptions &options,
-                                   std::vector<std::string> &report,
-                                   std::string &error) {
-  TuningTarget target;
-  if (!cpuTuningTarget(options.cpu, target, error))
-    return false;
-  const std::string where =
-      llvm::formatv("tqc {0}, {1}, cpu {2}, features {3}", version,
-                    target.triple, target.cpu, target.featuresHash)
-          .str();
+namespace {
+
+/// For every attention spec: its best record for `target` through
+/// lookupTuningRecord, its knobs set by `setKnobs` (which may refuse
+/// them), and a line of `report` saying which record or why defaults.
+bool applyRecords(
+    const std::string &database, const std::string &version, int64_t context,
+    const std::vector<RuntimeKernelSpec> &specs, const TuningTarget &target,
+    const std::string &where,
+    llvm::function_ref<bool(const RuntimeKernelSpec &, const KnobValues &,
+                            std::string &)>
+        setKnobs,
+    std::vector<std::string> &report, std::string &error) {
   const std::string bucket =
       context > 0 ? llvm::formatv("context bucket {0}", contextBucket(context))
                         .str()
@@ -163,7 +163,7 @@ bool mlir::tq::applyTuningDatabase(const std::string &database,
     for (const auto &[name, value] : record->knobs)
       knobs.push_back(name + "=" + value);
     std::string why;
-    if (!setKernelKnobs(spec, record->knobs, options, why)) {
+    if (!setKnobs(spec, record->knobs, why)) {
       report.push_back(llvm::formatv("{0}: record {1} refused ({2}): defaults",
                                      spec.name(), record->id, why)
                            .str());
@@ -177,4 +177,47 @@ bool mlir::tq::applyTuningDatabase(const std::string &database,
                          .str());
   }
   return true;
+}
+
+} // namespace
+
+bool mlir::tq::applyTuningDatabase(const std::string &database,
+                                   const std::string &version, int64_t context,
+                                   const std::vector<RuntimeKernelSpec> &specs,
+                                   KernelLibraryOptions &options,
+                                   std::vector<std::string> &report,
+                                   std::string &error) {
+  TuningTarget target;
+  if (!cpuTuningTarget(options.cpu, target, error))
+    return false;
+  const std::string where =
+      llvm::formatv("tqc {0}, {1}, cpu {2}, features {3}", version,
+                    target.triple, target.cpu, target.featuresHash)
+          .str();
+  return applyRecords(
+      database, version, context, specs, target, where,
+      [&](const RuntimeKernelSpec &spec, const KnobValues &knobs,
+          std::string &why) {
+        return setKernelKnobs(spec, knobs, options, why);
+      },
+      report, error);
+}
+
+bool mlir::tq::applyGpuTuningDatabase(
+    const std::string &database, const std::string &version, int64_t context,
+    const std::vector<RuntimeKernelSpec> &specs, const GpuTarget &gpu,
+    const std::string &device, KernelLibraryOptions &options,
+    std::vector<std::string> &report, std::string &error) {
+  const TuningTarget target = gpuTuningTarget(gpu, device);
+  const std::string where =
+      llvm::formatv("tqc {0}, {1}, chip {2}, device '{3}'", version,
+                    target.triple, target.cpu, device)
+          .str();
+  return applyRecords(
+      database, version, context, specs, target, where,
+      [&](const RuntimeKernelSpec &spec, const KnobValues &knobs,
+          std::string &why) {
+        return setGpuKernelKnobs(spec, knobs, gpu, options, why);
+      },
+      report, error);
 }

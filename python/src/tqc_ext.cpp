@@ -553,7 +553,8 @@ compileLibrary(const std::vector<SpecTuple> &specTuples,
                int64_t maxUnrolledChunks, const std::string &centroidPermute,
                const std::map<std::string, mlir::tq::KnobValues> &kernelKnobs,
                const std::string &tuningDb, int64_t tuningContext,
-               const std::vector<std::pair<std::string, std::string>> &inputs) {
+               const std::vector<std::pair<std::string, std::string>> &inputs,
+               const std::string &gpuDevice) {
   std::vector<mlir::tq::RuntimeKernelSpec> specs;
   for (const SpecTuple &t : specTuples)
     specs.push_back(toSpec(t));
@@ -595,9 +596,11 @@ compileLibrary(const std::vector<SpecTuple> &specTuples,
   }
   if (gpu && !inputs.empty())
     valueError("inputs: IR files compile for target='cpu' only");
-  if (gpu && (!kernelKnobs.empty() || !tuningDb.empty()))
-    valueError("knobs and tuning_db apply to CPU targets (GPU kernels are "
-               "not tuned yet)");
+  if (gpu && !tuningDb.empty() && gpuDevice.empty())
+    valueError("tuning_db with a GPU target: give gpu_device (records are "
+               "per device: GpuRuntime.device_name)");
+  if (!gpu && !gpuDevice.empty())
+    valueError("gpu_device applies to GPU targets");
   // Per-kernel knobs, then the tuning database's records for the rest.
   std::vector<std::string> tuningReport;
   {
@@ -609,7 +612,9 @@ compileLibrary(const std::vector<SpecTuple> &specTuples,
           spec = &s;
       if (!spec)
         valueError("knobs: no kernel '" + name + "' in this library");
-      if (!mlir::tq::setKernelKnobs(*spec, values, options, why))
+      if (!(gpu ? mlir::tq::setGpuKernelKnobs(*spec, values, *gpu, options,
+                                              why)
+                : mlir::tq::setKernelKnobs(*spec, values, options, why)))
         valueError("knobs: " + why);
     }
     if (!tuningDb.empty()) {
@@ -620,9 +625,12 @@ compileLibrary(const std::vector<SpecTuple> &specTuples,
       bool ok;
       {
         nb::gil_scoped_release release;
-        ok = mlir::tq::applyTuningDatabase(tuningDb, TQC_PY_VERSION,
-                                           tuningContext, rest, options,
-                                           tuningReport, why);
+        ok = gpu ? mlir::tq::applyGpuTuningDatabase(
+                       tuningDb, TQC_PY_VERSION, tuningContext, rest, *gpu,
+                       gpuDevice, options, tuningReport, why)
+                 : mlir::tq::applyTuningDatabase(tuningDb, TQC_PY_VERSION,
+                                                 tuningContext, rest, options,
+                                                 tuningReport, why);
       }
       if (!ok) {
         PyErr_SetString(compileErrorType.ptr(), why.c_str());
@@ -703,11 +711,26 @@ compileLibrary(const std::vector<SpecTuple> &specTuples,
   return tuningReport;
 }
 
-/// The knobs of a kernel spec for `cpu` (tqc.knobs).
-nb::list kernelKnobs(const SpecTuple &t, const std::string &cpu) {
+/// GPU target `target` ("nvptx", "amdgcn") for chip `chip`; raises
+/// ValueError naming the supported chips.
+mlir::tq::GpuTarget gpuTarget(const std::string &target,
+                              const std::string &chip) {
+  std::string why;
+  auto t = mlir::tq::GpuTarget::get(target, chip == "host" ? "" : chip, why);
+  if (mlir::failed(t))
+    valueError(why);
+  return *t;
+}
+
+/// The knobs of a kernel spec for `cpu` (tqc.knobs); for a GPU `target`,
+/// `cpu` is the chip.
+nb::list kernelKnobs(const SpecTuple &t, const std::string &cpu,
+                     const std::string &target) {
   std::vector<mlir::tq::KnobInfo> knobs;
   std::string error;
-  if (!mlir::tq::kernelKnobs(toSpec(t), cpu, knobs, error))
+  if (target != "cpu")
+    knobs = mlir::tq::gpuKernelKnobs(toSpec(t), gpuTarget(target, cpu));
+  else if (!mlir::tq::kernelKnobs(toSpec(t), cpu, knobs, error))
     valueError(error);
   nb::list out;
   for (const mlir::tq::KnobInfo &k : knobs) {
@@ -723,12 +746,29 @@ nb::list kernelKnobs(const SpecTuple &t, const std::string &cpu) {
   return out;
 }
 
-/// The tuning key of CPU `cpu`'s target (tqc.tuning.target_key).
-nb::dict tuningTarget(const std::string &cpu) {
+/// The tuning key of CPU `cpu`'s target, or of GPU `target`'s chip `cpu`
+/// on device `device` (tqc.tuning.target_key).
+mlir::tq::TuningTarget tuningKey(const std::string &cpu,
+                                 const std::string &target,
+                                 const std::string &device) {
   mlir::tq::TuningTarget t;
   std::string error;
+  if (target != "cpu") {
+    if (device.empty())
+      valueError("device: a GPU target's tuning key names its device "
+                 "(GpuRuntime.device_name)");
+    return mlir::tq::gpuTuningTarget(gpuTarget(target, cpu), device);
+  }
+  if (!device.empty())
+    valueError("device applies to GPU targets");
   if (!mlir::tq::cpuTuningTarget(cpu, t, error))
     valueError(error);
+  return t;
+}
+
+nb::dict tuningTarget(const std::string &cpu, const std::string &target,
+                      const std::string &device) {
+  mlir::tq::TuningTarget t = tuningKey(cpu, target, device);
   nb::dict d;
   d["triple"] = t.triple;
   d["cpu"] = t.cpu;
@@ -741,11 +781,10 @@ nb::dict tuningTarget(const std::string &cpu) {
 /// or None.
 nb::object lookupTuningRecord(const std::string &db, const std::string &version,
                               const std::string &cpu, const std::string &spec,
-                              int64_t context) {
-  mlir::tq::TuningTarget t;
+                              int64_t context, const std::string &target,
+                              const std::string &device) {
+  mlir::tq::TuningTarget t = tuningKey(cpu, target, device);
   std::string error;
-  if (!mlir::tq::cpuTuningTarget(cpu, t, error))
-    valueError(error);
   std::optional<mlir::tq::TuningRecord> record;
   if (!mlir::tq::lookupTuningRecord(db, version, t, spec, context, record,
                                     error))
@@ -1128,12 +1167,21 @@ constexpr uint16_t kHalfNegInf = 0xFC00, kHalfZero = 0x0000;
 /// window / soft-cap kernels; ggml packs (engine=True) run tq_attention_v1,
 /// with causal and window turned into the f16 mask (combined with the
 /// caller's mask), and ALiBi slopes and sinks.
-nb::object attention(Runtime &runtime, KVCache &cache, nb::handle qObj,
-                     nb::handle qIndptrObj, nb::handle outObj, bool causal,
-                     int64_t window, double softcap, double scale,
-                     nb::handle maskObj, nb::handle slopesObj,
-                     nb::handle sinksObj, bool engine) {
-  RoArray q = asArray<RoArray>(qObj, "q", false);
+/// q's rows and heads and each sequence's queries (q_indptr), checked
+/// against `cache` as both runtimes need them; also checks the scalars.
+struct Queries {
+  RoArray q;
+  int64_t rows = 0, heads = 0, maxLen = 0;
+  std::vector<int32_t> qIndptr;
+  std::vector<int64_t> lengths;
+};
+
+Queries checkQueries(KVCache &cache, nb::handle qObj, nb::handle qIndptrObj,
+                     bool causal, int64_t window, double softcap,
+                     double scale) {
+  Queries out;
+  RoArray &q = out.q;
+  q = asArray<RoArray>(qObj, "q", false);
   if (q.ndim() != 3)
     valueError("q: expected shape (rows, num_q_heads, " +
                std::to_string(cache.headDim()) + "), got " + shapeString(q));
@@ -1189,19 +1237,47 @@ nb::object attention(Runtime &runtime, KVCache &cache, nb::handle qObj,
   if (!(scale >= 0.0 && std::isfinite(scale)))
     valueError("scale: expected a finite value >= 0 (0: 1/sqrt(head_dim)), "
                "got " + std::to_string(scale));
+  out.rows = rows;
+  out.heads = heads;
+  out.maxLen = maxLen;
+  out.qIndptr = std::move(qIndptr);
+  out.lengths = std::move(lengths);
+  return out;
+}
 
-  Array out;
-  nb::object outResult;
-  std::vector<int64_t> outShape = {rows, heads, int64_t(cache.headDim())};
+/// The caller's `out` (checked against q's shape) or a new float32 array.
+std::pair<Array, nb::object> outputArray(nb::handle outObj,
+                                         const Queries &queries,
+                                         uint32_t headDim) {
+  std::vector<int64_t> shape = {queries.rows, queries.heads, int64_t(headDim)};
   if (outObj.is_none()) {
-    auto a = newArray<float>({size_t(rows), size_t(heads), cache.headDim()});
-    outResult = nb::cast(a);
-    out = nb::cast<Array>(outResult);
-  } else {
-    out = asArray<Array>(outObj, "out", true);
-    checkArray(out, "out", dt<float>(), outShape);
-    outResult = nb::borrow(outObj);
+    auto a = newArray<float>(
+        {size_t(queries.rows), size_t(queries.heads), size_t(headDim)});
+    nb::object o = nb::cast(a);
+    return {nb::cast<Array>(o), o};
   }
+  Array out = asArray<Array>(outObj, "out", true);
+  checkArray(out, "out", dt<float>(), shape);
+  return {out, nb::borrow(outObj)};
+}
+
+nb::object attention(Runtime &runtime, KVCache &cache, nb::handle qObj,
+                     nb::handle qIndptrObj, nb::handle outObj, bool causal,
+                     int64_t window, double softcap, double scale,
+                     nb::handle maskObj, nb::handle slopesObj,
+                     nb::handle sinksObj, bool engine) {
+  Queries queries =
+      checkQueries(cache, qObj, qIndptrObj, causal, window, softcap, scale);
+  const RoArray &q = queries.q;
+  const int64_t rows = queries.rows, heads = queries.heads,
+                maxLen = queries.maxLen;
+  const uint32_t numSeqs = cache.numSeqs();
+  const std::vector<int32_t> &qIndptr = queries.qIndptr;
+  const std::vector<int64_t> &lengths = queries.lengths;
+  std::pair<Array, nb::object> output =
+      outputArray(outObj, queries, cache.headDim());
+  Array &out = output.first;
+  nb::object &outResult = output.second;
 
   // Engine-grade options.
   RoArray maskIn, slopes, sinks;
@@ -1314,6 +1390,267 @@ nb::object attention(Runtime &runtime, KVCache &cache, nb::handle qObj,
   return outResult;
 }
 
+//===----------------------------------------------------------------------===//
+// GPU runtime
+//===----------------------------------------------------------------------===//
+
+/// A tq_gpu_runtime, shared with the device caches made on it (they free
+/// their pools through it while it is open).
+struct GpuState {
+  tq_gpu_runtime *rt = nullptr;
+  std::mutex mutex;
+  /// Device scratch for q and out, grown on use.
+  void *q = nullptr, *out = nullptr;
+  size_t qBytes = 0, outBytes = 0;
+};
+
+/// (Re)allocates device buffer `ptr` to hold `bytes`; status of the call.
+tq_status ensureDevice(tq_gpu_runtime *rt, void *&ptr, size_t &have,
+                       size_t bytes) {
+  if (bytes <= have)
+    return TQ_STATUS_OK;
+  if (ptr)
+    tq_gpu_free(rt, ptr);
+  ptr = nullptr;
+  have = 0;
+  tq_status s = tq_gpu_malloc(rt, bytes, &ptr);
+  if (s == TQ_STATUS_OK)
+    have = bytes;
+  return s;
+}
+
+class GpuRuntime {
+public:
+  GpuRuntime(const std::string &libraryDir, const std::string &backend,
+             int64_t device, int64_t splits, const std::string &driver)
+      : dir_(libraryDir), driver_(driver),
+        state_(std::make_shared<GpuState>()) {
+    uint32_t b = backend == "cuda"  ? TQ_BACKEND_CUDA
+                 : backend == "hip" ? TQ_BACKEND_HIP
+                                    : 0;
+    if (!b)
+      valueError("backend: expected 'cuda' or 'hip', got '" + backend + "'");
+    if (device < 0 || device > std::numeric_limits<int32_t>::max())
+      valueError("device: expected an ordinal >= 0, got " +
+                 std::to_string(device));
+    if (splits < 0 || splits > 64)
+      valueError("splits: expected 0 (chosen per call) to 64, got " +
+                 std::to_string(splits));
+    tq_gpu_options_v0 o = {TQ_GPU_OPTIONS_VERSION_0,
+                           sizeof o,
+                           b,
+                           int32_t(device),
+                           dir_.c_str(),
+                           driver_.empty() ? nullptr : driver_.c_str(),
+                           uint32_t(splits),
+                           0};
+    CallResult r;
+    const char *what = "tq_gpu_runtime_create";
+    char name[256] = {0};
+    {
+      nb::gil_scoped_release release;
+      r = runtimeCall(
+          [&] { return tq_gpu_runtime_create(&o, nullptr, &state_->rt); });
+      if (r.status == TQ_STATUS_OK) {
+        what = "tq_gpu_device_name";
+        r = runtimeCall(
+            [&] { return tq_gpu_device_name(state_->rt, name, sizeof name); });
+      }
+    }
+    if (r.status != TQ_STATUS_OK)
+      close();
+    check(r, what);
+    deviceName_ = name;
+  }
+  ~GpuRuntime() { close(); }
+  GpuRuntime(const GpuRuntime &) = delete;
+  GpuRuntime &operator=(const GpuRuntime &) = delete;
+
+  void close() {
+    nb::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    if (!state_->rt)
+      return;
+    for (void *p : {state_->q, state_->out, flush_})
+      if (p)
+        tq_gpu_free(state_->rt, p);
+    state_->q = state_->out = flush_ = nullptr;
+    flushBytes_ = 0;
+    state_->qBytes = state_->outBytes = 0;
+    tq_gpu_runtime_destroy(state_->rt);
+    state_->rt = nullptr;
+  }
+  bool closed() const { return state_->rt == nullptr; }
+  const std::string &deviceName() const { return deviceName_; }
+
+  /// Writes `bytes` to device scratch (the tuner's cache flush: the copy
+  /// lands in L2 and evicts what a timed call would find there).
+  void flush(int64_t bytes) {
+    if (bytes <= 0)
+      valueError("flush: expected a positive byte count, got " +
+                 std::to_string(bytes));
+    CallResult r;
+    bool closed = false;
+    {
+      nb::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      closed = !state_->rt;
+      if (!closed) {
+        if (flushHost_.size() < size_t(bytes))
+          flushHost_.assign(size_t(bytes), 1);
+        r = runtimeCall([&] {
+          tq_status s = ensureDevice(state_->rt, flush_, flushBytes_,
+                                     size_t(bytes));
+          return s == TQ_STATUS_OK
+                     ? tq_gpu_copy_to_device(state_->rt, flush_,
+                                             flushHost_.data(), size_t(bytes))
+                     : s;
+        });
+      }
+    }
+    if (closed)
+      closedError("GpuRuntime.flush");
+    check(r, "tq_gpu_copy_to_device");
+  }
+  const std::string &libraryDir() const { return dir_; }
+  const std::shared_ptr<GpuState> &state() const { return state_; }
+
+private:
+  std::string dir_, driver_, deviceName_;
+  std::shared_ptr<GpuState> state_;
+  std::vector<uint8_t> flushHost_;
+  void *flush_ = nullptr;
+  size_t flushBytes_ = 0;
+};
+
+/// Device copies of a KVCache's K and V pools; the page table stays the
+/// host cache's (the GPU runtime uploads it per call).
+class GpuKVCache {
+public:
+  GpuKVCache(GpuRuntime &runtime, KVCache &cache)
+      : state_(runtime.state()), cache_(&cache) {
+    kBytes_ = poolBytes(cache.kRowBytes());
+    vBytes_ = poolBytes(cache.vRowBytes());
+    sync();
+  }
+  ~GpuKVCache() { release(); }
+  GpuKVCache(const GpuKVCache &) = delete;
+  GpuKVCache &operator=(const GpuKVCache &) = delete;
+
+  /// Copies the host cache's pools to the device again (after appends).
+  void sync() {
+    CallResult r;
+    bool closed = false;
+    {
+      nb::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      closed = !state_->rt;
+      if (!closed) {
+        std::lock_guard<std::mutex> cacheLock(cache_->mutex());
+        tq_kv_cache_v0 c = cache_->descriptor();
+        r = runtimeCall([&] {
+          tq_status s = ensureDevice(state_->rt, k_, kHave_, kBytes_);
+          if (s == TQ_STATUS_OK)
+            s = ensureDevice(state_->rt, v_, vHave_, vBytes_);
+          if (s == TQ_STATUS_OK)
+            s = tq_gpu_copy_to_device(state_->rt, k_, c.k_pages, kBytes_);
+          if (s == TQ_STATUS_OK)
+            s = tq_gpu_copy_to_device(state_->rt, v_, c.v_pages, vBytes_);
+          return s;
+        });
+      }
+    }
+    if (closed)
+      closedError("GpuKVCache.sync");
+    check(r, "tq_gpu_copy_to_device");
+  }
+
+  KVCache &host() const { return *cache_; }
+  void *kPool() const { return k_; }
+  void *vPool() const { return v_; }
+  const std::shared_ptr<GpuState> &state() const { return state_; }
+
+private:
+  size_t poolBytes(uint32_t rowBytes) const {
+    return size_t(cache_->numPages()) * cache_->pageSize() *
+           cache_->numKvHeads() * rowBytes;
+  }
+  void release() {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    // A closed runtime released its context and the pools with it.
+    if (state_->rt)
+      for (void *p : {k_, v_})
+        if (p)
+          tq_gpu_free(state_->rt, p);
+    k_ = v_ = nullptr;
+  }
+
+  std::shared_ptr<GpuState> state_;
+  KVCache *cache_;
+  void *k_ = nullptr, *v_ = nullptr;
+  size_t kBytes_ = 0, vBytes_ = 0, kHave_ = 0, vHave_ = 0;
+};
+
+/// tq_gpu_attention over `cache`'s device pools: q is uploaded, the output
+/// downloaded into `out` (host arrays, as Runtime.attention takes them).
+nb::object gpuAttention(GpuRuntime &runtime, GpuKVCache &cache,
+                        nb::handle qObj, nb::handle qIndptrObj,
+                        nb::handle outObj, bool causal, int64_t window,
+                        double softcap, double scale) {
+  if (cache.state() != runtime.state())
+    valueError("cache: a GpuKVCache of another GpuRuntime");
+  KVCache &host = cache.host();
+  Queries queries =
+      checkQueries(host, qObj, qIndptrObj, causal, window, softcap, scale);
+  std::pair<Array, nb::object> output =
+      outputArray(outObj, queries, host.headDim());
+  const size_t bytes =
+      size_t(queries.rows) * size_t(queries.heads) * host.headDim() * 4;
+  CallResult r;
+  bool closed = false;
+  {
+    nb::gil_scoped_release release;
+    GpuState &st = *runtime.state();
+    std::lock_guard<std::mutex> lock(st.mutex);
+    closed = !st.rt;
+    if (!closed) {
+      std::lock_guard<std::mutex> cacheLock(host.mutex());
+      tq_kv_cache_v0 c = host.descriptor();
+      c.k_pages = static_cast<uint8_t *>(cache.kPool());
+      c.v_pages = static_cast<uint8_t *>(cache.vPool());
+      tq_attention_params_v0 p{};
+      p.version = TQ_ATTENTION_PARAMS_VERSION_0;
+      p.size = sizeof p;
+      p.num_q_heads = uint32_t(queries.heads);
+      p.causal = causal;
+      p.window = uint32_t(window);
+      p.softcap = float(softcap);
+      p.scale = float(scale);
+      p.q_indptr = queries.qIndptr.data();
+      // No queries: nothing is copied, but the runtime still looks its
+      // kernel up (with valid pointers).
+      const size_t allocated = std::max<size_t>(bytes, 4);
+      r = runtimeCall([&] {
+        tq_status s = ensureDevice(st.rt, st.q, st.qBytes, allocated);
+        if (s == TQ_STATUS_OK)
+          s = ensureDevice(st.rt, st.out, st.outBytes, allocated);
+        if (s == TQ_STATUS_OK && bytes)
+          s = tq_gpu_copy_to_device(st.rt, st.q, queries.q.data(), bytes);
+        if (s == TQ_STATUS_OK)
+          s = tq_gpu_attention(st.rt, &c, &p, static_cast<float *>(st.q),
+                               static_cast<float *>(st.out));
+        if (s == TQ_STATUS_OK && bytes)
+          s = tq_gpu_copy_to_host(st.rt, output.first.data(), st.out, bytes);
+        return s;
+      });
+    }
+  }
+  if (closed)
+    closedError("GpuRuntime.attention");
+  check(r, "tq_gpu_attention");
+  return output.second;
+}
+
 } // namespace
 
 NB_MODULE(_tqc, m) {
@@ -1376,19 +1713,24 @@ class CompileError(RuntimeError):
         "kernel_knobs"_a = std::map<std::string, mlir::tq::KnobValues>(),
         "tuning_db"_a = "", "tuning_context"_a = 0,
         "inputs"_a = std::vector<std::pair<std::string, std::string>>(),
+        "gpu_device"_a = "",
         "Compiles kernel spec tuples into a library directory with tq-aot's "
         "driver (writeKernelLibrary / writeGpuKernelLibrary); returns the "
         "tuning database's report (one line per attention kernel).");
   m.attr("VERSION") = TQC_PY_VERSION;
   m.def("kernel_knobs", &kernelKnobs, "spec"_a, "cpu"_a = "host",
-        "The knobs of a kernel spec tuple on a CPU (mlir::tq::kernelKnobs).");
-  m.def("tuning_target", &tuningTarget, "cpu"_a = "host",
-        "The tuning database key of a CPU target: triple, cpu, features, "
-        "features_hash.");
+        "target"_a = "cpu",
+        "The knobs of a kernel spec tuple on a CPU (mlir::tq::kernelKnobs) "
+        "or a GPU chip (mlir::tq::gpuKernelKnobs).");
+  m.def("tuning_target", &tuningTarget, "cpu"_a = "host", "target"_a = "cpu",
+        "device"_a = "",
+        "The tuning database key of a CPU target, or of a GPU chip on a "
+        "device: triple, cpu, features, features_hash.");
   m.def("context_bucket", &mlir::tq::contextBucket, "tokens"_a,
         "The context-length bucket of a context: the power of two >= it.");
   m.def("lookup_tuning_record", &lookupTuningRecord, "database"_a,
-        "version"_a, "cpu"_a, "spec"_a, "context"_a = 0,
+        "version"_a, "cpu"_a, "spec"_a, "context"_a = 0, "target"_a = "cpu",
+        "device"_a = "",
         "tq-aot --tuning-db's lookup: the best correct record (id, context, "
         "seconds, knobs) or None.");
 
@@ -1438,4 +1780,23 @@ class CompileError(RuntimeError):
       .def_prop_ro("k_row_bytes", &KVCache::kRowBytes)
       .def_prop_ro("v_row_bytes", &KVCache::vRowBytes)
       .def_prop_ro("layout", &KVCache::layout);
+
+  nb::class_<GpuRuntime>(m, "GpuRuntime",
+                         "tq_gpu_runtime over a GPU kernel library.")
+      .def(nb::init<const std::string &, const std::string &, int64_t,
+                    int64_t, const std::string &>(),
+           "library_dir"_a, "backend"_a, "device"_a = 0, "splits"_a = 0,
+           "driver"_a = "")
+      .def("close", &GpuRuntime::close)
+      .def_prop_ro("closed", &GpuRuntime::closed)
+      .def_prop_ro("device_name", &GpuRuntime::deviceName)
+      .def_prop_ro("library_dir", &GpuRuntime::libraryDir)
+      .def("flush", &GpuRuntime::flush, "bytes"_a)
+      .def("attention", &gpuAttention, "cache"_a, "q"_a, "q_indptr"_a.none(),
+           "out"_a.none(), "causal"_a, "window"_a, "softcap"_a, "scale"_a);
+  nb::class_<GpuKVCache>(m, "GpuKVCache",
+                         "Device copies of a KVCache's pools.")
+      .def(nb::init<GpuRuntime &, KVCache &>(), "runtime"_a, "cache"_a,
+           nb::keep_alive<1, 2>(), nb::keep_alive<1, 3>())
+      .def("sync", &GpuKVCache::sync);
 }

@@ -37,6 +37,8 @@ from ._tqc import CompileError, TQError
 __all__ = [
     "ABI_VERSION",
     "CompileError",
+    "GpuKVCache",
+    "GpuRuntime",
     "Kernel",
     "KernelLibrary",
     "KVCache",
@@ -192,7 +194,7 @@ class KernelLibrary:
         """The shared library the CPU runtime loads."""
         if self.target != "cpu":
             raise ValueError(f"a {self.target} library has no CPU shared "
-                             "library (the GPU runtime is not bound yet)")
+                             "library (load it with tqc.GpuRuntime)")
         return self.directory / self.metadata.get("library",
                                                   "libtqkernels.so")
 
@@ -357,7 +359,7 @@ def compile(kind: Optional[Strs] = None, k_format: Optional[Strs] = None,
             centroid_permute: Optional[str] = None,
             knobs: Optional[dict] = None,
             tuning_db: Union[str, os.PathLike, None] = None,
-            tuning_context: int = 0,
+            tuning_context: int = 0, gpu_device: Optional[str] = None,
             cpu: str = "host", target: str = "cpu", abi: str = "runtime",
             v_head_dim: int = 0, centred_k: bool = False,
             inputs: Optional[Iterable[Union[str, os.PathLike]]] = None,
@@ -404,7 +406,10 @@ def compile(kind: Optional[Strs] = None, k_format: Optional[Strs] = None,
     each attention kernel with its best record in a tuning database
     (:mod:`tqc.tuning`; at ``tuning_context``'s bucket, or the largest
     recorded when 0), as ``tq-aot --tuning-db``; the library's
-    ``tuning_report`` says which record each kernel used.
+    ``tuning_report`` says which record each kernel used. GPU targets have
+    the knob ``block_warps`` (:func:`knobs`); their records are per device,
+    so ``tuning_db`` with a GPU target needs ``gpu_device``
+    (:attr:`GpuRuntime.device_name`, ``tq-aot --gpu-device``).
 
     Raises :class:`CompileError` with the compiler's message (the kernel
     and its diagnostics), ValueError/TypeError for malformed options.
@@ -453,7 +458,7 @@ def compile(kind: Optional[Strs] = None, k_format: Optional[Strs] = None,
             lookup, naive, name, progress, max_unrolled_chunks,
             centroid_permute or "", kernel_knobs,
             os.fspath(tuning_db) if tuning_db is not None else "",
-            tuning_context, ir)
+            tuning_context, ir, gpu_device or "")
     except BaseException:
         if temporary:  # a directory the caller never saw
             shutil.rmtree(output_dir, ignore_errors=True)
@@ -503,20 +508,23 @@ class Knob:
     only_with: str = ""
 
 
-def knobs(spec: KernelSpec, cpu: str = "host") -> list[Knob]:
+def knobs(spec: KernelSpec, cpu: str = "host", *,
+          target: str = "cpu") -> list[Knob]:
     """The knobs the compiler has for ``spec`` on ``cpu`` (an LLVM CPU name
     or ``host``), from ``mlir::tq::kernelKnobs``: ``tile_size``, ``splits``
     (decode kernels), ``lookup``, ``max_unrolled_chunks`` (rows long enough
     to loop over decode periods), ``centroid_permute`` (CPUs with several
-    register permutes, formats with a codebook). Values are strings, as
-    the tuning database spells them."""
+    register permutes, formats with a codebook). For ``target``
+    ``nvptx``/``amdgcn`` (``cpu`` then names the chip, ``host``: the
+    first) the GPU kernels' ``block_warps`` (warps per block). Values are
+    strings, as the tuning database spells them."""
     if not isinstance(spec, KernelSpec):
         raise TypeError(f"spec: expected a tqc.KernelSpec, got "
                         f"{type(spec).__name__}")
     return [Knob(name=k["name"], values=tuple(k["values"]),
                  default=k["default"], legal=k["legal"],
                  description=k["description"], only_with=k["only_with"])
-            for k in _tqc.kernel_knobs(spec.as_tuple(), cpu)]
+            for k in _tqc.kernel_knobs(spec.as_tuple(), cpu, target)]
 
 
 # --------------------------------------------------------------------------
@@ -759,6 +767,111 @@ class KVCache:
         return (f"KVCache({self.k_format}/{self.v_format}, "
                 f"head_dim={self.head_dim}, kv_heads={self.num_kv_heads}, "
                 f"{self.layout}, lengths={self.lengths})")
+
+
+# --------------------------------------------------------------------------
+# GPU runtime
+# --------------------------------------------------------------------------
+
+
+class GpuRuntime:
+    """A GPU kernel library (``compile(target="nvptx"/"amdgcn")``) loaded
+    by the C runtime's GPU backend (``tq_gpu_runtime_create``), which loads
+    the vendor's driver with dlopen.
+
+    ``backend`` is ``cuda`` or ``hip`` (default: the library's target's);
+    ``device`` the device ordinal; ``splits`` the split-KV chunks of every
+    call (0: chosen per call from the device's size); ``driver`` a driver
+    library path (default: ``libcuda.so.1`` / ``libamdhip64.so``). Where no
+    driver or device is present, creating one raises :class:`TQError` with
+    ``status == "TQ_STATUS_UNAVAILABLE"`` and the cause. Use it as a
+    context manager or call :meth:`close`.
+
+    Attention runs over a :class:`GpuKVCache`, the device copy of a
+    :class:`KVCache` (:meth:`upload`); q and the output are host arrays,
+    copied each call."""
+
+    def __init__(self, library: Union[KernelLibrary, str, os.PathLike], *,
+                 backend: Optional[str] = None, device: int = 0,
+                 splits: int = 0, driver: Optional[str] = None):
+        lib = (library if isinstance(library, KernelLibrary)
+               else KernelLibrary.load(library))
+        if lib.target == "cpu":
+            raise ValueError("library: a CPU library (load it with "
+                             "tqc.Runtime); GpuRuntime takes nvptx or "
+                             "amdgcn libraries")
+        if backend is None:
+            backend = "cuda" if lib.target == "nvptx" else "hip"
+        self.library = lib
+        self._native = _tqc.GpuRuntime(os.fspath(lib.directory), backend,
+                                       device, splits, driver or "")
+
+    @property
+    def device_name(self) -> str:
+        """The device's name as its driver reports it (the ``device`` of a
+        GPU tuning key, :func:`tqc.tuning.target_key`)."""
+        return self._native.device_name
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has run."""
+        return self._native.closed
+
+    def close(self) -> None:
+        """Destroys the runtime; idempotent. Device caches made on it
+        become unusable."""
+        self._native.close()
+
+    def __enter__(self) -> "GpuRuntime":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def upload(self, cache: "KVCache") -> "GpuKVCache":
+        """A device copy of ``cache``'s K and V pools."""
+        return GpuKVCache(self, cache)
+
+    def flush(self, mib: int) -> None:
+        """Writes ``mib`` MiB to device memory, evicting the L2 cache (the
+        autotuner's flush before a timed call)."""
+        self._native.flush(int(mib) << 20)
+
+    def attention(self, q: ArrayLike, cache: "GpuKVCache", *,
+                  q_indptr: Optional[Union[Sequence[int], ArrayLike]] = None,
+                  out: Optional[ArrayLike] = None, causal: bool = False,
+                  window: int = 0, softcap: float = 0.0,
+                  scale: float = 0.0) -> ArrayLike:
+        """``tq_gpu_attention`` over ``cache``: the arguments, checks and
+        result of :meth:`Runtime.attention` for a plain library (no masks,
+        slopes or sinks); q is uploaded and the output downloaded."""
+        if not isinstance(cache, GpuKVCache):
+            raise TypeError(f"cache: expected a tqc.GpuKVCache "
+                            f"(GpuRuntime.upload), got "
+                            f"{type(cache).__name__}")
+        return self._native.attention(cache._native, q, q_indptr, out,
+                                      causal, window, softcap, scale)
+
+
+class GpuKVCache:
+    """Device copies of a :class:`KVCache`'s pools for a
+    :class:`GpuRuntime`; the page table stays the host cache's (uploaded
+    by each call). After appending to the host cache, :meth:`sync`."""
+
+    def __init__(self, runtime: GpuRuntime, cache: "KVCache"):
+        if not isinstance(runtime, GpuRuntime):
+            raise TypeError(f"runtime: expected a tqc.GpuRuntime, got "
+                            f"{type(runtime).__name__}")
+        if not isinstance(cache, KVCache):
+            raise TypeError(f"cache: expected a tqc.KVCache, got "
+                            f"{type(cache).__name__}")
+        self.runtime = runtime
+        self.host = cache
+        self._native = _tqc.GpuKVCache(runtime._native, cache._native)
+
+    def sync(self) -> None:
+        """Copies the host cache's pools to the device again."""
+        self._native.sync()
 
 
 from .autotune import autotune  # noqa: E402  (uses the names above)

@@ -43,6 +43,8 @@ class TuneResult:
     records: list = field(default_factory=list)
     measured: int = 0
     compiled: int = 0
+    #: Why nothing was tuned (a GPU target without a device), else empty.
+    skipped: str = ""
 
     def speedup(self, context: int) -> Optional[float]:
         """The default's time over the best's at ``context``."""
@@ -69,15 +71,16 @@ def _normalise(variant: dict, knob_list) -> dict:
 
 
 def variants(spec, knobs: Optional[dict] = None, *, cpu: str = "host",
-             strategy: str = "grid") -> list[dict]:
+             strategy: str = "grid", target: str = "cpu") -> list[dict]:
     """The variants of ``spec`` the tuner compiles: every combination of
     the knobs' values (``strategy="grid"``), or the default and each knob's
     values with the others at their defaults (``"axes"``). ``knobs`` maps
     knob names to the values to try instead of the compiler's list (a knob
     left out keeps its list; ``[value]`` pins it). Knobs the compiler does
-    not have for the spec raise ValueError."""
+    not have for the spec raise ValueError. ``target``/``cpu``: as for
+    :func:`tqc.knobs` (a GPU target's chip in ``cpu``)."""
     from . import knobs as compiler_knobs
-    knob_list = compiler_knobs(spec, cpu)
+    knob_list = compiler_knobs(spec, cpu, target=target)
     names = [k.name for k in knob_list]
     choices = {k.name: list(k.values) for k in knob_list}
     for name, values in (knobs or {}).items():
@@ -128,6 +131,20 @@ def _describe(knobs: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in sorted(knobs.items())) or "defaults"
 
 
+class _GpuFlusher:
+    """Writes ``mib`` MiB to device memory before each timed GPU call."""
+
+    def __init__(self, runtime, mib: int):
+        self.runtime, self.mib = runtime, mib
+
+    def __call__(self) -> None:
+        if self.mib > 0:
+            self.runtime.flush(self.mib)
+
+    def close(self) -> None:
+        pass
+
+
 class _Flusher:
     """Reads a buffer larger than the last-level cache before each timed
     call (tq-bench's flush), split over ``threads`` threads."""
@@ -159,10 +176,11 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
              confirm_rounds: Optional[int] = None, num_kv_heads: int = 8,
              prefill_rows: int = 16, flush_mib: int = 64, threads: int = 0,
              jobs: int = 0, cpu: str = "host", target: str = "cpu",
-             tolerance: float = 2e-3,
+             device: int = 0, tolerance: float = 2e-3,
              seed: int = 0, progress: Union[bool, Callable[[str], None]] = True,
              compile_fn: Optional[Callable] = None,
              wrap_attention: Optional[Callable] = None,
+             gpu_runtime_fn: Optional[Callable] = None,
              work_dir: Union[str, os.PathLike, None] = None) -> TuneResult:
     """Tunes the knobs of one attention kernel ``spec`` (a
     :class:`tqc.KernelSpec`) at the ``contexts`` (tokens in the cache).
@@ -193,9 +211,15 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
        chances (docs/perf/autotune.md: first-pass wins of 1.2-1.6x were
        1.0-1.08x head to head).
 
-    ``target`` other than ``cpu`` (``nvptx``, ``amdgcn``) raises
-    ValueError: GPU kernels have no knobs yet (block size fixed, splits
-    chosen by the GPU runtime at launch), so there is nothing to tune.
+    ``target`` ``nvptx`` or ``amdgcn`` tunes GPU kernels (``cpu`` names
+    the chip, ``host``: the target's first) through :class:`tqc.GpuRuntime`
+    on device ``device``: their knob is ``block_warps``; the caches are
+    filled on the CPU and copied to the device, every call writes
+    ``flush_mib`` MiB to device memory before it (evicting L2), and records
+    are keyed by the chip and the device's name. The default variant is
+    compiled first; where no driver or device answers, nothing is tuned
+    and the result's ``skipped`` says why (also said through
+    ``progress``). GPU specs are ``decode`` and ``prefill``.
 
     Decode kernels get one query row, prefill kernels ``prefill_rows`` (the
     last positions). ``ggml_decode`` / ``ggml_prefill`` specs are compiled
@@ -211,17 +235,20 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
     a callable receives the lines. ``compile_fn(knobs, output_dir)`` and
     ``wrap_attention(knobs, call)`` (returning the callable that computes
     ``call(out)``) are hooks for tests: a variant that does not compile, or
-    computes something wrong."""
+    computes something wrong. ``gpu_runtime_fn(library)`` replaces
+    :class:`tqc.GpuRuntime` (tests without a GPU: an object with
+    ``device_name``, ``upload``, ``attention``, ``flush`` and ``close``)."""
     from . import KVCache, Runtime, TQError, CompileError, compile as compile_
-    from . import reference_attention
+    from . import GpuRuntime, reference_attention
 
-    if target != "cpu":
-        # GPU kernels take no knobs: their block size is fixed and their
-        # split count chosen by the GPU runtime at launch (docs/gpu.md).
-        raise ValueError(f"target: '{target}' kernels have no knobs to "
-                         f"tune (fixed block size, splits chosen by the "
-                         f"GPU runtime at launch; docs/gpu.md); autotune "
-                         f"tunes target='cpu'")
+    if target not in ("cpu", "nvptx", "amdgcn"):
+        raise ValueError(f"target: expected cpu, nvptx or amdgcn, got "
+                         f"'{target}'")
+    gpu = target != "cpu"
+    if gpu and spec.kind not in ("decode", "prefill"):
+        raise ValueError(f"spec.kind: GPU libraries hold decode and prefill "
+                         f"kernels (ggml packs are CPU code), got "
+                         f"'{spec.kind}'")
     if isinstance(contexts, int):
         contexts = [contexts]
     contexts = [int(c) for c in contexts]
@@ -259,14 +286,58 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
     own_db = not isinstance(db, _tuning.TuningDB)
     database = _tuning.TuningDB(":memory:" if db is None else db) \
         if own_db else db
-    target = _tuning.target_key(cpu)
+    target_name = target
     work = tempfile.mkdtemp(prefix="tqc-tune-", dir=work_dir)
     runtimes, flusher = [], None
     try:
         from . import knobs as compiler_knobs
-        knob_list = compiler_knobs(spec, cpu)
+        knob_list = compiler_knobs(spec, cpu, target=target_name)
         default = _normalise(_default_knobs(knob_list), knob_list)
-        todo = variants(spec, knobs, cpu=cpu, strategy=strategy)
+        todo = variants(spec, knobs, cpu=cpu, strategy=strategy,
+                        target=target_name)
+
+        def build(i, v):
+            out_dir = os.path.join(work, f"v{i}")
+            if compile_fn is not None:
+                return compile_fn(dict(v), out_dir)
+            if ggml:  # a pack: the pair's row, decode and prefill kernels
+                return compile_(k_format=spec.k_format,
+                                v_format=spec.v_format,
+                                head_dim=spec.head_dim, gqa=spec.gqa,
+                                softcap=spec.softcap,
+                                knobs={spec.name: v}, cpu=cpu,
+                                abi="ggml", output_dir=out_dir)
+            return compile_(kind=(spec.kind,), k_format=spec.k_format,
+                            v_format=spec.v_format, head_dim=spec.head_dim,
+                            gqa=spec.gqa, causal=spec.causal,
+                            window=spec.window, softcap=spec.softcap,
+                            knobs=v, cpu=cpu, target=target_name,
+                            output_dir=out_dir)
+
+        open_gpu = gpu_runtime_fn or (
+            lambda lib: GpuRuntime(lib, device=device))
+        probe = None
+        if gpu:
+            # The device's name is part of the key: the default variant,
+            # compiled first, opens the device (or says there is none).
+            probe_lib = build("probe", default)
+            try:
+                probe = open_gpu(probe_lib)
+            except TQError as e:
+                if e.status != "TQ_STATUS_UNAVAILABLE":
+                    raise
+                why = (f"target {target_name}: no device to time on "
+                       f"({e})")
+                say(f"tune {spec.name}: SKIPPED: {why}")
+                return TuneResult(spec=spec, contexts=tuple(contexts),
+                                  skipped=why)
+            runtimes.append(probe)
+            target = _tuning.target_key(cpu, target=target_name,
+                                        device=probe.device_name)
+            say(f"tune {spec.name}: {target_name} {target['cpu']} on "
+                f"'{probe.device_name}'")
+        else:
+            target = _tuning.target_key(cpu)
         if _tuning.canonical_knobs(default) not in {
                 _tuning.canonical_knobs(v) for v in todo}:
             todo.insert(0, default)  # the baseline is always measured
@@ -285,23 +356,6 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
             statistic=statistic, rounds=rounds, target=target)
 
         # 1. Compile what is missing.
-        def build(i, v):
-            out_dir = os.path.join(work, f"v{i}")
-            if compile_fn is not None:
-                return compile_fn(dict(v), out_dir)
-            if ggml:  # a pack: the pair's row, decode and prefill kernels
-                return compile_(k_format=spec.k_format,
-                                v_format=spec.v_format,
-                                head_dim=spec.head_dim, gqa=spec.gqa,
-                                softcap=spec.softcap,
-                                knobs={spec.name: v}, cpu=cpu,
-                                abi="ggml", output_dir=out_dir)
-            return compile_(kind=(spec.kind,), k_format=spec.k_format,
-                            v_format=spec.v_format, head_dim=spec.head_dim,
-                            gqa=spec.gqa, causal=spec.causal,
-                            window=spec.window, softcap=spec.softcap,
-                            knobs=v, cpu=cpu, output_dir=out_dir)
-
         libraries = {}
         if needed:
             workers = jobs or max(1, (os.cpu_count() or 2) // 2)
@@ -323,13 +377,16 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
                                             math.inf, **{**common,
                                                          "detail": first})
             result.compiled = len(libraries)
-            # Append kernels fill the caches (not tuned).
+            # Append kernels fill the caches (not tuned; on the CPU, whose
+            # encoders write the bytes the GPU's do).
             fill = compile_(kind=("append",), k_format=spec.k_format,
                             v_format=spec.v_format, head_dim=spec.head_dim,
-                            cpu=cpu, output_dir=os.path.join(work, "fill"))
+                            cpu="host" if gpu else cpu,
+                            output_dir=os.path.join(work, "fill"))
             fill_rt = Runtime(fill, threads=threads)
             runtimes.append(fill_rt)
-            flusher = _Flusher(flush_mib, threads or (os.cpu_count() or 1))
+            flusher = (_GpuFlusher(probe, flush_mib) if gpu else
+                       _Flusher(flush_mib, threads or (os.cpu_count() or 1)))
 
         rng = np.random.default_rng(seed)
         q_heads = num_kv_heads * spec.gqa
@@ -362,17 +419,20 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
             calls = []
             for i, v in pending:
                 try:
-                    rt = Runtime(libraries[i], threads=threads)
+                    rt = (open_gpu(libraries[i]) if gpu else
+                          Runtime(libraries[i], threads=threads))
+                    runtimes.append(rt)
+                    # A GPU variant attends over its device copy.
+                    over = rt.upload(cache) if gpu else cache
                 except TQError as e:
                     say(f"  {_describe(v)}: cannot load: {e}")
                     database.record(spec, context, v, "error", math.inf,
                                     **{**common, "detail": str(e)})
                     continue
-                runtimes.append(rt)
                 out = np.empty_like(q)
 
-                def call(out=out, rt=rt):
-                    rt.attention(q, cache, out=out, causal=causal,
+                def call(out=out, rt=rt, over=over):
+                    rt.attention(q, over, out=out, causal=causal,
                                  window=spec.window, softcap=spec.softcap)
                     return out
                 if wrap_attention is not None:

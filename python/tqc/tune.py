@@ -10,6 +10,12 @@ measurements already in the database are not repeated. ``--list-knobs``
 prints the knobs of each spec and exits; ``--show`` prints the database's
 best records for this machine and exits. Then ``tq-aot --tuning-db=DB``
 (or ``tqc.compile(tuning_db=DB)``) builds each kernel with its best record.
+
+``--target nvptx|amdgcn --cpu CHIP [--device N]`` tunes GPU kernels on a
+GPU through the GPU runtime (records keyed by the chip and the device's
+name, which is printed: ``tq-aot --gpu-device`` takes it); where no driver
+or device is present each spec prints ``SKIPPED`` with the reason and the
+command exits 0 having measured nothing.
 """
 
 from __future__ import annotations
@@ -58,9 +64,12 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--jobs", type=int, default=0,
                    help="parallel compiles (0: one per two CPUs)")
-    p.add_argument("--cpu", default="host")
-    p.add_argument("--target", default="cpu",
-                   help="cpu (GPU targets have no knobs: refused, saying so)")
+    p.add_argument("--cpu", default="host",
+                   help="LLVM CPU name, or a GPU target's chip")
+    p.add_argument("--target", default="cpu", choices=("cpu", "nvptx",
+                                                       "amdgcn"))
+    p.add_argument("--device", type=int, default=0,
+                   help="GPU targets: the device ordinal")
     p.add_argument("--quiet", action="store_true")
     p.add_argument("--list-knobs", action="store_true")
     p.add_argument("--show", action="store_true")
@@ -83,12 +92,15 @@ def main(argv=None) -> int:
     if a.list_knobs:
         for s in specs:
             print(s.name)
-            for k in knobs(s, a.cpu):
+            for k in knobs(s, a.cpu, target=a.target):
                 extra = f" (only with {k.only_with})" if k.only_with else ""
                 print(f"  {k.name}: {', '.join(k.values)} [default "
                       f"{k.default}; legal: {k.legal}]{extra}")
         return 0
     if a.show:
+        if a.target != "cpu":
+            p.error("--show: GPU records are per device; list them with "
+                    "tqc.tuning.TuningDB(...).records(all_targets=True)")
         with tuning.TuningDB(a.db) as db:
             key = tuning.target_key(a.cpu)
             for s in specs:
@@ -100,10 +112,6 @@ def main(argv=None) -> int:
                         "no record"))
         return 0
 
-    if a.target != "cpu":
-        p.error(f"--target {a.target}: GPU kernels have no knobs to tune "
-                f"(fixed block size, splits chosen by the GPU runtime at "
-                f"launch; docs/gpu.md)")
     contexts = [int(c) for c in _split(a.contexts)]
     with tuning.TuningDB(a.db) as db:
         for s in specs:
@@ -114,7 +122,11 @@ def main(argv=None) -> int:
                          num_kv_heads=a.kv_heads,
                          prefill_rows=a.prefill_rows, flush_mib=a.flush_mib,
                          threads=a.threads, jobs=a.jobs, cpu=a.cpu,
+                         target=a.target, device=a.device,
                          progress=not a.quiet)
+            if r.skipped:
+                print(f"{s.name}\tSKIPPED\t{r.skipped}")
+                continue
             for c in contexts:
                 b, d = r.best.get(c), r.default.get(c)
                 ratio = r.speedup(c)

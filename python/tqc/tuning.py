@@ -45,13 +45,17 @@ _COLUMNS = ("tqc_version", "triple", "cpu", "features_hash", "features",
             "measured_context", "detail", "host", "created")
 
 
-def target_key(cpu: str = "host") -> dict:
+def target_key(cpu: str = "host", *, target: str = "cpu",
+               device: str = "") -> dict:
     """The key of CPU code for ``cpu`` (``host`` or an LLVM CPU name):
     ``tqc_version``, ``triple``, ``cpu`` (host resolved, e.g. ``znver4``),
     ``features`` (the host's enabled features, sorted; empty for a named
     CPU) and ``features_hash`` — what ``tq-aot --print-tuning-target``
-    prints."""
-    key = dict(_tqc.tuning_target(cpu))
+    prints. For GPU code (``target`` ``nvptx`` or ``amdgcn``) ``cpu`` is
+    the chip (``sm_90a``) and ``features`` the ``device`` the kernels ran
+    on (:attr:`tqc.GpuRuntime.device_name`): one chip comes in parts of
+    different sizes and clocks, whose records must not mix."""
+    key = dict(_tqc.tuning_target(cpu, target, device))
     key["tqc_version"] = _tqc.VERSION
     return key
 

@@ -17,7 +17,7 @@ static const char *const kCudaSymbols[SYM_COUNT] = {
     "cuCtxSetCurrent",  "cuModuleLoadData",      "cuModuleUnload",
     "cuModuleGetFunction", "cuModuleGetGlobal_v2", "cuMemAlloc_v2",
     "cuMemFree_v2",     "cuMemcpyHtoD_v2",       "cuMemcpyDtoH_v2",
-    "cuLaunchKernel",   "cuCtxSynchronize"};
+    "cuLaunchKernel",   "cuCtxSynchronize",      "cuDeviceGetName"};
 
 /* HIP has no primary-context calls in its module API: hipSetDevice makes
  * the device current; "retain"/"release" map to harmless queries. */
@@ -27,7 +27,7 @@ static const char *const kHipSymbols[SYM_COUNT] = {
     "hipModuleLoadData", "hipModuleUnload",      "hipModuleGetFunction",
     "hipModuleGetGlobal", "hipMalloc",           "hipFree",
     "hipMemcpyHtoD",    "hipMemcpyDtoH",         "hipModuleLaunchKernel",
-    "hipDeviceSynchronize"};
+    "hipDeviceSynchronize", "hipDeviceGetName"};
 
 /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT. HIP's attribute enum changed
  * between releases, so HIP reports no count (the planner's default). */
@@ -80,6 +80,11 @@ int tq_gpu_set_current(const tq_gpu_driver *d) {
   if (d->cuda)
     return CALL(d, SYM_SET_CURRENT, int (*)(void *), d->context);
   return CALL(d, SYM_SET_CURRENT, int (*)(int), d->device);
+}
+
+int tq_gpu_device_name_raw(const tq_gpu_driver *d, char *name, int bytes) {
+  return CALL(d, SYM_DEVICE_NAME, int (*)(char *, int, int), name, bytes,
+              d->device);
 }
 
 int tq_gpu_multiprocessors(const tq_gpu_driver *d, int *count) {

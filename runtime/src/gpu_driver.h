@@ -33,6 +33,7 @@ enum tq_gpu_symbol {
   SYM_MEMCPY_DTOH,
   SYM_LAUNCH,
   SYM_SYNCHRONIZE,
+  SYM_DEVICE_NAME,
   SYM_COUNT
 };
 
@@ -47,6 +48,8 @@ typedef struct tq_gpu_driver {
 /* Thin, vendor-neutral calls; each returns 0 or the driver's error. */
 int tq_gpu_set_current(const tq_gpu_driver *d);
 int tq_gpu_multiprocessors(const tq_gpu_driver *d, int *count);
+/* The device's name, NUL-terminated within `bytes`. */
+int tq_gpu_device_name_raw(const tq_gpu_driver *d, char *name, int bytes);
 int tq_gpu_module_load(const tq_gpu_driver *d, void **module,
                        const void *image);
 int tq_gpu_module_unload(const tq_gpu_driver *d, void *module);

@@ -87,17 +87,28 @@ tq_status tq_gpu_runtime_create(const tq_gpu_options_v0 *options,
   memset(rt, 0, sizeof *rt);
   rt->allocator = a;
   rt->splits = options->splits;
+  const char *driver = options->driver_path
+                           ? options->driver_path
+                           : (cuda ? "libcuda.so.1" : "libamdhip64.so");
   int status = tq_gpu_driver_open(&rt->driver, cuda, options->driver_path,
                                   options->device);
   if (status != 0) {
     a.release(a.user, rt);
-    return status < 0 ? TQ_STATUS_UNAVAILABLE : TQ_STATUS_DEVICE_ERROR;
+    if (status < 0)
+      return tq_fail(TQ_STATUS_UNAVAILABLE,
+                     "no %s driver: cannot load '%s' or one of its entry "
+                     "points",
+                     cuda ? "CUDA" : "HIP", driver);
+    return tq_fail(TQ_STATUS_DEVICE_ERROR,
+                   "%s driver error %d initialising device %d",
+                   cuda ? "CUDA" : "HIP", status, (int)options->device);
   }
   void *image = read_file(&a, path);
   if (!image) {
     tq_gpu_driver_close(&rt->driver);
     a.release(a.user, rt);
-    return TQ_STATUS_UNAVAILABLE;
+    return tq_fail(TQ_STATUS_UNAVAILABLE, "cannot read kernel library '%s'",
+                   path);
   }
   status = tq_gpu_module_load(&rt->driver, &rt->module, image);
   a.release(a.user, image);
@@ -105,7 +116,9 @@ tq_status tq_gpu_runtime_create(const tq_gpu_options_v0 *options,
     status = tq_gpu_multiprocessors(&rt->driver, &rt->multiprocessors);
   if (status != 0) {
     tq_gpu_runtime_destroy(rt);
-    return TQ_STATUS_DEVICE_ERROR;
+    return tq_fail(TQ_STATUS_DEVICE_ERROR,
+                   "%s driver error %d loading '%s'", cuda ? "CUDA" : "HIP",
+                   status, path);
   }
   *out_runtime = rt;
   return TQ_STATUS_OK;
@@ -121,6 +134,20 @@ void tq_gpu_runtime_destroy(tq_gpu_runtime *rt) {
   tq_gpu_driver_close(&rt->driver);
   tq_allocator_v0 a = rt->allocator;
   a.release(a.user, rt);
+}
+
+tq_status tq_gpu_device_name(const tq_gpu_runtime *rt, char *name,
+                             size_t bytes) {
+  if (!rt || !name || bytes == 0)
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "tq_gpu_device_name: null runtime or empty buffer");
+  const int capacity = bytes > 4096 ? 4096 : (int)bytes;
+  name[0] = '\0';
+  if (tq_gpu_device_name_raw(&rt->driver, name, capacity) != 0)
+    return tq_fail(TQ_STATUS_DEVICE_ERROR,
+                   "the driver did not name device %d", rt->driver.device);
+  name[capacity - 1] = '\0';
+  return TQ_STATUS_OK;
 }
 
 tq_status tq_gpu_malloc(tq_gpu_runtime *rt, size_t bytes, void **out) {

@@ -5,6 +5,8 @@
 //          --k-format=F[,F...] [--v-format=G[,G...]] --head-dim=D[,D...]
 //          [--gqa=N[,N...]] [--causal] [--window=W] [--softcap=C]
 //          [--input=FILE.mlir ...] [--tuning-db=FILE] -o DIR
+//   tq-aot --target=nvptx|amdgcn [--chip=C] [--block-warps=N]
+//          [--tuning-db=FILE --gpu-device=NAME] ... -o DIR
 //
 // compiles the Cartesian product of the listed kinds, formats, head dims
 // and GQA groups into a kernel library (see include/tq/Target/
@@ -147,8 +149,19 @@ cl::opt<int64_t> tuningContext(
 cl::opt<bool> printTuningTarget(
     "print-tuning-target", cl::cat(toolOptions),
     cl::desc("print the tuning database key of --chip's target (tqc "
-             "version, triple, CPU, features and their hash) as JSON and "
-             "exit"));
+             "version, triple, CPU, features and their hash; for a GPU "
+             "target the chip and --gpu-device) as JSON and exit"));
+cl::opt<std::string> gpuDevice(
+    "gpu-device", cl::cat(toolOptions),
+    cl::desc("GPU targets: the device the library will run on, as its "
+             "driver names it (tqc.GpuRuntime.device_name, e.g. 'NVIDIA "
+             "H100 80GB HBM3'): the tuning database's records are per "
+             "device"));
+cl::opt<unsigned> blockWarps(
+    "block-warps", cl::cat(toolOptions),
+    cl::desc("GPU targets: warps per block of the attention kernels (the "
+             "block_warps knob; 0: the default, 4)"),
+    cl::init(0));
 cl::opt<std::string> outputDir("o", cl::cat(toolOptions),
                                cl::desc("output directory"));
 cl::opt<bool> quiet("quiet", cl::cat(toolOptions),
@@ -225,10 +238,19 @@ int main(int argc, char **argv) {
   if (printTuningTarget) {
     TuningTarget key;
     std::string why;
-    if (target != "cpu")
-      fail("--print-tuning-target: only CPU targets are tuned");
-    if (!cpuTuningTarget(chip, key, why))
-      fail(why);
+    if (target == "cpu") {
+      if (!cpuTuningTarget(chip, key, why))
+        fail(why);
+    } else {
+      FailureOr<GpuTarget> t = GpuTarget::get(
+          target, chip == "host" ? std::string() : chip.getValue(), why);
+      if (failed(t))
+        fail(why);
+      if (gpuDevice.empty())
+        fail("--print-tuning-target: a GPU target's key names its device: "
+             "give --gpu-device=NAME");
+      key = gpuTuningTarget(*t, gpuDevice);
+    }
     llvm::json::Object o{{"tqc_version", TQ_AOT_VERSION},
                          {"triple", key.triple},
                          {"cpu", key.cpu},
@@ -448,13 +470,24 @@ int main(int argc, char **argv) {
   std::string error;
   if (tuningContext < 0)
     fail("--tuning-context must be >= 0");
+  if (!gpu && (blockWarps || !gpuDevice.empty()))
+    fail("--block-warps and --gpu-device apply to GPU targets");
+  if (gpu && blockWarps)
+    for (const RuntimeKernelSpec &spec : specs)
+      if (isAttentionKind(spec.kind) &&
+          !setGpuKernelKnobs(spec, {{"block_warps", std::to_string(blockWarps)}},
+                             *gpu, options, error))
+        fail("--block-warps: " + error);
   if (!tuningDb.empty()) {
-    if (gpu)
-      fail("--tuning-db applies to CPU targets (GPU kernels are not tuned "
-           "yet)");
+    if (gpu && gpuDevice.empty())
+      fail("--tuning-db with a GPU target: give --gpu-device=NAME (records "
+           "are per device; python -m tqc.tune prints the name)");
     std::vector<std::string> report;
-    if (!applyTuningDatabase(tuningDb, TQ_AOT_VERSION, tuningContext, specs,
-                             options, report, error))
+    if (!(gpu ? applyGpuTuningDatabase(tuningDb, TQ_AOT_VERSION, tuningContext,
+                                       specs, *gpu, gpuDevice, options, report,
+                                       error)
+              : applyTuningDatabase(tuningDb, TQ_AOT_VERSION, tuningContext,
+                                    specs, options, report, error)))
       fail(error);
     // Always printed (also with --quiet): which configuration each kernel
     // was built with is part of the result.

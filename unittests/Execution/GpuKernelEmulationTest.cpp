@@ -69,16 +69,20 @@ struct Case {
   int64_t window = 0;
   float softcap = 0.0f;
   unsigned splits = 1;
-  /// Threads per warp; blocks of 4 warps (1 lane: one-thread blocks).
+  /// Threads per warp; blocks of 4 warps (1 lane: one-thread blocks)
+  /// unless blockWarps (the block_warps knob) says otherwise.
   unsigned lanes = 8;
+  unsigned blockWarps = 0;
 
-  unsigned warps() const { return lanes == 1 ? 1 : 4; }
+  unsigned warps() const {
+    return blockWarps ? blockWarps : lanes == 1 ? 1 : 4;
+  }
 };
 
 void PrintTo(const Case &c, std::ostream *os) {
   *os << c.k << "/" << c.v << " d" << c.dim << " g" << c.group
       << (c.prefill ? " prefill" : " decode") << " splits " << c.splits
-      << " lanes " << c.lanes;
+      << " lanes " << c.lanes << " warps " << c.warps();
 }
 
 class GpuKernelEmulationTest : public ::testing::TestWithParam<Case> {};
@@ -407,10 +411,18 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"turbo3_0", "turbo3_0", 64, 2, false, false, 0, 0.0f, 3, 64},
         // Whole wave64 rows of 96 values: two per lane, lanes 48..63 past
         // the row (they read its last pair and keep zeros).
-        Case{"turbo3_0", "tq3_0", 96, 8, false, false, 0, 0.0f, 2, 64}),
+        Case{"turbo3_0", "tq3_0", 96, 8, false, false, 0, 0.0f, 2, 64},
+        // The block_warps knob's other values (tq-aot --block-warps, the
+        // GPU autotuner): blocks of 1, 2 and 8 warps of 32 lanes, short
+        // rows (16-lane groups) and whole-warp rows.
+        Case{"turbo3_0", "turbo3_0", 128, 4, false, false, 0, 0.0f, 3, 32, 2},
+        Case{"polar4", "turbo3_0", 128, 4, true, true, 0, 0.0f, 2, 32, 8},
+        Case{"turbo3_0", "polar4", 256, 2, false, false, 0, 0.0f, 2, 32, 8},
+        Case{"tqprod3", "turbo4_0", 64, 2, false, false, 0, 0.0f, 2, 32, 1}),
     [](const ::testing::TestParamInfo<Case> &info) {
       const Case &c = info.param;
-      return c.k + "_" + c.v + "_d" + std::to_string(c.dim) + "_g" +
+      return c.k + "_" + c.v + "_d" + std::to_string(c.dim) +
+             (c.blockWarps ? "_bw" + std::to_string(c.blockWarps) : "") + "_g" +
              std::to_string(c.group) + (c.prefill ? "_prefill" : "_decode") +
              (c.causal ? "_causal" : "") +
              (c.window ? "_w" + std::to_string(c.window) : "") +

@@ -97,11 +97,18 @@ TEST(GpuRuntimeTest, MissingDriverIsUnavailable) {
     tq_gpu_runtime *rt = nullptr;
     EXPECT_EQ(tq_gpu_runtime_create(&o, nullptr, &rt), TQ_STATUS_UNAVAILABLE);
     EXPECT_EQ(rt, nullptr);
+    // The cause names the driver that could not be loaded.
+    EXPECT_NE(std::string(tq_last_error()).find("/nonexistent/libgpu-driver.so"),
+              std::string::npos)
+        << tq_last_error();
   }
   // A library that is not a GPU driver (no cuInit / hipInit) likewise.
   tq_gpu_options_v0 o = options(TQ_BACKEND_CUDA, "/tmp", "libm.so.6");
   tq_gpu_runtime *rt = nullptr;
   EXPECT_EQ(tq_gpu_runtime_create(&o, nullptr, &rt), TQ_STATUS_UNAVAILABLE);
+  EXPECT_NE(std::string(tq_last_error()).find("no CUDA driver"),
+            std::string::npos)
+      << tq_last_error();
 }
 
 TEST(GpuRuntimeTest, NullRuntimeCallsAreRejected) {
@@ -116,6 +123,9 @@ TEST(GpuRuntimeTest, NullRuntimeCallsAreRejected) {
   EXPECT_EQ(tq_gpu_attention(nullptr, nullptr, nullptr, &x, &x),
             TQ_STATUS_INVALID_ARGUMENT);
   EXPECT_EQ(tq_gpu_append(nullptr, nullptr, 0, 0, 1, &x, &x),
+            TQ_STATUS_INVALID_ARGUMENT);
+  char name[64];
+  EXPECT_EQ(tq_gpu_device_name(nullptr, name, sizeof name),
             TQ_STATUS_INVALID_ARGUMENT);
   tq_gpu_runtime_destroy(nullptr); // a no-op
 }
@@ -136,6 +146,16 @@ protected:
 
   tq_gpu_runtime *rt = nullptr;
 };
+
+TEST_F(CudaDevice, NamesItsDevice) {
+  char name[256];
+  ASSERT_EQ(tq_gpu_device_name(rt, name, sizeof name), TQ_STATUS_OK);
+  EXPECT_GT(std::strlen(name), 0u);
+  char tiny[4];
+  ASSERT_EQ(tq_gpu_device_name(rt, tiny, sizeof tiny), TQ_STATUS_OK);
+  EXPECT_LT(std::strlen(tiny), sizeof tiny); // truncated, still terminated
+  EXPECT_EQ(tq_gpu_device_name(rt, name, 0), TQ_STATUS_INVALID_ARGUMENT);
+}
 
 /// Decode of a ragged paged batch on a CUDA device against the reference.
 TEST_F(CudaDevice, DecodeMatchesReference) {

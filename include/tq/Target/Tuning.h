@@ -2,7 +2,9 @@
 //
 // The knobs of a kernel spec (what the lowering lets a tuner choose: flash
 // tile, split-KV chunks, centroid lookup strategy, unrolled row chunks,
-// centroid permute), the target a measurement belongs to, and the lookup
+// centroid permute on CPUs; warps per block on GPUs), the target a
+// measurement belongs to (a CPU and its features, or a GPU chip and the
+// device's name), and the lookup
 // of the best recorded configuration in a tuning database (SQLite, written
 // by the Python package's tqc.tuning / tqc.autotune; schema in
 // docs/autotune.md). tq-aot --tuning-db and tqc.compile(tuning_db=...)
@@ -24,6 +26,7 @@
 namespace mlir::tq {
 
 struct KernelLibraryOptions;
+class GpuTarget;
 
 /// Knob name -> value, values spelt as in the database ("256", "tile").
 using KnobValues = std::map<std::string, std::string>;
@@ -50,10 +53,34 @@ struct KnobInfo {
 bool kernelKnobs(const RuntimeKernelSpec &spec, const std::string &cpu,
                  std::vector<KnobInfo> &knobs, std::string &error);
 
+/// Checks `values` against `knobs` (names and legal values), with `error`
+/// naming the kernel, the knob and what it takes.
+bool checkKnobValues(const RuntimeKernelSpec &spec, const KnobValues &values,
+                     const std::vector<KnobInfo> &knobs, std::string &error);
+
 /// Checks `values` against `spec`'s knobs (names and legal values) and
 /// records them in `options.kernelKnobs` for that kernel.
 bool setKernelKnobs(const RuntimeKernelSpec &spec, const KnobValues &values,
                     KernelLibraryOptions &options, std::string &error);
+
+/// The knobs of `spec`'s kernel when built for GPU `target`: attention
+/// kernels (decode, prefill) have block_warps, the warps of one block
+/// (every lane group of the block takes its own tokens; more warps: more
+/// tokens in flight per block, more workgroup memory for their states);
+/// append kernels none.
+std::vector<KnobInfo> gpuKernelKnobs(const RuntimeKernelSpec &spec,
+                                     const GpuTarget &target);
+
+/// setKernelKnobs for GPU `target`: checks `values` against
+/// gpuKernelKnobs and records them in `options.kernelKnobs`.
+bool setGpuKernelKnobs(const RuntimeKernelSpec &spec, const KnobValues &values,
+                       const GpuTarget &target, KernelLibraryOptions &options,
+                       std::string &error);
+
+/// `target` with `spec`'s knobs (options.kernelKnobs) applied: what its
+/// kernels are built for.
+GpuTarget gpuTargetFor(const RuntimeKernelSpec &spec, const GpuTarget &target,
+                       const KernelLibraryOptions &options);
 
 /// The effective knob values of `spec`'s kernel under `options` (its own
 /// entry of options.kernelKnobs over the library-wide options), for
@@ -65,14 +92,22 @@ KnobValues effectiveKnobs(const RuntimeKernelSpec &spec,
 /// The target a tuning measurement belongs to.
 struct TuningTarget {
   std::string triple;
-  /// The CPU name ("host" resolved to the host's, e.g. "znver4").
+  /// The CPU name ("host" resolved to the host's, e.g. "znver4"); for a
+  /// GPU its chip ("sm_90a").
   std::string cpu;
   /// The host's enabled CPU features, sorted, comma-separated ("+avx2,...");
-  /// empty for a named CPU (its name fixes them).
+  /// empty for a named CPU (its name fixes them). For a GPU the device's
+  /// name as its driver reports it ("NVIDIA H100 80GB HBM3"): one chip
+  /// comes in parts of different sizes and clocks.
   std::string features;
   /// 16 hex digits of xxh3-64 over `features`.
   std::string featuresHash;
 };
+
+/// The tuning target of GPU code for `target` run on device `device` (the
+/// name tq_gpu_device_name reports).
+TuningTarget gpuTuningTarget(const GpuTarget &target,
+                             const std::string &device);
 
 /// The tuning target of CPU code for `cpu` ("host" or an LLVM CPU name).
 bool cpuTuningTarget(const std::string &cpu, TuningTarget &target,
@@ -109,6 +144,16 @@ bool applyTuningDatabase(const std::string &database,
                          const std::vector<RuntimeKernelSpec> &specs,
                          KernelLibraryOptions &options,
                          std::vector<std::string> &report, std::string &error);
+
+/// applyTuningDatabase for GPU kernels of `target` that will run on device
+/// `device` (records of gpuTuningTarget(target, device)).
+bool applyGpuTuningDatabase(const std::string &database,
+                            const std::string &version, int64_t context,
+                            const std::vector<RuntimeKernelSpec> &specs,
+                            const GpuTarget &target, const std::string &device,
+                            KernelLibraryOptions &options,
+                            std::vector<std::string> &report,
+                            std::string &error);
 
 } // namespace mlir::tq
 

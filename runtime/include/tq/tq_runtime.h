@@ -225,6 +225,12 @@ tq_status tq_gpu_runtime_create(const tq_gpu_options_v0 *options,
                                 tq_gpu_runtime **out_runtime);
 void tq_gpu_runtime_destroy(tq_gpu_runtime *runtime);
 
+/* The name of the runtime's device as its driver reports it ("NVIDIA H100
+ * 80GB HBM3"), NUL-terminated in name[0..bytes) (truncated to fit): the
+ * device part of a GPU tuning database key (docs/autotune.md). */
+tq_status tq_gpu_device_name(const tq_gpu_runtime *runtime, char *name,
+                             size_t bytes);
+
 /* Device memory, for engines and tools that do not manage their own. */
 tq_status tq_gpu_malloc(tq_gpu_runtime *runtime, size_t bytes,
                         void **out_device_pointer);

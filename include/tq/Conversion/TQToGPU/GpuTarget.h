@@ -44,8 +44,18 @@ public:
   StringRef chip() const { return chip_; }
   /// Threads that execute in lock step and exchange values by shuffles.
   unsigned warpSize() const { return warpSize_; }
-  /// Warps per block of every tq kernel.
+  /// Warps per block of every tq kernel (4 unless the block_warps knob
+  /// says otherwise, see withWarpsPerBlock).
   unsigned warpsPerBlock() const { return warps_; }
+  /// This target with blocks of `warps` warps; warps * warpSize() must not
+  /// exceed kMaxBlockThreads (the callers check: setGpuKernelKnobs).
+  GpuTarget withWarpsPerBlock(unsigned warps) const {
+    GpuTarget t = *this;
+    t.warps_ = warps;
+    return t;
+  }
+  /// Threads one block may have on every supported chip.
+  static constexpr unsigned kMaxBlockThreads = 1024;
   /// Static workgroup (shared / LDS) memory one block may declare: 48 KiB
   /// on NVIDIA (more needs a dynamic opt-in), 64 KiB on AMD.
   int64_t maxWorkgroupBytes() const {

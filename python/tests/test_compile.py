@@ -132,7 +132,7 @@ def test_gpu_library(tmp_path):
                       target="nvptx", cpu="sm_80", output_dir=tmp_path)
     assert lib.target == "nvptx"
     assert (tmp_path / "tq_kernels.ptx").exists()
-    with pytest.raises(ValueError, match="GPU runtime is not bound"):
+    with pytest.raises(ValueError, match="load it with tqc.GpuRuntime"):
         lib.path
 
 

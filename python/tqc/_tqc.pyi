@@ -34,25 +34,27 @@ def reference_attention(q: object, k: object, v: object, k_format: str | None = 
 def kernel_name(spec: tuple[str, str, str, int, int, int, bool, int, float, bool]) -> str:
     """The symbol name of a kernel spec tuple."""
 
-def compile_library(specs: Sequence[tuple[str, str, str, int, int, int, bool, int, float, bool]], output_dir: str, target: str, cpu: str, decode_tile: int, prefill_tile: int, splits: int, lookup: str, naive: bool, library_name: str, progress: object | None = None, max_unrolled_chunks: int = 48, centroid_permute: str = '', kernel_knobs: Mapping[str, Mapping[str, str]] = {}, tuning_db: str = '', tuning_context: int = 0, inputs: Sequence[tuple[str, str]] = []) -> list[str]:
+def compile_library(specs: Sequence[tuple[str, str, str, int, int, int, bool, int, float, bool]], output_dir: str, target: str, cpu: str, decode_tile: int, prefill_tile: int, splits: int, lookup: str, naive: bool, library_name: str, progress: object | None = None, max_unrolled_chunks: int = 48, centroid_permute: str = '', kernel_knobs: Mapping[str, Mapping[str, str]] = {}, tuning_db: str = '', tuning_context: int = 0, inputs: Sequence[tuple[str, str]] = [], gpu_device: str = '') -> list[str]:
     """
     Compiles kernel spec tuples into a library directory with tq-aot's driver (writeKernelLibrary / writeGpuKernelLibrary); returns the tuning database's report (one line per attention kernel).
     """
 
 VERSION: str = '0.1.0'
 
-def kernel_knobs(spec: tuple[str, str, str, int, int, int, bool, int, float, bool], cpu: str = 'host') -> list:
-    """The knobs of a kernel spec tuple on a CPU (mlir::tq::kernelKnobs)."""
-
-def tuning_target(cpu: str = 'host') -> dict:
+def kernel_knobs(spec: tuple[str, str, str, int, int, int, bool, int, float, bool], cpu: str = 'host', target: str = 'cpu') -> list:
     """
-    The tuning database key of a CPU target: triple, cpu, features, features_hash.
+    The knobs of a kernel spec tuple on a CPU (mlir::tq::kernelKnobs) or a GPU chip (mlir::tq::gpuKernelKnobs).
+    """
+
+def tuning_target(cpu: str = 'host', target: str = 'cpu', device: str = '') -> dict:
+    """
+    The tuning database key of a CPU target, or of a GPU chip on a device: triple, cpu, features, features_hash.
     """
 
 def context_bucket(tokens: int) -> int:
     """The context-length bucket of a context: the power of two >= it."""
 
-def lookup_tuning_record(database: str, version: str, cpu: str, spec: str, context: int = 0) -> object:
+def lookup_tuning_record(database: str, version: str, cpu: str, spec: str, context: int = 0, target: str = 'cpu', device: str = '') -> object:
     """
     tq-aot --tuning-db's lookup: the best correct record (id, context, seconds, knobs) or None.
     """
@@ -132,3 +134,30 @@ class KVCache:
 
     @property
     def layout(self) -> str: ...
+
+class GpuRuntime:
+    """tq_gpu_runtime over a GPU kernel library."""
+
+    def __init__(self, library_dir: str, backend: str, device: int = 0, splits: int = 0, driver: str = '') -> None: ...
+
+    def close(self) -> None: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def device_name(self) -> str: ...
+
+    @property
+    def library_dir(self) -> str: ...
+
+    def flush(self, bytes: int) -> None: ...
+
+    def attention(self, cache: GpuKVCache, q: object, q_indptr: object | None, out: object | None, causal: bool, window: int, softcap: float, scale: float) -> object: ...
+
+class GpuKVCache:
+    """Device copies of a KVCache's pools."""
+
+    def __init__(self, runtime: GpuRuntime, cache: KVCache) -> None: ...
+
+    def sync(self) -> None: ...

@@ -1419,6 +1419,25 @@ tq_status ensureDevice(tq_gpu_runtime *rt, void *&ptr, size_t &have,
   return s;
 }
 
+/// Runs `call(rt)` under the GPU runtime's lock with the GIL released;
+/// raises ValueError when the runtime is closed (naming `what`) and
+/// TQError for a failed status (naming `entry`).
+template <typename F>
+void gpuCall(GpuState &st, const char *what, const char *entry, F &&call) {
+  CallResult r;
+  bool closed = false;
+  {
+    nb::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(st.mutex);
+    closed = !st.rt;
+    if (!closed)
+      r = runtimeCall([&] { return call(st.rt); });
+  }
+  if (closed)
+    closedError(what);
+  check(r, entry);
+}
+
 class GpuRuntime {
 public:
   GpuRuntime(const std::string &libraryDir, const std::string &backend,
@@ -1489,28 +1508,17 @@ public:
     if (bytes <= 0)
       valueError("flush: expected a positive byte count, got " +
                  std::to_string(bytes));
-    CallResult r;
-    bool closed = false;
-    {
-      nb::gil_scoped_release release;
-      std::lock_guard<std::mutex> lock(state_->mutex);
-      closed = !state_->rt;
-      if (!closed) {
-        if (flushHost_.size() < size_t(bytes))
-          flushHost_.assign(size_t(bytes), 1);
-        r = runtimeCall([&] {
-          tq_status s = ensureDevice(state_->rt, flush_, flushBytes_,
-                                     size_t(bytes));
-          return s == TQ_STATUS_OK
-                     ? tq_gpu_copy_to_device(state_->rt, flush_,
-                                             flushHost_.data(), size_t(bytes))
-                     : s;
-        });
-      }
-    }
-    if (closed)
-      closedError("GpuRuntime.flush");
-    check(r, "tq_gpu_copy_to_device");
+    if (flushHost_.size() < size_t(bytes))
+      flushHost_.assign(size_t(bytes), 1);
+    gpuCall(*state_, "GpuRuntime.flush", "tq_gpu_copy_to_device",
+            [&](tq_gpu_runtime *rt) {
+              tq_status s =
+                  ensureDevice(rt, flush_, flushBytes_, size_t(bytes));
+              return s == TQ_STATUS_OK
+                         ? tq_gpu_copy_to_device(rt, flush_, flushHost_.data(),
+                                                 size_t(bytes))
+                         : s;
+            });
   }
   const std::string &libraryDir() const { return dir_; }
   const std::shared_ptr<GpuState> &state() const { return state_; }
@@ -1539,30 +1547,19 @@ public:
 
   /// Copies the host cache's pools to the device again (after appends).
   void sync() {
-    CallResult r;
-    bool closed = false;
-    {
-      nb::gil_scoped_release release;
-      std::lock_guard<std::mutex> lock(state_->mutex);
-      closed = !state_->rt;
-      if (!closed) {
-        std::lock_guard<std::mutex> cacheLock(cache_->mutex());
-        tq_kv_cache_v0 c = cache_->descriptor();
-        r = runtimeCall([&] {
-          tq_status s = ensureDevice(state_->rt, k_, kHave_, kBytes_);
-          if (s == TQ_STATUS_OK)
-            s = ensureDevice(state_->rt, v_, vHave_, vBytes_);
-          if (s == TQ_STATUS_OK)
-            s = tq_gpu_copy_to_device(state_->rt, k_, c.k_pages, kBytes_);
-          if (s == TQ_STATUS_OK)
-            s = tq_gpu_copy_to_device(state_->rt, v_, c.v_pages, vBytes_);
-          return s;
-        });
-      }
-    }
-    if (closed)
-      closedError("GpuKVCache.sync");
-    check(r, "tq_gpu_copy_to_device");
+    gpuCall(*state_, "GpuKVCache.sync", "tq_gpu_copy_to_device",
+            [&](tq_gpu_runtime *rt) {
+              std::lock_guard<std::mutex> cacheLock(cache_->mutex());
+              tq_kv_cache_v0 c = cache_->descriptor();
+              tq_status s = ensureDevice(rt, k_, kHave_, kBytes_);
+              if (s == TQ_STATUS_OK)
+                s = ensureDevice(rt, v_, vHave_, vBytes_);
+              if (s == TQ_STATUS_OK)
+                s = tq_gpu_copy_to_device(rt, k_, c.k_pages, kBytes_);
+              if (s == TQ_STATUS_OK)
+                s = tq_gpu_copy_to_device(rt, v_, c.v_pages, vBytes_);
+              return s;
+            });
   }
 
   KVCache &host() const { return *cache_; }
@@ -1606,48 +1603,37 @@ nb::object gpuAttention(GpuRuntime &runtime, GpuKVCache &cache,
       outputArray(outObj, queries, host.headDim());
   const size_t bytes =
       size_t(queries.rows) * size_t(queries.heads) * host.headDim() * 4;
-  CallResult r;
-  bool closed = false;
-  {
-    nb::gil_scoped_release release;
-    GpuState &st = *runtime.state();
-    std::lock_guard<std::mutex> lock(st.mutex);
-    closed = !st.rt;
-    if (!closed) {
-      std::lock_guard<std::mutex> cacheLock(host.mutex());
-      tq_kv_cache_v0 c = host.descriptor();
-      c.k_pages = static_cast<uint8_t *>(cache.kPool());
-      c.v_pages = static_cast<uint8_t *>(cache.vPool());
-      tq_attention_params_v0 p{};
-      p.version = TQ_ATTENTION_PARAMS_VERSION_0;
-      p.size = sizeof p;
-      p.num_q_heads = uint32_t(queries.heads);
-      p.causal = causal;
-      p.window = uint32_t(window);
-      p.softcap = float(softcap);
-      p.scale = float(scale);
-      p.q_indptr = queries.qIndptr.data();
-      // No queries: nothing is copied, but the runtime still looks its
-      // kernel up (with valid pointers).
-      const size_t allocated = std::max<size_t>(bytes, 4);
-      r = runtimeCall([&] {
-        tq_status s = ensureDevice(st.rt, st.q, st.qBytes, allocated);
-        if (s == TQ_STATUS_OK)
-          s = ensureDevice(st.rt, st.out, st.outBytes, allocated);
-        if (s == TQ_STATUS_OK && bytes)
-          s = tq_gpu_copy_to_device(st.rt, st.q, queries.q.data(), bytes);
-        if (s == TQ_STATUS_OK)
-          s = tq_gpu_attention(st.rt, &c, &p, static_cast<float *>(st.q),
-                               static_cast<float *>(st.out));
-        if (s == TQ_STATUS_OK && bytes)
-          s = tq_gpu_copy_to_host(st.rt, output.first.data(), st.out, bytes);
-        return s;
-      });
-    }
-  }
-  if (closed)
-    closedError("GpuRuntime.attention");
-  check(r, "tq_gpu_attention");
+  // No queries: nothing is copied, but the runtime still looks its kernel
+  // up (with valid pointers).
+  const size_t allocated = std::max<size_t>(bytes, 4);
+  GpuState &st = *runtime.state();
+  gpuCall(st, "GpuRuntime.attention", "tq_gpu_attention",
+          [&](tq_gpu_runtime *rt) {
+            std::lock_guard<std::mutex> cacheLock(host.mutex());
+            tq_kv_cache_v0 c = host.descriptor();
+            c.k_pages = static_cast<uint8_t *>(cache.kPool());
+            c.v_pages = static_cast<uint8_t *>(cache.vPool());
+            tq_attention_params_v0 p{};
+            p.version = TQ_ATTENTION_PARAMS_VERSION_0;
+            p.size = sizeof p;
+            p.num_q_heads = uint32_t(queries.heads);
+            p.causal = causal;
+            p.window = uint32_t(window);
+            p.softcap = float(softcap);
+            p.scale = float(scale);
+            p.q_indptr = queries.qIndptr.data();
+            tq_status s = ensureDevice(rt, st.q, st.qBytes, allocated);
+            if (s == TQ_STATUS_OK)
+              s = ensureDevice(rt, st.out, st.outBytes, allocated);
+            if (s == TQ_STATUS_OK && bytes)
+              s = tq_gpu_copy_to_device(rt, st.q, queries.q.data(), bytes);
+            if (s == TQ_STATUS_OK)
+              s = tq_gpu_attention(rt, &c, &p, static_cast<float *>(st.q),
+                                   static_cast<float *>(st.out));
+            if (s == TQ_STATUS_OK && bytes)
+              s = tq_gpu_copy_to_host(rt, output.first.data(), st.out, bytes);
+            return s;
+          });
   return output.second;
 }
 

@@ -7,7 +7,9 @@
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <tuple>
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Diagnostics.h"
@@ -257,6 +259,31 @@ KernelRunner::compile(const mlir::tq::AttentionKernelSpec &spec,
   return kernel;
 }
 
+namespace {
+
+/// f32 -> bf16, rounding to nearest even (NaNs stay NaN): what LLVM calls
+/// `__truncsfbf2` for where the CPU lacks AVX512-BF16 (the dot paths'
+/// portable lowering). The JIT does not find it in the process (libgcc
+/// 12 has none), so the runner provides it.
+extern "C" __bf16 tqTestTruncSfBf2(float x) {
+  const uint32_t u = std::bit_cast<uint32_t>(x);
+  const uint16_t h =
+      (u & 0x7fffffffu) > 0x7f800000u
+          ? uint16_t((u >> 16) | 0x40u)
+          : uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  return std::bit_cast<__bf16>(h);
+}
+
+llvm::orc::SymbolMap runtimeLibcalls(llvm::orc::MangleAndInterner interner) {
+  llvm::orc::SymbolMap map;
+  map[interner("__truncsfbf2")] = {
+      llvm::orc::ExecutorAddr::fromPtr(&tqTestTruncSfBf2),
+      llvm::JITSymbolFlags::Exported};
+  return map;
+}
+
+} // namespace
+
 std::unique_ptr<ExecutionEngine>
 KernelRunner::jit(ModuleOp module, const mlir::tq::TQPipelineOptions &options,
                   const std::string &name, void *&entry,
@@ -276,6 +303,7 @@ KernelRunner::jit(ModuleOp module, const mlir::tq::TQPipelineOptions &options,
     error = "JIT failed: " + llvm::toString(engine.takeError());
     return nullptr;
   }
+  (*engine)->registerSymbols(runtimeLibcalls);
   auto symbol = (*engine)->lookup("_mlir_ciface_" + name);
   if (!symbol) {
     error = "entry point missing: " + llvm::toString(symbol.takeError());

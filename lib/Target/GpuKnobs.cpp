@@ -13,7 +13,6 @@
 #include "tq/Target/Tuning.h"
 
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/Support/xxhash.h"
 
 using namespace mlir;
 using namespace mlir::tq;
@@ -79,8 +78,6 @@ TuningTarget mlir::tq::gpuTuningTarget(const GpuTarget &target,
   key.triple = target.triple().str();
   key.cpu = target.chip().str();
   key.features = device;
-  key.featuresHash =
-      llvm::utohexstr(llvm::xxh3_64bits(device), /*LowerCase=*/true,
-                      /*Width=*/16);
+  key.featuresHash = tuningFeaturesHash(device);
   return key;
 }

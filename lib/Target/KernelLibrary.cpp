@@ -882,10 +882,13 @@ bool mlir::tq::cpuTuningTarget(const std::string &cpu, TuningTarget &target,
         features.push_back("+" + f.first().str());
   llvm::sort(features);
   target.features = llvm::join(features, ",");
-  target.featuresHash =
-      llvm::utohexstr(llvm::xxh3_64bits(target.features), /*LowerCase=*/true,
-                      /*Width=*/16);
+  target.featuresHash = tuningFeaturesHash(target.features);
   return true;
+}
+
+std::string mlir::tq::tuningFeaturesHash(const std::string &features) {
+  return llvm::utohexstr(llvm::xxh3_64bits(features), /*LowerCase=*/true,
+                         /*Width=*/16);
 }
 
 int64_t mlir::tq::contextBucket(int64_t tokens) {

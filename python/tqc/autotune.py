@@ -296,7 +296,13 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
         todo = variants(spec, knobs, cpu=cpu, strategy=strategy,
                         target=target_name)
 
+        # Libraries compiled before the variants' stage, by canonical knobs
+        # (a GPU target's default, compiled first to open the device).
+        prebuilt = {}
+
         def build(i, v):
+            if _tuning.canonical_knobs(v) in prebuilt:
+                return prebuilt[_tuning.canonical_knobs(v)]
             out_dir = os.path.join(work, f"v{i}")
             if compile_fn is not None:
                 return compile_fn(dict(v), out_dir)
@@ -321,6 +327,7 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
             # The device's name is part of the key: the default variant,
             # compiled first, opens the device (or says there is none).
             probe_lib = build("probe", default)
+            prebuilt[_tuning.canonical_knobs(default)] = probe_lib
             try:
                 probe = open_gpu(probe_lib)
             except TQError as e:

@@ -35,11 +35,15 @@ enum { CUDA_ATTRIBUTE_MULTIPROCESSORS = 16 };
 
 #define CALL(d, sym, type, ...) (((type)(d)->symbols[sym])(__VA_ARGS__))
 
+const char *tq_gpu_driver_name(int cuda, const char *path) {
+  return path ? path : (cuda ? "libcuda.so.1" : "libamdhip64.so");
+}
+
 int tq_gpu_driver_open(tq_gpu_driver *d, int cuda, const char *path,
                        int ordinal) {
   memset(d, 0, sizeof *d);
   d->cuda = cuda;
-  const char *soname = path ? path : (cuda ? "libcuda.so.1" : "libamdhip64.so");
+  const char *soname = tq_gpu_driver_name(cuda, path);
   d->library = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
   if (!d->library && !path && !cuda)
     d->library = dlopen("libamdhip64.so.6", RTLD_NOW | RTLD_LOCAL);

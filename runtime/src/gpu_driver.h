@@ -68,6 +68,10 @@ int tq_gpu_launch(const tq_gpu_driver *d, void *function, unsigned gx,
                   unsigned gy, unsigned gz, unsigned block, void **params);
 int tq_gpu_synchronize(const tq_gpu_driver *d);
 
+/* The library tq_gpu_driver_open loads: `path`, or the vendor's default
+ * soname (for HIP, libamdhip64.so.6 is also tried). */
+const char *tq_gpu_driver_name(int cuda, const char *path);
+
 /* Loads the driver library (path, or the vendor's default soname) and
  * resolves every entry point; then initialises it and picks the device.
  * Returns 0, or -1 when the library or a symbol is missing (no driver

@@ -87,9 +87,6 @@ tq_status tq_gpu_runtime_create(const tq_gpu_options_v0 *options,
   memset(rt, 0, sizeof *rt);
   rt->allocator = a;
   rt->splits = options->splits;
-  const char *driver = options->driver_path
-                           ? options->driver_path
-                           : (cuda ? "libcuda.so.1" : "libamdhip64.so");
   int status = tq_gpu_driver_open(&rt->driver, cuda, options->driver_path,
                                   options->device);
   if (status != 0) {
@@ -98,7 +95,8 @@ tq_status tq_gpu_runtime_create(const tq_gpu_options_v0 *options,
       return tq_fail(TQ_STATUS_UNAVAILABLE,
                      "no %s driver: cannot load '%s' or one of its entry "
                      "points",
-                     cuda ? "CUDA" : "HIP", driver);
+                     cuda ? "CUDA" : "HIP",
+                     tq_gpu_driver_name(cuda, options->driver_path));
     return tq_fail(TQ_STATUS_DEVICE_ERROR,
                    "%s driver error %d initialising device %d",
                    cuda ? "CUDA" : "HIP", status, (int)options->device);

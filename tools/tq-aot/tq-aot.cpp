@@ -235,21 +235,28 @@ int main(int argc, char **argv) {
   ::tq::tools::parseCommandLine(argc, argv, "tq-aot",
                               "tq-aot: compile TurboQuant kernel libraries\n",
                               toolOptions);
+  std::optional<GpuTarget> gpu;
+  if (target == "nvptx" || target == "amdgcn") {
+    std::string why;
+    FailureOr<GpuTarget> t =
+        GpuTarget::get(target, chip == "host" ? std::string() : chip.getValue(), why);
+    if (failed(t))
+      fail(why);
+    gpu = *t;
+  } else if (target != "cpu") {
+    fail("unknown target '" + target + "' (cpu, nvptx or amdgcn)");
+  }
   if (printTuningTarget) {
     TuningTarget key;
     std::string why;
-    if (target == "cpu") {
+    if (!gpu) {
       if (!cpuTuningTarget(chip, key, why))
         fail(why);
     } else {
-      FailureOr<GpuTarget> t = GpuTarget::get(
-          target, chip == "host" ? std::string() : chip.getValue(), why);
-      if (failed(t))
-        fail(why);
       if (gpuDevice.empty())
         fail("--print-tuning-target: a GPU target's key names its device: "
              "give --gpu-device=NAME");
-      key = gpuTuningTarget(*t, gpuDevice);
+      key = gpuTuningTarget(*gpu, gpuDevice);
     }
     llvm::json::Object o{{"tqc_version", TQ_AOT_VERSION},
                          {"triple", key.triple},
@@ -262,19 +269,8 @@ int main(int argc, char **argv) {
   }
   if (outputDir.empty())
     fail("give the output directory: -o DIR");
-  std::optional<GpuTarget> gpu;
-  if (target == "nvptx" || target == "amdgcn") {
-    std::string why;
-    FailureOr<GpuTarget> t =
-        GpuTarget::get(target, chip == "host" ? std::string() : chip.getValue(), why);
-    if (failed(t))
-      fail(why);
-    gpu = *t;
-    if (!inputFiles.empty())
-      fail("--input is only supported for --target=cpu");
-  } else if (target != "cpu") {
-    fail("unknown target '" + target + "' (cpu, nvptx or amdgcn)");
-  }
+  if (gpu && !inputFiles.empty())
+    fail("--input is only supported for --target=cpu");
   if (window < 0 || tileSize < 0 || splits <= 0 || maxUnrolledChunks < 0)
     fail("--window, --tile-size and --max-unrolled-chunks must be >= 0, "
          "--splits > 0");

@@ -104,6 +104,10 @@ struct TuningTarget {
   std::string featuresHash;
 };
 
+/// TuningTarget::featuresHash of `features`: 16 lower-case hex digits of
+/// xxh3-64.
+std::string tuningFeaturesHash(const std::string &features);
+
 /// The tuning target of GPU code for `target` run on device `device` (the
 /// name tq_gpu_device_name reports).
 TuningTarget gpuTuningTarget(const GpuTarget &target,

@@ -46,6 +46,7 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
   lowering.scoreRows = options.scoreRows;
   lowering.accumulators = options.accumulators;
   lowering.scoreDot = options.scoreDot;
+  lowering.narrowLevels = options.narrowLevels;
   lowering.valueDot = options.valueDot;
   pm.addPass(createTQLowerToLoops(lowering));
   // exp as an inline polynomial instead of a libm call, so the softmax

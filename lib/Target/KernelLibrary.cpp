@@ -154,6 +154,12 @@ bool hasVnni(const llvm::TargetMachine &tm) {
   return tm.getMCSubtargetInfo()->checkFeatures("+avx512vnni,+avx512bw");
 }
 
+/// True where the target CPU has the integer dot paths' ops in some form:
+/// AVX512-VNNI's, or AVX2's vpshufb, vpmaddubsw and vpmaddwd.
+bool hasIntegerDots(const llvm::TargetMachine &tm) {
+  return hasVnni(tm) || tm.getMCSubtargetInfo()->checkFeatures("+avx2");
+}
+
 /// AVX512-BF16 as well (vdpbf16ps).
 bool hasBf16(const llvm::TargetMachine &tm) {
   return hasVnni(tm) &&
@@ -223,6 +229,9 @@ void configurePipeline(TQPipelineOptions &pipeline,
   pipeline.valueDot = options.valueDot;
   pipeline.vnni = hasVnni(tm);
   pipeline.bf16 = hasBf16(tm);
+  // Without VNNI the int8 score's byte products run on AVX2's vpmaddubsw,
+  // exact only for level bytes below 128.
+  pipeline.narrowLevels = !pipeline.vnni;
   if (options.naive) {
     pipeline.hoistRotations = false;
     pipeline.fuseCodebook = false;
@@ -732,15 +741,16 @@ bool mlir::tq::kernelKnobs(const RuntimeKernelSpec &spec,
     knobs.push_back(accumulators);
   }
 
-  if (hasVnni(*tm) && hasScaledCodes(spec.keyFormat, spec.headDim)) {
+  if (hasIntegerDots(*tm) && hasScaledCodes(spec.keyFormat, spec.headDim)) {
     KnobInfo dot;
     dot.name = "score_dot";
     dot.description =
         "dot products of the fused score: f32 (decoded keys times the f32 "
         "query) or i8 (codebook levels as bytes times the query quantised "
-        "to int8, vpdpbusd; needs centroid_permute=avx512 for the VNNI "
-        "instructions). i8 is lossy (bounded against the format's own "
-        "error), so it is tuned only where asked for";
+        "to int8: vpdpbusd with AVX512-VNNI and centroid_permute=avx512, "
+        "else 7-bit levels through AVX2's vpmaddubsw with "
+        "centroid_permute=avx2 or avx512). i8 is lossy (bounded against "
+        "the format's own error), so it is tuned only where asked for";
     dot.legal = "f32, i8";
     dot.defaultValue = defaults.scoreDot;
     // i8 changes results (within the accuracy contract of
@@ -750,15 +760,17 @@ bool mlir::tq::kernelKnobs(const RuntimeKernelSpec &spec,
     knobs.push_back(dot);
   }
 
-  if (hasVnni(*tm) && hasScaledCodes(spec.valueFormat, spec.headDim)) {
+  if (hasIntegerDots(*tm) &&
+      hasScaledCodes(spec.valueFormat, spec.headDim)) {
     KnobInfo dot;
     dot.name = "value_dot";
     dot.description =
         "multiply-adds of the weighted sum: f32 (decoded values "
         "times each head's weight), i16 (int16 levels times fixed-point "
-        "weights, two tokens per vpdpwssd) or, where the CPU has "
-        "AVX512-BF16, bf16 (bf16 centroids and weights, two tokens per "
-        "vdpbf16ps); needs centroid_permute=avx512 for those instructions. "
+        "weights, two tokens per vpdpwssd with AVX512-VNNI, per vpmaddwd "
+        "with AVX2) or, where the CPU has AVX512-BF16, bf16 (bf16 "
+        "centroids and weights, two tokens per vdpbf16ps); the "
+        "instructions need centroid_permute=avx512 (VNNI, BF16) or avx2. "
         "i16 and bf16 are lossy (bounded against the format's own error), "
         "so they are tuned only where asked for";
     dot.legal = hasBf16(*tm) ? "f32, bf16, i16" : "f32, i16";
@@ -861,10 +873,15 @@ bool mlir::tq::resolveAutoDotPaths(const std::string &cpu,
   std::unique_ptr<llvm::TargetMachine> tm = makeTargetMachine(cpu, error);
   if (!tm)
     return false;
+  // Measured in docs/perf/cpu.md: the integer paths beat f32 with VNNI
+  // (znver4) and with AVX2 alone (znver3: vpmaddubsw on 7-bit levels,
+  // vpmaddwd), bf16 beats i16 where the CPU has vdpbf16ps.
   if (scoreDot == "auto")
-    scoreDot = hasVnni(*tm) ? "i8" : "f32";
+    scoreDot = hasIntegerDots(*tm) ? "i8" : "f32";
   if (valueDot == "auto")
-    valueDot = hasBf16(*tm) ? "bf16" : hasVnni(*tm) ? "i16" : "f32";
+    valueDot = hasBf16(*tm)          ? "bf16"
+               : hasIntegerDots(*tm) ? "i16"
+                                     : "f32";
   return true;
 }
 

@@ -14,10 +14,13 @@
 // i.e. the error the path adds to the attention output (against the f32
 // kernel over the same cache) is a small share of the format's own error
 // (the f32 kernel against exact attention over unquantised K/V), and at
-// most kAbsoluteBound in any case. Both the portable lowering of the
-// path's ops and, on hosts with the instructions (AVX512-VNNI: vpshufb,
-// vpdpbusd, vpermw, vpdpwssd; AVX512-BF16: vdpbf16ps), the native one run:
-// integer paths must agree bit for bit, bf16 to within rounding.
+// most kAbsoluteBound in any case. The int8 score also runs with 7-bit
+// levels (narrow-levels, for CPUs without VNNI) under the same contract.
+// Both the portable lowering of the path's ops and, on hosts with the
+// instructions, the native ones run: AVX512-VNNI (vpshufb, vpdpbusd,
+// vpermw, vpdpwssd; AVX512-BF16: vdpbf16ps) and AVX2 (vpshufb, vpmaddubsw
+// on the 7-bit levels, vpmaddwd). Integer paths must agree with the
+// portable ops bit for bit, bf16 to within rounding.
 //
 //===----------------------------------------------------------------------===//
 
@@ -104,18 +107,36 @@ protected:
     return r;
   }
 
-  /// True where the host runs the path's native lowering.
-  static bool hostHasInstructions(const Path &path) {
+  /// How the path's ops are lowered.
+  enum class Lowering {
+    /// Portable ops, 8-bit score levels.
+    Portable,
+    /// Portable ops, 7-bit score levels (narrow-levels).
+    PortableNarrow,
+    /// AVX512-VNNI (and -BF16 for bf16 paths), 8-bit levels.
+    Vnni,
+    /// AVX2 (vpshufb, vpmaddubsw, vpmaddwd), 7-bit levels.
+    Avx2,
+  };
+
+  /// True where the host runs the path's VNNI lowering.
+  static bool hostHasVnni(const Path &path) {
     llvm::StringMap<bool> features = llvm::sys::getHostCPUFeatures();
     return features.lookup("avx512vnni") && features.lookup("avx512bw") &&
            (!path.bf16 || features.lookup("avx512bf16"));
   }
 
+  /// True where the host runs the path's AVX2 lowering (integer paths
+  /// only: AVX2 has no bf16 products).
+  static bool hostHasAvx2(const Path &path) {
+    return !path.bf16 && llvm::sys::getHostCPUFeatures().lookup("avx2");
+  }
+
   /// The kernel of case `c` with the dot products of `path` (null: f32),
-  /// lowered natively or portably.
+  /// lowered as `lowering` says.
   std::unique_ptr<test::CompiledKernel> compile(const Case &c,
                                                 const Path *path,
-                                                bool native) {
+                                                Lowering lowering) {
     mlir::tq::AttentionKernelSpec spec;
     spec.keyFormat = spec.valueFormat = c.format;
     spec.headDim = c.headDim;
@@ -129,9 +150,13 @@ protected:
     options.tileSize = 256;
     options.scoreDot = path ? path->scoreDot : "f32";
     options.valueDot = path ? path->valueDot : "f32";
-    options.centroidPermute = native ? "avx512" : "none";
-    options.vnni = native;
-    options.bf16 = native && path && path->bf16;
+    options.centroidPermute = lowering == Lowering::Vnni   ? "avx512"
+                              : lowering == Lowering::Avx2 ? "avx2"
+                                                           : "none";
+    options.vnni = lowering == Lowering::Vnni;
+    options.bf16 = options.vnni && path && path->bf16;
+    options.narrowLevels = lowering == Lowering::PortableNarrow ||
+                           lowering == Lowering::Avx2;
     std::string error;
     auto kernel = runner().compile(spec, options, error);
     EXPECT_TRUE(kernel) << error;
@@ -139,9 +164,12 @@ protected:
   }
 
   /// Runs the case through the f32 kernel and the path (and its native
-  /// lowering where the host has it); checks the contract; returns the
-  /// path's error.
-  double check(const Case &c) {
+  /// lowerings where the host has them); checks the contract; returns the
+  /// path's error. `thorough` also runs the portable 7-bit levels beside
+  /// the AVX2 kernel and compares them bit for bit; otherwise the 7-bit
+  /// contract takes the AVX2 kernel where the host has AVX2 (one compile
+  /// fewer: these tests are compile-bound).
+  double check(const Case &c, bool thorough = false) {
     const Path &path = GetParam();
     SCOPED_TRACE(c.describe());
     Result<Format> f = Format::get(c.format, c.headDim);
@@ -183,17 +211,17 @@ protected:
                                    r * f->rowBytes(), f->rowBytes()))
                       .ok());
 
-    auto run = [&](const Path *p, bool native) {
+    auto run = [&](const Path *p, Lowering lowering) {
       std::vector<float> out(q.size(), NAN), noMask;
-      if (auto kernel = compile(c, p, native))
+      if (auto kernel = compile(c, p, lowering))
         kernel->run(q, kb, vb, noMask, out);
       for (float x : out)
         EXPECT_TRUE(std::isfinite(x))
-            << (p ? p->name : "f32") << (native ? " native" : " portable");
+            << (p ? p->name : "f32") << " lowering " << int(lowering);
       return out;
     };
-    std::vector<float> f32 = run(nullptr, false);
-    std::vector<float> reduced = run(&path, false);
+    std::vector<float> f32 = run(nullptr, Lowering::Portable);
+    std::vector<float> reduced = run(&path, Lowering::Portable);
 
     AttentionShape shape{unsigned(c.numQueries), c.queryHeads, c.kvHeads,
                          c.headDim, unsigned(c.numKeys)};
@@ -203,21 +231,41 @@ protected:
     EXPECT_TRUE(referenceAttention(shape, opts, q, k, v, exact).ok());
     std::vector<float> exactF(exact.begin(), exact.end());
     const double formatError = relativeL2(f32, exactF);
-    const double pathError = relativeL2(reduced, f32);
-    std::printf("  %-9s %-44s vs f32 %.2e, f32 vs exact %.2e (share %.3f)\n",
-                path.name, c.describe().c_str(), pathError, formatError,
-                pathError / std::max(formatError, 1e-30));
-    EXPECT_LE(pathError, kShareOfFormatError * formatError)
-        << "the path's error is not a small share of the format's";
-    EXPECT_LE(pathError, kAbsoluteBound);
-    if (hostHasInstructions(path)) {
-      std::vector<float> native = run(&path, true);
+    auto contract = [&](const char *levels, const std::vector<float> &out) {
+      const double pathError = relativeL2(out, f32);
+      std::printf(
+          "  %-9s %-6s %-44s vs f32 %.2e, f32 vs exact %.2e (share %.3f)\n",
+          path.name, levels, c.describe().c_str(), pathError, formatError,
+          pathError / std::max(formatError, 1e-30));
+      EXPECT_LE(pathError, kShareOfFormatError * formatError)
+          << "the path's error (" << levels
+          << " levels) is not a small share of the format's";
+      EXPECT_LE(pathError, kAbsoluteBound) << levels << " levels";
+      return pathError;
+    };
+    const double pathError = contract("8-bit", reduced);
+    if (hostHasVnni(path)) {
+      std::vector<float> native = run(&path, Lowering::Vnni);
       if (path.bf16)
         EXPECT_LE(relativeL2(native, reduced), kNativeBf16Bound)
             << "vdpbf16ps disagrees with the portable bf16 products";
       else
         EXPECT_EQ(native, reduced)
             << "the VNNI instructions disagree with the portable ops";
+    }
+    // 7-bit levels change only the int8 score.
+    const bool narrowDiffers = std::string(path.scoreDot) == "i8";
+    const bool avx2 = hostHasAvx2(path);
+    if (thorough || !avx2) {
+      std::vector<float> narrow =
+          narrowDiffers ? run(&path, Lowering::PortableNarrow) : reduced;
+      if (narrowDiffers)
+        contract("7-bit", narrow);
+      if (avx2)
+        EXPECT_EQ(run(&path, Lowering::Avx2), narrow)
+            << "the AVX2 instructions disagree with the portable ops";
+    } else if (narrowDiffers) {
+      contract("7-bit", run(&path, Lowering::Avx2));
     }
     return pathError;
   }
@@ -233,7 +281,7 @@ TEST_P(DotPath, EveryApplicableFormatPeakedAndFlat) {
       Case c;
       c.format = info.name;
       c.peaked = peaked;
-      check(c);
+      check(c, /*thorough=*/true);
     }
   }
   // turbo2/3/4_0, polar1-4, haar4 at least: a change that drops formats
@@ -326,7 +374,7 @@ TEST_P(DotPath, OtherFormatsKeepTheF32Products) {
     auto run = [&](const Path *p) {
       std::vector<float> out(q.size(), NAN), noMask;
       std::vector<uint8_t> vb = kb;
-      if (auto kernel = compile(c, p, false))
+      if (auto kernel = compile(c, p, Lowering::Portable))
         kernel->run(q, kb, vb, noMask, out);
       return out;
     };
@@ -336,6 +384,26 @@ TEST_P(DotPath, OtherFormatsKeepTheF32Products) {
                   (std::isnan(f32[j]) && std::isnan(reduced[j])))
           << "lane " << j;
   }
+}
+
+/// The native lowerings this host runs, said by name; a host without one
+/// reports the test skipped with the reason.
+TEST_P(DotPath, NativeLoweringsOnThisHost) {
+  const Path &path = GetParam();
+  const bool vnni = hostHasVnni(path), avx2 = hostHasAvx2(path);
+  if (!vnni && !avx2)
+    GTEST_SKIP() << "this host has neither the AVX512-VNNI"
+                 << (path.bf16 ? "/BF16" : "")
+                 << (path.bf16 ? " instructions (AVX2 has no bf16 products)"
+                               : " nor the AVX2 instructions")
+                 << " of " << path.name
+                 << ": only the portable lowering was checked";
+  std::printf("  %s: native lowerings checked here:%s%s\n", path.name,
+              vnni ? " AVX512-VNNI" : "", avx2 ? " AVX2" : "");
+  Case c;
+  c.format = "polar4";
+  c.peaked = true;
+  check(c, /*thorough=*/true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, DotPath, ::testing::ValuesIn(kPaths),

@@ -59,6 +59,12 @@ def TQLowerToLoops : Pass<"tq-lower-to-loops", "::mlir::ModuleOp"> {
            "quantised to int8 once per call, tq.byte_dot; formats with a "
            "scale per block and at most 16 levels, no QJL residual; others "
            "keep f32)">,
+    Option<"narrowLevels", "narrow-levels", "bool", /*default=*/"false",
+           "The int8 score's codebook levels as 7-bit bytes (below 128), its "
+           "tq.byte_dot ops marked narrow, so that CPUs without VNNI compute "
+           "them exactly with AVX2's vpmaddubsw (tq-lower-lane-lookup "
+           "isa=avx2); without it 8-bit levels, for vpdpbusd. tq-aot sets it "
+           "for targets without AVX512-VNNI">,
     Option<"valueDot", "value-dot", "std::string", /*default=*/"\"f32\"",
            "Multiply-adds of the fused weighted sum: f32, bf16 "
            "(two tokens per tq.pair_dot on bf16 centroids and weights, "

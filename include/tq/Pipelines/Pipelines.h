@@ -71,6 +71,13 @@ struct TQPipelineOptions : public PassPipelineOptions<TQPipelineOptions> {
       llvm::cl::desc("Multiply-adds of the one-row weighted sum: f32, bf16 "
                      "or i16 (see tq-lower-to-loops)"),
       llvm::cl::init("f32")};
+  PassOptions::Option<bool> narrowLevels{
+      *this, "narrow-levels",
+      llvm::cl::desc("The int8 score's levels as 7-bit bytes, so that AVX2 "
+                     "computes its byte products exactly with vpmaddubsw "
+                     "(see tq-lower-to-loops); tq-aot sets it for targets "
+                     "without AVX512-VNNI"),
+      llvm::cl::init(false)};
   PassOptions::Option<bool> vnni{
       *this, "vnni",
       llvm::cl::desc("The target has AVX512-VNNI and -BW: with "

@@ -150,14 +150,46 @@ struct ExpandLaneLookup : public OpRewritePattern<LaneLookupOp> {
   std::optional<Permute> permute;
 };
 
-/// tq.byte_lookup: with `vnni` (AVX512-BW, which every VNNI CPU has) one
-/// vpshufb per 64 lanes, the table repeated to 16 bytes in each 128-bit
-/// lane; vpshufb reads the low 4 index bits and zeroes lanes whose bit 7
-/// is set, so the index is masked to its low 4 bits first. Else (or for
-/// lane counts that are not multiples of 64) a select tree.
+/// The byte and word instructions the target has for the integer dot
+/// paths' ops.
+struct IntegerOps {
+  /// AVX512-VNNI and -BW: 512-bit vpshufb, vpermw, vpdpbusd, vpdpwssd.
+  bool vnni = false;
+  /// AVX512-BF16 as well: vdpbf16ps.
+  bool bf16 = false;
+  /// AVX2 (and no VNNI): 256-bit vpshufb, vpmaddubsw, vpmaddwd.
+  bool avx2 = false;
+};
+
+/// A constant vector<lanes x i8> of `bytes` repeated.
+Value repeatedBytes(OpBuilder &b, Location loc, ArrayRef<int8_t> bytes,
+                    int64_t lanes) {
+  SmallVector<int8_t> repeated;
+  for (int64_t i = 0; i < lanes; ++i)
+    repeated.push_back(bytes[i % bytes.size()]);
+  return arith::ConstantOp::create(
+      b, loc,
+      DenseElementsAttr::get(VectorType::get({lanes}, b.getI8Type()),
+                             ArrayRef<int8_t>(repeated)));
+}
+
+/// A splat integer constant of vector type `type`.
+Value splatInt(OpBuilder &b, Location loc, VectorType type, int64_t v) {
+  return arith::ConstantOp::create(
+      b, loc,
+      DenseElementsAttr::get(
+          type, b.getIntegerAttr(type.getElementType(), v)));
+}
+
+/// tq.byte_lookup: one vpshufb per 64 lanes (`vnni`: AVX512-BW, which
+/// every VNNI CPU has) or per 32 (`avx2`), the table repeated to 16
+/// bytes in each 128-bit lane; vpshufb reads the low 4 index bits and
+/// zeroes lanes whose bit 7 is set, so the index is masked to its low 4
+/// bits first. Else (or for lane counts that are not multiples of the
+/// vpshufb's) a select tree.
 struct ExpandByteLookup : public OpRewritePattern<ByteLookupOp> {
-  ExpandByteLookup(MLIRContext *context, bool vnni)
-      : OpRewritePattern(context), vnni(vnni) {}
+  ExpandByteLookup(MLIRContext *context, IntegerOps ops)
+      : OpRewritePattern(context), ops(ops) {}
 
   LogicalResult matchAndRewrite(ByteLookupOp op,
                                 PatternRewriter &rewriter) const override {
@@ -165,22 +197,17 @@ struct ExpandByteLookup : public OpRewritePattern<ByteLookupOp> {
     const Location loc = op.getLoc();
     auto type = op.getIndex().getType();
     const int64_t n = type.getDimSize(0);
+    const int64_t width = ops.vnni ? 64 : ops.avx2 ? 32 : 0;
     Value result;
-    if (vnni && table.size() > 1 && n % 64 == 0) {
-      auto partType = VectorType::get({64}, rewriter.getI8Type());
-      SmallVector<int8_t> repeated;
-      for (int64_t i = 0; i < 64; ++i)
-        repeated.push_back(table[i % table.size()]);
-      Value tableValue = arith::ConstantOp::create(
-          rewriter, loc,
-          DenseElementsAttr::get(partType, ArrayRef<int8_t>(repeated)));
-      Value low = arith::AndIOp::create(
-          rewriter, loc, op.getIndex(),
-          arith::ConstantOp::create(
-              rewriter, loc,
-              DenseElementsAttr::get(type, rewriter.getI8IntegerAttr(15))));
-      result = permuteParts(rewriter, loc, tableValue, low, 64,
-                            "llvm.x86.avx512.pshuf.b.512");
+    if (width && table.size() > 1 && n % width == 0 &&
+        llvm::isPowerOf2_64(n / width)) {
+      Value low = arith::AndIOp::create(rewriter, loc, op.getIndex(),
+                                        splatInt(rewriter, loc, type, 15));
+      result = permuteParts(rewriter, loc,
+                            repeatedBytes(rewriter, loc, table, width), low,
+                            width,
+                            ops.vnni ? "llvm.x86.avx512.pshuf.b.512"
+                                     : "llvm.x86.avx2.pshuf.b");
     } else {
       result = selectTree(rewriter, loc,
                           llvm::map_to_vector(table,
@@ -194,7 +221,7 @@ struct ExpandByteLookup : public OpRewritePattern<ByteLookupOp> {
     return success();
   }
 
-  bool vnni;
+  IntegerOps ops;
 };
 
 /// The widest of 16, 8 or 4 lanes that divides `lanes` into a power-of-two
@@ -206,13 +233,53 @@ int64_t intrinsicLanes(int64_t lanes) {
   return 0;
 }
 
+/// One `intrinsic` (lhs part, rhs part) -> vector<width x i32> per
+/// `width` lanes of acc, each added to its accumulator part: vpmaddwd
+/// (avx2) of words, or vpmaddubsw then vpmaddwd against ones of bytes.
+Value pmaddParts(OpBuilder &b, Location loc, Value acc, Value lhs, Value rhs,
+                 int64_t width, bool bytes) {
+  auto accType = VectorType::get({width}, b.getI32Type());
+  auto wordsType = VectorType::get({2 * width}, b.getI16Type());
+  const int64_t perLane = bytes ? 4 : 2;
+  SmallVector<Value> accs = splitLanes(b, loc, acc, width);
+  SmallVector<Value> lhsParts = splitLanes(b, loc, lhs, perLane * width);
+  SmallVector<Value> rhsParts = splitLanes(b, loc, rhs, perLane * width);
+  Value ones = bytes ? splatInt(b, loc, wordsType, 1) : Value();
+  SmallVector<Value> parts;
+  for (size_t k = 0; k < accs.size(); ++k) {
+    Value words = lhsParts[k], other = rhsParts[k];
+    if (bytes) {
+      // Pair sums of unsigned x signed bytes, saturated to i16 (never
+      // reached: the caller checked `narrow`).
+      words = LLVM::CallIntrinsicOp::create(
+                  b, loc, wordsType, b.getStringAttr("llvm.x86.avx2.pmadd.ub.sw"),
+                  ValueRange{lhsParts[k], rhsParts[k]})
+                  .getResult(0);
+      other = ones;
+    }
+    Value sums = LLVM::CallIntrinsicOp::create(
+                     b, loc, accType, b.getStringAttr("llvm.x86.avx2.pmadd.wd"),
+                     ValueRange{words, other})
+                     .getResult(0);
+    parts.push_back(arith::AddIOp::create(b, loc, accs[k], sums));
+  }
+  return concatLanes(b, loc, std::move(parts));
+}
+
+/// The number of `width`-lane parts of `lanes` is a power of two
+/// (concatLanes joins them pairwise).
+bool splitsInto(int64_t lanes, int64_t width) {
+  return lanes % width == 0 && llvm::isPowerOf2_64(lanes / width);
+}
+
 /// tq.byte_dot: with `vnni` one vpdpbusd per 16 lanes (512 bits; 256 and
-/// 128 for 8 and 4 lanes, AVX512-VL). Else zero/sign extension to i32,
-/// a multiply and a sum of each group of four (LLVM may still find
-/// pmaddubsw-style code).
+/// 128 for 8 and 4 lanes, AVX512-VL); with `avx2` and `narrow`,
+/// vpmaddubsw and vpmaddwd against ones per 8 lanes (exact: lhs bytes
+/// below 128 keep each pair sum within i16). Else zero/sign extension to
+/// i32, a multiply and a sum of each group of four.
 struct ExpandByteDot : public OpRewritePattern<ByteDotOp> {
-  ExpandByteDot(MLIRContext *context, bool vnni)
-      : OpRewritePattern(context), vnni(vnni) {}
+  ExpandByteDot(MLIRContext *context, IntegerOps ops)
+      : OpRewritePattern(context), ops(ops) {}
 
   LogicalResult matchAndRewrite(ByteDotOp op,
                                 PatternRewriter &rewriter) const override {
@@ -220,7 +287,13 @@ struct ExpandByteDot : public OpRewritePattern<ByteDotOp> {
     const int64_t lanes = op.getAcc().getType().getDimSize(0);
     const int64_t bytes = 4 * lanes;
     const int64_t width = intrinsicLanes(lanes);
-    if (vnni && width) {
+    if (ops.avx2 && op.getNarrow() && splitsInto(lanes, 8)) {
+      rewriter.replaceOp(op, pmaddParts(rewriter, loc, op.getAcc(),
+                                        op.getLhs(), op.getRhs(), 8,
+                                        /*bytes=*/true));
+      return success();
+    }
+    if (ops.vnni && width) {
       auto accType = VectorType::get({width}, rewriter.getI32Type());
       std::string name =
           "llvm.x86.avx512.vpdpbusd." + std::to_string(32 * width);
@@ -256,15 +329,56 @@ struct ExpandByteDot : public OpRewritePattern<ByteDotOp> {
     return success();
   }
 
-  bool vnni;
+  IntegerOps ops;
 };
+
+/// table[index mod n] for tables of up to 16 words by vpshufb (AVX2) per
+/// 16 lanes: word index w reads bytes 2(w mod 8) and 2(w mod 8) + 1 of a
+/// 16-byte table of 8 words (lane index w * 0x202 + 0x100 on the low 3
+/// bits), repeated to both 128-bit lanes; a 16-word table takes two such
+/// lookups and bit 3 of w picks between them.
+Value wordShuffleLookup(OpBuilder &b, Location loc, ArrayRef<int16_t> table,
+                        Value index) {
+  auto indexType = cast<VectorType>(index.getType());
+  auto bytesType =
+      VectorType::get({2 * indexType.getDimSize(0)}, b.getI8Type());
+  Value low = arith::AndIOp::create(b, loc, index,
+                                    splatInt(b, loc, indexType, 7));
+  Value lanes = vector::BitCastOp::create(
+      b, loc, bytesType,
+      arith::AddIOp::create(
+          b, loc, arith::MulIOp::create(b, loc, low,
+                                        splatInt(b, loc, indexType, 0x202)),
+          splatInt(b, loc, indexType, 0x100)));
+  auto lookupHalf = [&](int64_t first) {
+    SmallVector<int8_t> bytes;
+    for (int64_t w = 0; w < 8; ++w) {
+      const uint16_t word = uint16_t(table[(first + w) % table.size()]);
+      bytes.push_back(int8_t(word & 0xff));
+      bytes.push_back(int8_t(word >> 8));
+    }
+    Value words = permuteParts(b, loc, repeatedBytes(b, loc, bytes, 32),
+                               lanes, 32, "llvm.x86.avx2.pshuf.b");
+    return vector::BitCastOp::create(b, loc, indexType, words).getResult();
+  };
+  if (table.size() <= 8)
+    return lookupHalf(0);
+  Value high = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::ne,
+      arith::AndIOp::create(b, loc, index, splatInt(b, loc, indexType, 8)),
+      splatInt(b, loc, indexType, 0));
+  Value upper = lookupHalf(8);
+  Value lower = lookupHalf(0);
+  return arith::SelectOp::create(b, loc, high, upper, lower);
+}
 
 /// tq.word_lookup: with AVX512-BW (every VNNI CPU) one vpermw per 32 lanes,
 /// the table repeated to 32 words (vpermw reads the low 5 index bits);
-/// else a select tree.
+/// with AVX2 and at most 16 words, vpshufb on the table's bytes
+/// (wordShuffleLookup); else a select tree.
 struct ExpandWordLookup : public OpRewritePattern<WordLookupOp> {
-  ExpandWordLookup(MLIRContext *context, bool permute)
-      : OpRewritePattern(context), permute(permute) {}
+  ExpandWordLookup(MLIRContext *context, IntegerOps ops)
+      : OpRewritePattern(context), ops(ops) {}
 
   LogicalResult matchAndRewrite(WordLookupOp op,
                                 PatternRewriter &rewriter) const override {
@@ -272,8 +386,10 @@ struct ExpandWordLookup : public OpRewritePattern<WordLookupOp> {
     const Location loc = op.getLoc();
     const int64_t n = op.getIndex().getType().getDimSize(0);
     Value result;
-    if (permute && table.size() > 1 && n % 32 == 0 &&
-        llvm::isPowerOf2_64(n / 32)) {
+    if (ops.avx2 && table.size() > 1 && table.size() <= 16 &&
+        splitsInto(n, 16)) {
+      result = wordShuffleLookup(rewriter, loc, table, op.getIndex());
+    } else if (ops.vnni && table.size() > 1 && splitsInto(n, 32)) {
       auto partType = VectorType::get({32}, rewriter.getI16Type());
       SmallVector<int16_t> repeated;
       for (int64_t i = 0; i < 32; ++i)
@@ -296,15 +412,16 @@ struct ExpandWordLookup : public OpRewritePattern<WordLookupOp> {
     return success();
   }
 
-  bool permute;
+  IntegerOps ops;
 };
 
 /// tq.pair_dot: per 16, 8 or 4 lanes one vpdpwssd (i16, `vnni`) or one
-/// x86vector.avx512.dot (vdpbf16ps; bf16, `bf16`). Else extensions to
-/// the accumulator's type, a multiply and the sum of each pair.
+/// x86vector.avx512.dot (vdpbf16ps; bf16, `bf16`); i16 with `avx2`,
+/// vpmaddwd and an add per 8 lanes. Else extensions to the accumulator's
+/// type, a multiply and the sum of each pair.
 struct ExpandPairDot : public OpRewritePattern<PairDotOp> {
-  ExpandPairDot(MLIRContext *context, bool vnni, bool bf16)
-      : OpRewritePattern(context), vnni(vnni), bf16(bf16) {}
+  ExpandPairDot(MLIRContext *context, IntegerOps ops)
+      : OpRewritePattern(context), ops(ops) {}
 
   LogicalResult matchAndRewrite(PairDotOp op,
                                 PatternRewriter &rewriter) const override {
@@ -313,7 +430,13 @@ struct ExpandPairDot : public OpRewritePattern<PairDotOp> {
     const bool floats = isa<Float32Type>(accType.getElementType());
     const int64_t lanes = accType.getDimSize(0);
     const int64_t width = intrinsicLanes(lanes);
-    if (width && (floats ? bf16 : vnni)) {
+    if (!floats && ops.avx2 && splitsInto(lanes, 8)) {
+      rewriter.replaceOp(op, pmaddParts(rewriter, loc, op.getAcc(),
+                                        op.getLhs(), op.getRhs(), 8,
+                                        /*bytes=*/false));
+      return success();
+    }
+    if (width && (floats ? ops.bf16 : ops.vnni)) {
       auto partType = VectorType::get({width}, accType.getElementType());
       SmallVector<Value> accs = splitLanes(rewriter, loc, op.getAcc(), width);
       SmallVector<Value> lhs = splitLanes(rewriter, loc, op.getLhs(), 2 * width);
@@ -364,7 +487,7 @@ struct ExpandPairDot : public OpRewritePattern<PairDotOp> {
     return success();
   }
 
-  bool vnni, bf16;
+  IntegerOps ops;
 };
 
 struct TQLowerLaneLookupPass
@@ -373,10 +496,13 @@ struct TQLowerLaneLookupPass
 
   void runOnOperation() override {
     std::optional<Permute> permute;
-    // avx512bf16 implies VNNI (every CPU with AVX512-BF16 has it).
-    const bool bf16 = isa == "avx512bf16";
-    const bool vnni = isa == "avx512vnni" || bf16;
-    if (isa == "avx512" || vnni) {
+    // avx512bf16 implies VNNI (every CPU with AVX512-BF16 has it); every
+    // AVX-512 CPU has AVX2.
+    IntegerOps ops;
+    ops.bf16 = isa == "avx512bf16";
+    ops.vnni = isa == "avx512vnni" || ops.bf16;
+    ops.avx2 = isa == "avx2" || isa == "avx512";
+    if (isa == "avx512" || ops.vnni) {
       permute = Permute{16, "llvm.x86.avx512.permvar.sf.512"};
     } else if (isa == "avx2") {
       permute = Permute{8, "llvm.x86.avx2.permps"};
@@ -389,9 +515,8 @@ struct TQLowerLaneLookupPass
     }
     RewritePatternSet patterns(&getContext());
     patterns.add<ExpandLaneLookup>(&getContext(), permute);
-    patterns.add<ExpandByteLookup, ExpandByteDot, ExpandWordLookup>(
-        &getContext(), vnni);
-    patterns.add<ExpandPairDot>(&getContext(), vnni, bf16);
+    patterns.add<ExpandByteLookup, ExpandByteDot, ExpandWordLookup,
+                 ExpandPairDot>(&getContext(), ops);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -3,12 +3,14 @@
 // scores[i, h, t] = <q, K_t> with K_t = s_tb * C[idx_t] (one scale s_tb
 // per block b of the row) computed as
 //
-//   sq * sc * sum_b s_tb * (sum_{j in b} q8_j * (c8[idx_tj] + 128)
-//                           - 128 * sum_{j in b} q8_j)
+//   sq * sc * sum_b s_tb * (sum_{j in b} q8_j * (c8[idx_tj] + M + 1)
+//                           - (M + 1) * sum_{j in b} q8_j)
 //
 // where q8 = round(q / sq) is the query quantised to int8 once per call
-// (per query row and head, sq = max |q| / 127) and c8 + 128 the codebook
-// levels as unsigned bytes (c8 = round(C / sc), sc = max |C| / 127). The
+// (per query row and head, sq = max |q| / 127) and c8 + M + 1 the
+// codebook levels as unsigned bytes (c8 = round(C / sc), sc = max |C| /
+// M, M = 127; with narrowLevels M = 63, so every level byte is below 128
+// and the byte_dot is `narrow`: AVX2's vpmaddubsw cannot saturate). The
 // inner sum is tq.byte_dot (vpdpbusd: unsigned x signed bytes, four
 // products per i32 lane) of tq.byte_lookup (vpshufb) of the decoded
 // indices, 64 values per chunk: no f32 value of the row is ever formed.
@@ -40,27 +42,35 @@ namespace {
 
 /// The query quantised to int8 (lanes in the keys' decode order), and per
 /// query row and head the factor sq * sc and per block b of the keys the
-/// offset 128 * sum_{j in b} q8_j (tensor<rows x heads x blocks>).
+/// offset (M + 1) * sum_{j in b} q8_j (tensor<rows x heads x blocks>).
 struct ByteQuery {
   Value bytes, factors, offsets;
 };
 
-/// Unsigned-byte levels of a codebook: round(C / sc) + 128, sc =
-/// max |C| / 127 (returned), as bit patterns of signed bytes.
-float levelBytes(ArrayRef<float> levels, SmallVectorImpl<int8_t> &table) {
+/// The largest magnitude of a level byte before its offset: 127 (levels
+/// in 1..255) or, narrow, 63 (levels in 1..127).
+int32_t maxLevel(bool narrow) { return narrow ? 63 : 127; }
+
+/// Unsigned-byte levels of a codebook: round(C / sc) + M + 1, sc =
+/// max |C| / M (returned), M = maxLevel(narrow), as bit patterns of
+/// signed bytes.
+float levelBytes(ArrayRef<float> levels, bool narrow,
+                 SmallVectorImpl<int8_t> &table) {
+  const int32_t m = maxLevel(narrow);
   float maxAbs = 0.0f;
   for (float c : levels)
     maxAbs = std::max(maxAbs, std::fabs(c));
-  const float scale = maxAbs > 0.0f ? maxAbs / 127.0f : 1.0f;
+  const float scale = maxAbs > 0.0f ? maxAbs / float(m) : 1.0f;
   for (float c : levels)
     table.push_back(
-        int8_t(uint8_t(int32_t(std::nearbyint(c / scale)) + 128)));
+        int8_t(uint8_t(int32_t(std::nearbyint(c / scale)) + m + 1)));
   return scale;
 }
 
 ByteQuery quantiseQuery(OpBuilder &b, Location loc, Value query,
                         ArrayRef<int64_t> order, bool reordered,
-                        int64_t blockLen, int64_t blocks, float levelScale) {
+                        int64_t blockLen, int64_t blocks, float levelScale,
+                        int32_t levelOffset) {
   auto type = cast<RankedTensorType>(query.getType());
   const int64_t width = type.getDimSize(2);
   auto f32Row = VectorType::get({width}, b.getF32Type());
@@ -119,8 +129,8 @@ ByteQuery quantiseQuery(OpBuilder &b, Location loc, Value query,
                   b, loc, i32Row, math::RoundEvenOp::create(b, loc, scaled));
               Value q8 = arith::TruncIOp::create(b, loc, i8Row, ints);
               Value offsetsOf = state[2];
-              Value c128 =
-                  arith::ConstantIntOp::create(b, loc, b.getI32Type(), 128);
+              Value cOffset = arith::ConstantIntOp::create(
+                  b, loc, b.getI32Type(), levelOffset);
               for (int64_t blk = 0; blk < blocks; ++blk) {
                 Value in = ints;
                 if (blocks > 1)
@@ -131,7 +141,7 @@ ByteQuery quantiseQuery(OpBuilder &b, Location loc, Value query,
                 Value sum = vector::ReductionOp::create(
                     b, loc, vector::CombiningKind::ADD, in);
                 offsetsOf = tensor::InsertOp::create(
-                    b, loc, arith::MulIOp::create(b, loc, sum, c128),
+                    b, loc, arith::MulIOp::create(b, loc, sum, cOffset),
                     offsetsOf, ValueRange{i, h, indexConst(b, loc, blk)});
               }
               Value factor = arith::MulFOp::create(
@@ -174,12 +184,13 @@ FailureOr<Value> mlir::tq::emitFusedByteScore(OpBuilder &b, Location loc,
   const std::vector<float> &levels =
       keys.rowDecoder().spec().codebook->centroids;
   SmallVector<int8_t> table;
-  const float levelScale = levelBytes(levels, table);
+  const bool narrow = options.narrowLevels;
+  const float levelScale = levelBytes(levels, narrow, table);
   auto tableAttr = b.getDenseI8ArrayAttr(table);
 
   ByteQuery q = quantiseQuery(b, loc, query, codes->laneOrder(),
                               codes->isReordered(), codes->blockLen(), blocks,
-                              levelScale);
+                              levelScale, maxLevel(narrow) + 1);
   Value queries = tensor::DimOp::create(b, loc, query, 0);
   Value init = tensor::EmptyOp::create(
       b, loc,
@@ -249,7 +260,7 @@ FailureOr<Value> mlir::tq::emitFusedByteScore(OpBuilder &b, Location loc,
                           Value &chain =
                               chains[(hh * step + r) * blocks + blk];
                           chain = ByteDotOp::create(b, loc, sumType, chain, kc,
-                                                    qc[hh]);
+                                                    qc[hh], narrow);
                         }
                       }
                     }

@@ -121,6 +121,7 @@ struct TQLowerToLoopsPass
     options.accumulators = accumulators;
     options.scoreDot =
         scoreDot == "i8" ? ScoreDot::I8 : ScoreDot::F32;
+    options.narrowLevels = narrowLevels;
     options.valueDot = valueDot == "bf16"  ? ValueDot::BF16
                        : valueDot == "i16" ? ValueDot::I16
                                            : ValueDot::F32;

@@ -1,13 +1,17 @@
 // tq-lower-lane-lookup on the pair weighted sum's word ops: with
 // isa=avx512vnni one vpermw per 32 words and one vpdpwssd per 16 i32
 // lanes; bf16 pair products need isa=avx512bf16 (x86vector.avx512.dot,
-// vdpbf16ps). Any other isa gets the portable form: a select tree on
-// words; widening to the accumulator's type, a multiply and the sum of
-// each pair.
+// vdpbf16ps). With isa=avx2 (and avx512 without VNNI) a table of up to
+// 16 words is looked up by 256-bit vpshufb on its bytes per 16 lanes, and
+// an i16 pair_dot is vpmaddwd and an add per 8 lanes. isa=none gets the
+// portable form: a select tree on words; widening to the accumulator's
+// type, a multiply and the sum of each pair.
 
 // RUN: tq-opt %s -split-input-file --tq-lower-lane-lookup=isa=avx512bf16 | FileCheck %s --check-prefix=BF16
 // RUN: tq-opt %s -split-input-file --tq-lower-lane-lookup=isa=avx512vnni | FileCheck %s --check-prefix=VNNI
-// RUN: tq-opt %s -split-input-file --tq-lower-lane-lookup=isa=avx512 | FileCheck %s --check-prefix=PORTABLE
+// RUN: tq-opt %s -split-input-file --tq-lower-lane-lookup=isa=avx2 | FileCheck %s --check-prefix=AVX2
+// RUN: tq-opt %s -split-input-file --tq-lower-lane-lookup=isa=avx512 | FileCheck %s --check-prefix=AVX2
+// RUN: tq-opt %s -split-input-file --tq-lower-lane-lookup=isa=none | FileCheck %s --check-prefix=PORTABLE
 
 // The table repeats to 32 words (vpermw reads five index bits).
 // VNNI-LABEL: func @int16_pairs
@@ -18,6 +22,22 @@
 // BF16-LABEL: func @int16_pairs
 // BF16: llvm.x86.avx512.permvar.hi.512
 // BF16: llvm.x86.avx512.vpdpwssd.512
+// Word w reads bytes 2(w mod 8) and 2(w mod 8) + 1: lane index
+// (w & 7) * 0x202 + 0x100, the 4-word table repeated to 8 words (16
+// bytes, little-endian) in each 128-bit lane.
+// AVX2-LABEL: func @int16_pairs
+// AVX2-DAG: %[[SEVEN:.*]] = arith.constant dense<7> : vector<32xi16>
+// AVX2-DAG: %[[MUL:.*]] = arith.constant dense<514> : vector<32xi16>
+// AVX2-DAG: %[[ADD:.*]] = arith.constant dense<256> : vector<32xi16>
+// AVX2-DAG: %[[T:.*]] = arith.constant dense<[1, -2, -40, -1, 40, 0, -1, 1, 1, -2, -40, -1, 40, 0, -1, 1, 1, -2,
+// AVX2: %[[LOW:.*]] = arith.andi %arg1, %[[SEVEN]]
+// AVX2: %[[M:.*]] = arith.muli %[[LOW]], %[[MUL]]
+// AVX2: %[[I:.*]] = arith.addi %[[M]], %[[ADD]]
+// AVX2: %[[B:.*]] = vector.bitcast %[[I]] : vector<32xi16> to vector<64xi8>
+// AVX2-COUNT-2: llvm.call_intrinsic "llvm.x86.avx2.pshuf.b"(%[[T]], %{{.*}}) : (vector<32xi8>, vector<32xi8>) -> vector<32xi8>
+// AVX2: vector.bitcast %{{.*}} : vector<64xi8> to vector<32xi16>
+// AVX2-COUNT-2: llvm.call_intrinsic "llvm.x86.avx2.pmadd.wd"({{.*}}) : (vector<16xi16>, vector<16xi16>) -> vector<8xi32>
+// AVX2-NOT: llvm.call_intrinsic
 // PORTABLE-LABEL: func @int16_pairs
 // PORTABLE-NOT: llvm.call_intrinsic
 // PORTABLE-COUNT-3: arith.select
@@ -40,6 +60,9 @@ func.func @int16_pairs(%acc: vector<16xi32>, %idx: vector<32xi16>, %w: vector<32
 // BF16-LABEL: func @bf16_pairs
 // BF16: x86vector.avx512.dot %arg0, %arg1, %arg2 : vector<32xbf16> -> vector<16xf32>
 // BF16: x86vector.avx512.dot {{.*}} : vector<16xbf16> -> vector<8xf32>
+// AVX2-LABEL: func @bf16_pairs
+// AVX2-NOT: llvm.call_intrinsic
+// AVX2: arith.extf
 // VNNI-LABEL: func @bf16_pairs
 // VNNI-NOT: x86vector
 // VNNI: arith.extf %arg1 : vector<32xbf16> to vector<32xf32>
@@ -64,4 +87,26 @@ func.func @word_widths(%idx: vector<64xi16>, %idx16: vector<16xi16>) -> (vector<
   %l = tq.word_lookup %idx [1, 2] : vector<64xi16>
   %l16 = tq.word_lookup %idx16 [1, 2] : vector<16xi16>
   return %l, %l16 : vector<64xi16>, vector<16xi16>
+}
+
+// -----
+
+// A 16-word table: two lookups of 8 words each, bit 3 of the index
+// picking between them; a 32-word table stays a select tree on AVX2.
+// AVX2-LABEL: func @sixteen_words
+// AVX2: %[[EIGHT:.*]] = arith.constant dense<8> : vector<16xi16>
+// AVX2: %[[BIT:.*]] = arith.andi %arg0, %[[EIGHT]]
+// AVX2: %[[HIGH:.*]] = arith.cmpi ne, %[[BIT]]
+// AVX2: %[[HI:.*]] = llvm.call_intrinsic "llvm.x86.avx2.pshuf.b"
+// AVX2: %[[HIW:.*]] = vector.bitcast %[[HI]]
+// AVX2: %[[LO:.*]] = llvm.call_intrinsic "llvm.x86.avx2.pshuf.b"
+// AVX2: %[[LOW:.*]] = vector.bitcast %[[LO]]
+// AVX2: arith.select %[[HIGH]], %[[HIW]], %[[LOW]]
+// AVX2-NOT: llvm.call_intrinsic
+// AVX2: return
+func.func @sixteen_words(%idx: vector<16xi16>, %idx32: vector<16xi16>) -> (vector<16xi16>, vector<16xi16>) {
+  %l = tq.word_lookup %idx [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] : vector<16xi16>
+  %l32 = tq.word_lookup %idx32 [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+                                16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31] : vector<16xi16>
+  return %l, %l32 : vector<16xi16>, vector<16xi16>
 }

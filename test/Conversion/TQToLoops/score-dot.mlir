@@ -9,6 +9,7 @@
 // RUN: tq-opt %s -split-input-file --tq-lower-to-loops="score-dot=i8" | FileCheck %s
 // RUN: tq-opt %s -split-input-file --tq-lower-to-loops | FileCheck %s --check-prefix=F32
 // RUN: not tq-opt %s -split-input-file --tq-lower-to-loops="score-dot=i4" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: tq-opt %s -split-input-file --tq-lower-to-loops="score-dot=i8 narrow-levels=true" | FileCheck %s --check-prefix=NARROW
 
 // BAD: tq-lower-to-loops: score-dot must be f32 or i8, got 'i4'
 
@@ -23,6 +24,13 @@
 // CHECK: tq.byte_dot %{{.*}} : vector<64xi8> -> vector<16xi32>
 // CHECK: arith.subi %{{.*}} : vector<8xi32>
 // CHECK: arith.sitofp %{{.*}} : vector<8xi32> to vector<8xf32>
+// narrow-levels: 7-bit levels round(C / (max |C| / 63)) + 64, all below
+// 128 (turbo3's Lloyd-Max levels ±0.245, ±0.756, ±1.344, ±2.152 give
+// 1..127); the offset is 64 * sum q8; the byte products are `narrow`.
+// NARROW-LABEL: func @turbo3
+// NARROW: arith.constant 64 : i32
+// NARROW: tq.byte_lookup %{{.*}} [1, 25, 42, 57, 71, 86, 103, 127] : vector<64xi8>
+// NARROW: tq.byte_dot %{{.*}} {narrow} : vector<64xi8> -> vector<16xi32>
 // F32-LABEL: func @turbo3
 // F32-NOT: tq.byte_dot
 // F32: vector.fma

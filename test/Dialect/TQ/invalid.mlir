@@ -1101,3 +1101,14 @@ func.func @pair_dot_types(%acc: vector<16xi32>, %a: vector<32xbf16>) -> vector<1
   %d = tq.pair_dot %acc, %a, %a : vector<32xbf16> -> vector<16xi32>
   return %d : vector<16xi32>
 }
+
+// -----
+
+// `narrow` promises lhs bytes below 128 (AVX2's vpmaddubsw would saturate
+// otherwise); a lookup table holding 0x80 or more breaks the promise.
+func.func @byte_dot_narrow_wide_table(%acc: vector<16xi32>, %idx: vector<64xi8>, %q: vector<64xi8>) -> vector<16xi32> {
+  %l = tq.byte_lookup %idx [1, 127, -128, 64] : vector<64xi8>
+  // expected-error @+1 {{'tq.byte_dot' op is narrow (lhs bytes below 128), but its lhs looks up the byte 128}}
+  %d = tq.byte_dot %acc, %l, %q {narrow} : vector<64xi8> -> vector<16xi32>
+  return %d : vector<16xi32>
+}

@@ -264,11 +264,15 @@ func.func @lane_lookup(%idx: vector<8xi32>) -> (vector<8xf32>, vector<8xf32>, ve
 // four unsigned x signed byte products summed into i32 lanes.
 // CHECK-LABEL: func @byte_ops
 // CHECK: %[[L:.*]] = tq.byte_lookup %{{.*}} [1, 64, -64, -1] : vector<64xi8>
-// CHECK: tq.byte_dot %{{.*}}, %[[L]], %{{.*}} : vector<64xi8> -> vector<16xi32>
+// CHECK: %[[D:.*]] = tq.byte_dot %{{.*}}, %[[L]], %{{.*}} : vector<64xi8> -> vector<16xi32>
+// CHECK: %[[L7:.*]] = tq.byte_lookup %{{.*}} [1, 64, 100, 127] : vector<64xi8>
+// CHECK: tq.byte_dot %[[D]], %[[L7]], %{{.*}} {narrow} : vector<64xi8> -> vector<16xi32>
 func.func @byte_ops(%acc: vector<16xi32>, %idx: vector<64xi8>, %q: vector<64xi8>) -> vector<16xi32> {
   %l = tq.byte_lookup %idx [1, 64, -64, -1] : vector<64xi8>
   %d = tq.byte_dot %acc, %l, %q : vector<64xi8> -> vector<16xi32>
-  return %d : vector<16xi32>
+  %l7 = tq.byte_lookup %idx [1, 64, 100, 127] : vector<64xi8>
+  %n = tq.byte_dot %d, %l7, %q {narrow} : vector<64xi8> -> vector<16xi32>
+  return %n : vector<16xi32>
 }
 
 // -----

@@ -55,6 +55,10 @@ struct TQToLoopsOptions {
   int64_t accumulators = 16;
   /// The score's dot products.
   ScoreDot scoreDot = ScoreDot::F32;
+  /// ScoreDot::I8's codebook levels as 7-bit bytes (tq.byte_dot's
+  /// `narrow`: exact with AVX2's vpmaddubsw) instead of 8-bit ones (for
+  /// vpdpbusd).
+  bool narrowLevels = false;
   /// The weighted sum's multiply-adds.
   ValueDot valueDot = ValueDot::F32;
 };

@@ -138,6 +138,14 @@ LogicalResult ByteDotOp::verify() {
   if (bytes != 4 * lanes)
     return emitOpError() << "needs four bytes per i32 lane, got " << bytes
                          << " bytes for " << lanes << " lanes";
+  if (getNarrow())
+    if (auto lookup = getLhs().getDefiningOp<ByteLookupOp>())
+      for (int8_t entry : lookup.getTable())
+        if (entry < 0)
+          return emitOpError()
+                 << "is narrow (lhs bytes below 128), but its lhs looks up "
+                    "the byte "
+                 << unsigned(uint8_t(entry));
   return success();
 }
 

@@ -530,13 +530,24 @@ def TQ_ByteDotOp : TQ_Op<"byte_dot",
     `isa=avx512vnni`, to one `vpdpbusd` per 16 lanes (512, 256 or 128
     bits).
 
+    `narrow` promises that every lhs byte is below 128 (as LLVM's `nuw`
+    flags promise, the producer guarantees it; a larger byte gives an
+    unspecified result). Then with `isa=avx2` (or `avx512` without VNNI)
+    it becomes `vpmaddubsw`, whose pair sums saturate at 16 bits but
+    cannot reach them (|pair| <= 2 * 127 * 128), and `vpmaddwd` against
+    ones summing each pair of pairs: exact, per 8 i32 lanes. The verifier
+    rejects `narrow` where lhs is a `tq.byte_lookup` of a table with a
+    byte of 128 or more.
+
     ```mlir
     %s = tq.byte_dot %acc, %codes, %query : vector<64xi8> -> vector<16xi32>
+    %n = tq.byte_dot %acc, %codes7, %query {narrow} : vector<64xi8> -> vector<16xi32>
     ```
   }];
   let arguments = (ins VectorOfRankAndType<[1], [I32]>:$acc,
                        VectorOfRankAndType<[1], [I8]>:$lhs,
-                       VectorOfRankAndType<[1], [I8]>:$rhs);
+                       VectorOfRankAndType<[1], [I8]>:$rhs,
+                       UnitAttr:$narrow);
   let results = (outs VectorOfRankAndType<[1], [I32]>:$result);
   let assemblyFormat =
       "$acc `,` $lhs `,` $rhs attr-dict `:` type($lhs) `->` type($acc)";
@@ -552,9 +563,11 @@ def TQ_WordLookupOp : TQ_Op<"word_lookup",
     weighted sum turns codebook indices into 16-bit levels (int16 levels,
     or the bit patterns of bf16 centroids, bitcast by the consumer). Only
     the low log2(N) bits of an index count. `tq-lower-lane-lookup` expands
-    it to a binary select tree (any target) or, with `isa=avx512vnni` or
-    `avx512bf16`, to one `vpermw` per 32 lanes of the table repeated to 32
-    words.
+    it to a binary select tree (any target), with `isa=avx512vnni` or
+    `avx512bf16` to one `vpermw` per 32 lanes of the table repeated to 32
+    words, or with `isa=avx2` (or `avx512` without VNNI) to `vpshufb` per
+    16 lanes on the table's bytes (one for up to 8 words, two and a blend
+    for 16).
 
     ```mlir
     %l = tq.word_lookup %idx [-127, -40, 40, 127] : vector<32xi16>
@@ -579,7 +592,9 @@ def TQ_PairDotOp : TQ_Op<"pair_dot",
     `tq-lower-lane-lookup` expands it to extensions, multiplies and a sum
     of each pair (any target) or, per 16 lanes (512, 256 or 128 bits), to
     `vpdpwssd` (i16, `isa=avx512vnni` or `avx512bf16`) or
-    `x86vector.avx512.dot` (`vdpbf16ps`, bf16, `isa=avx512bf16`). The
+    `x86vector.avx512.dot` (`vdpbf16ps`, bf16, `isa=avx512bf16`); an i16
+    `tq.pair_dot` with `isa=avx2` (or `avx512` without VNNI) becomes
+    `vpmaddwd` and an add per 8 lanes (the same wrapping sums). The
     bf16 instruction flushes denormals and rounds its own way, so it agrees
     with the expansion to within rounding, not bit for bit.
 

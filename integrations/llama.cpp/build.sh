@@ -19,7 +19,7 @@
 #   TQ_GGML_GQA        query heads per KV head (comma separated)
 #   TQ_GGML_DOT        dot products of the attention kernels: auto (default:
 #                      the int8 score and bf16/int16 pair sums where the CPU
-#                      has AVX512-VNNI/BF16, f32 elsewhere; tq-aot
+#                      has AVX512-VNNI/BF16 or AVX2, f32 elsewhere; tq-aot
 #                      --score-dot=auto --value-dot=auto) or f32 (the
 #                      reference kernels)
 #   TQ_GGML_TUNING_DB  a tuning database (python -m tqc.tune --kind

@@ -34,7 +34,7 @@
 // PAIRS: tq-lower-lane-lookup{isa=avx512bf16},
 // PAIRS: convert-vector-to-llvm{{{.*}}enable-x86vector=true{{.*}}},
 
-// UNROLL: tq-lower-to-loops{accumulators=24 max-unrolled-chunks=7 score-dot=f32 score-rows=2 value-dot=f32},
+// UNROLL: tq-lower-to-loops{accumulators=24 max-unrolled-chunks=7 narrow-levels=false score-dot=f32 score-rows=2 value-dot=f32},
 
 // STAGES: builtin.module(
 // STAGES-NEXT: tq-decompose-attention,
@@ -43,7 +43,7 @@
 // STAGES-NEXT: tq-tile-flash-attention{splits=1 tile-size=64},
 // STAGES-NEXT: canonicalize{{.*}},
 // STAGES-NEXT: cse,
-// STAGES-NEXT: tq-lower-to-loops{accumulators=16 max-unrolled-chunks=48 score-dot=f32 score-rows=4 value-dot=f32},
+// STAGES-NEXT: tq-lower-to-loops{accumulators=16 max-unrolled-chunks=48 narrow-levels=false score-dot=f32 score-rows=4 value-dot=f32},
 // STAGES-NEXT: tq-approximate-math,
 // STAGES-NEXT: canonicalize{{.*}},
 // STAGES-NEXT: cse,

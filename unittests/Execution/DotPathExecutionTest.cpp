@@ -38,6 +38,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -133,10 +135,21 @@ protected:
   }
 
   /// The kernel of case `c` with the dot products of `path` (null: f32),
-  /// lowered as `lowering` says.
-  std::unique_ptr<test::CompiledKernel> compile(const Case &c,
+  /// lowered as `lowering` says. Kernels are kept for the process: a
+  /// peaked and a flat case of one shape share theirs (the tests are
+  /// compile-bound).
+  std::shared_ptr<test::CompiledKernel> compile(const Case &c,
                                                 const Path *path,
                                                 Lowering lowering) {
+    static std::map<std::string, std::shared_ptr<test::CompiledKernel>>
+        kernels;
+    Case shape = c;
+    shape.peaked = false;
+    const std::string key = shape.describe() + " " +
+                            (path ? path->name : "f32") + " " +
+                            std::to_string(int(lowering));
+    if (auto it = kernels.find(key); it != kernels.end())
+      return it->second;
     mlir::tq::AttentionKernelSpec spec;
     spec.keyFormat = spec.valueFormat = c.format;
     spec.headDim = c.headDim;
@@ -158,8 +171,11 @@ protected:
     options.narrowLevels = lowering == Lowering::PortableNarrow ||
                            lowering == Lowering::Avx2;
     std::string error;
-    auto kernel = runner().compile(spec, options, error);
+    std::shared_ptr<test::CompiledKernel> kernel =
+        runner().compile(spec, options, error);
     EXPECT_TRUE(kernel) << error;
+    if (kernel)
+      kernels[key] = kernel;
     return kernel;
   }
 

@@ -76,6 +76,8 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
     laneLookup.isa = "avx512bf16";
   else if (options.centroidPermute == "avx512" && options.vnni)
     laneLookup.isa = "avx512vnni";
+  else if (options.centroidPermute == "avx2" && options.avxVnni)
+    laneLookup.isa = "avxvnni";
   pm.addPass(createTQLowerLaneLookup(laneLookup));
   // Copies through strided views would otherwise call memrefCopy from
   // MLIR's runtime library; kernels stay self-contained.

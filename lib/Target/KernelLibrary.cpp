@@ -154,6 +154,11 @@ bool hasVnni(const llvm::TargetMachine &tm) {
   return tm.getMCSubtargetInfo()->checkFeatures("+avx512vnni,+avx512bw");
 }
 
+/// True where the target CPU has AVX-VNNI (VEX 256-bit vpdpbusd).
+bool hasAvxVnni(const llvm::TargetMachine &tm) {
+  return tm.getMCSubtargetInfo()->checkFeatures("+avxvnni,+avx2");
+}
+
 /// True where the target CPU has the integer dot paths' ops in some form:
 /// AVX512-VNNI's, or AVX2's vpshufb, vpmaddubsw and vpmaddwd.
 bool hasIntegerDots(const llvm::TargetMachine &tm) {
@@ -229,9 +234,14 @@ void configurePipeline(TQPipelineOptions &pipeline,
   pipeline.valueDot = options.valueDot;
   pipeline.vnni = hasVnni(tm);
   pipeline.bf16 = hasBf16(tm);
-  // Without VNNI the int8 score's byte products run on AVX2's vpmaddubsw,
-  // exact only for level bytes below 128.
-  pipeline.narrowLevels = !pipeline.vnni;
+  pipeline.avxVnni = hasAvxVnni(tm);
+  // The int8 score's byte products are vpdpbusd where the lowering has
+  // it (AVX512-VNNI on 512-bit permutes, AVX-VNNI on 256-bit ones); else
+  // AVX2's vpmaddubsw, exact only for level bytes below 128.
+  const bool vnniBytes =
+      (pipeline.centroidPermute == "avx512" && pipeline.vnni) ||
+      (pipeline.centroidPermute == "avx2" && pipeline.avxVnni);
+  pipeline.narrowLevels = !vnniBytes;
   if (options.naive) {
     pipeline.hoistRotations = false;
     pipeline.fuseCodebook = false;
@@ -747,9 +757,9 @@ bool mlir::tq::kernelKnobs(const RuntimeKernelSpec &spec,
     dot.description =
         "dot products of the fused score: f32 (decoded keys times the f32 "
         "query) or i8 (codebook levels as bytes times the query quantised "
-        "to int8: vpdpbusd with AVX512-VNNI and centroid_permute=avx512, "
-        "else 7-bit levels through AVX2's vpmaddubsw with "
-        "centroid_permute=avx2 or avx512). i8 is lossy (bounded against "
+        "to int8: vpdpbusd with AVX512-VNNI and centroid_permute=avx512 "
+        "or with AVX-VNNI and centroid_permute=avx2, else 7-bit levels "
+        "through AVX2's vpmaddubsw). i8 is lossy (bounded against "
         "the format's own error), so it is tuned only where asked for";
     dot.legal = "f32, i8";
     dot.defaultValue = defaults.scoreDot;

@@ -121,7 +121,7 @@
 // TREE: llvm.select %{{.*}} : vector<16xi1>, vector<16xf32>
 // TREE-NOT: llvm.call_intrinsic "llvm.x86
 
-// BAD: tq-lower-lane-lookup: isa must be none, avx2, avx512, avx512vnni or avx512bf16, got 'neon'
+// BAD: tq-lower-lane-lookup: isa must be none, avx2, avxvnni, avx512, avx512vnni or avx512bf16, got 'neon'
 
 func.func @decode(%q: tensor<1x4x64xf32>, %k: !tq.cache<?x2x64, #tq.format<"turbo3_0">>, %v: !tq.cache<?x2x64, #tq.format<"q8_0">>) -> tensor<1x4x64xf32> {
   %o = tq.attention %q, %k, %v {causal} : tensor<1x4x64xf32>, !tq.cache<?x2x64, #tq.format<"turbo3_0">>, !tq.cache<?x2x64, #tq.format<"q8_0">> -> tensor<1x4x64xf32>

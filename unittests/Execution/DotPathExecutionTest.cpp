@@ -18,9 +18,10 @@
 // levels (narrow-levels, for CPUs without VNNI) under the same contract.
 // Both the portable lowering of the path's ops and, on hosts with the
 // instructions, the native ones run: AVX512-VNNI (vpshufb, vpdpbusd,
-// vpermw, vpdpwssd; AVX512-BF16: vdpbf16ps) and AVX2 (vpshufb, vpmaddubsw
-// on the 7-bit levels, vpmaddwd). Integer paths must agree with the
-// portable ops bit for bit, bf16 to within rounding.
+// vpermw, vpdpwssd; AVX512-BF16: vdpbf16ps), AVX2 (vpshufb, vpmaddubsw
+// on the 7-bit levels, vpmaddwd) and AVX-VNNI (256-bit vpdpbusd on the
+// 8-bit levels, vpdpwssd). Integer paths must agree with the portable ops
+// bit for bit, bf16 to within rounding.
 //
 //===----------------------------------------------------------------------===//
 
@@ -119,6 +120,9 @@ protected:
     Vnni,
     /// AVX2 (vpshufb, vpmaddubsw, vpmaddwd), 7-bit levels.
     Avx2,
+    /// AVX2 lookups with AVX-VNNI's 256-bit vpdpbusd / vpdpwssd, 8-bit
+    /// levels.
+    AvxVnni,
   };
 
   /// True where the host runs the path's VNNI lowering.
@@ -132,6 +136,12 @@ protected:
   /// only: AVX2 has no bf16 products).
   static bool hostHasAvx2(const Path &path) {
     return !path.bf16 && llvm::sys::getHostCPUFeatures().lookup("avx2");
+  }
+
+  /// True where the host runs the path's AVX-VNNI lowering.
+  static bool hostHasAvxVnni(const Path &path) {
+    return hostHasAvx2(path) &&
+           llvm::sys::getHostCPUFeatures().lookup("avxvnni");
   }
 
   /// The kernel of case `c` with the dot products of `path` (null: f32),
@@ -163,10 +173,13 @@ protected:
     options.tileSize = 256;
     options.scoreDot = path ? path->scoreDot : "f32";
     options.valueDot = path ? path->valueDot : "f32";
-    options.centroidPermute = lowering == Lowering::Vnni   ? "avx512"
-                              : lowering == Lowering::Avx2 ? "avx2"
-                                                           : "none";
+    options.centroidPermute = lowering == Lowering::Vnni ? "avx512"
+                              : lowering == Lowering::Avx2 ||
+                                      lowering == Lowering::AvxVnni
+                                  ? "avx2"
+                                  : "none";
     options.vnni = lowering == Lowering::Vnni;
+    options.avxVnni = lowering == Lowering::AvxVnni;
     options.bf16 = options.vnni && path && path->bf16;
     options.narrowLevels = lowering == Lowering::PortableNarrow ||
                            lowering == Lowering::Avx2;
@@ -269,6 +282,9 @@ protected:
         EXPECT_EQ(native, reduced)
             << "the VNNI instructions disagree with the portable ops";
     }
+    if (thorough && hostHasAvxVnni(path))
+      EXPECT_EQ(run(&path, Lowering::AvxVnni), reduced)
+          << "the AVX-VNNI instructions disagree with the portable ops";
     // 7-bit levels change only the int8 score.
     const bool narrowDiffers = std::string(path.scoreDot) == "i8";
     const bool avx2 = hostHasAvx2(path);
@@ -414,8 +430,9 @@ TEST_P(DotPath, NativeLoweringsOnThisHost) {
                                : " nor the AVX2 instructions")
                  << " of " << path.name
                  << ": only the portable lowering was checked";
-  std::printf("  %s: native lowerings checked here:%s%s\n", path.name,
-              vnni ? " AVX512-VNNI" : "", avx2 ? " AVX2" : "");
+  std::printf("  %s: native lowerings checked here:%s%s%s\n", path.name,
+              vnni ? " AVX512-VNNI" : "", avx2 ? " AVX2" : "",
+              hostHasAvxVnni(path) ? " AVX-VNNI" : "");
   Case c;
   c.format = "polar4";
   c.peaked = true;

@@ -102,7 +102,13 @@ def TQLowerLaneLookup : Pass<"tq-lower-lane-lookup"> {
     with `isa=avx512vnni`, `tq.byte_lookup` becomes one `vpshufb`
     (`llvm.x86.avx512.pshuf.b.512`) per 64 lanes and `tq.byte_dot` one
     `vpdpbusd` (`llvm.x86.avx512.vpdpbusd.512/256/128`) per 16, 8 or 4
-    lanes; with any other isa, a select tree on bytes and widening
+    lanes; with `isa=avx2` (or `avx512`, which has AVX2) one 256-bit
+    `vpshufb` (`llvm.x86.avx2.pshuf.b`) per 32 lanes and, for a `narrow`
+    `tq.byte_dot` (lhs bytes below 128), `vpmaddubsw` + `vpmaddwd` against
+    ones (`llvm.x86.avx2.pmadd.ub.sw`, `llvm.x86.avx2.pmadd.wd`) per 8
+    lanes; with `isa=avxvnni` (AVX2 plus AVX-VNNI) the same lookups and
+    one VEX `vpdpbusd` (`llvm.x86.avx512.vpdpbusd.256`) per 8 lanes,
+    narrow or not. Otherwise a select tree on bytes and widening
     multiplies with a sum of each group of four.
 
     The pair weighted sum's ops (see `tq-lower-to-loops{value-dot=...}`):
@@ -110,16 +116,22 @@ def TQLowerLaneLookup : Pass<"tq-lower-lane-lookup"> {
     `vpermw` (`llvm.x86.avx512.permvar.hi.512`) per 32 lanes and an i16
     `tq.pair_dot` one `vpdpwssd` (`llvm.x86.avx512.vpdpwssd.512/256/128`)
     per 16, 8 or 4 lanes; with `isa=avx512bf16` a bf16 `tq.pair_dot`
-    becomes `x86vector.avx512.dot` (`vdpbf16ps`). Otherwise a select tree
-    on words and widening multiplies with a sum of each pair. The
+    becomes `x86vector.avx512.dot` (`vdpbf16ps`). With `isa=avx2`,
+    `avx512` or `avxvnni` a table of up to 16 words is looked up by 256-bit
+    `vpshufb` on its bytes per 16 lanes, and an i16 `tq.pair_dot` is
+    `vpmaddwd` + an add per 8 lanes (`avxvnni`: a VEX `vpdpwssd`).
+    Otherwise a select tree on words and widening multiplies with a sum of
+    each pair. The
     permutes only run on a CPU with that ISA: tq-aot picks `isa` from the
     target CPU's features. Runs after bufferization (the intrinsic calls
     have no declared memory effects).
   }];
   let options = [
     Option<"isa", "isa", "std::string", /*default=*/"\"none\"",
-           "none (select tree, any target), avx2, avx512, avx512vnni "
-           "(avx512 plus AVX512-VNNI/BW byte and word ops) or avx512bf16 "
+           "none (select tree, any target), avx2 (also its byte and word "
+           "ops), avxvnni (avx2 plus AVX-VNNI's 256-bit vpdpbusd/vpdpwssd), "
+           "avx512 (with AVX2's byte and word ops), avx512vnni (avx512 "
+           "plus AVX512-VNNI/BW byte and word ops) or avx512bf16 "
            "(avx512vnni plus vdpbf16ps)">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",

@@ -85,6 +85,14 @@ struct TQPipelineOptions : public PassPipelineOptions<TQPipelineOptions> {
                      "become vpshufb / vpdpbusd (tq-lower-lane-lookup "
                      "isa=avx512vnni); tq-aot sets it from the CPU"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> avxVnni{
+      *this, "avx-vnni",
+      llvm::cl::desc("The target has AVX-VNNI (VEX-encoded 256-bit "
+                     "vpdpbusd/vpdpwssd): with centroid-permute=avx2 the "
+                     "integer dot paths' products take them "
+                     "(tq-lower-lane-lookup isa=avxvnni); tq-aot sets it "
+                     "from the CPU"),
+      llvm::cl::init(false)};
   PassOptions::Option<bool> bf16{
       *this, "bf16",
       llvm::cl::desc("The target also has AVX512-BF16 (implies vnni): a bf16 "

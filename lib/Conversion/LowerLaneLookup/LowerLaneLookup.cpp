@@ -157,8 +157,11 @@ struct IntegerOps {
   bool vnni = false;
   /// AVX512-BF16 as well: vdpbf16ps.
   bool bf16 = false;
-  /// AVX2 (and no VNNI): 256-bit vpshufb, vpmaddubsw, vpmaddwd.
+  /// AVX2 (and no AVX512-VNNI): 256-bit vpshufb, vpmaddubsw, vpmaddwd.
   bool avx2 = false;
+  /// AVX-VNNI as well (VEX-encoded 256-bit vpdpbusd, vpdpwssd; implies
+  /// avx2).
+  bool avxVnni = false;
 };
 
 /// A constant vector<lanes x i8> of `bytes` repeated.
@@ -224,6 +227,25 @@ struct ExpandByteLookup : public OpRewritePattern<ByteLookupOp> {
   IntegerOps ops;
 };
 
+/// One VNNI `intrinsic` (acc part, lhs part, rhs part) per `width` i32
+/// lanes of acc (lhs and rhs hold `perLane` elements a lane), the parts
+/// concatenated.
+Value vnniParts(OpBuilder &b, Location loc, StringRef intrinsic, Value acc,
+                Value lhs, Value rhs, int64_t width, int64_t perLane) {
+  auto accType = VectorType::get(
+      {width}, cast<VectorType>(acc.getType()).getElementType());
+  SmallVector<Value> accs = splitLanes(b, loc, acc, width);
+  SmallVector<Value> lhsParts = splitLanes(b, loc, lhs, perLane * width);
+  SmallVector<Value> rhsParts = splitLanes(b, loc, rhs, perLane * width);
+  SmallVector<Value> parts;
+  for (size_t k = 0; k < accs.size(); ++k)
+    parts.push_back(LLVM::CallIntrinsicOp::create(
+                        b, loc, accType, b.getStringAttr(intrinsic),
+                        ValueRange{accs[k], lhsParts[k], rhsParts[k]})
+                        .getResult(0));
+  return concatLanes(b, loc, std::move(parts));
+}
+
 /// The widest of 16, 8 or 4 lanes that divides `lanes` into a power-of-two
 /// count of parts (concatLanes joins them pairwise); 0 if none does.
 int64_t intrinsicLanes(int64_t lanes) {
@@ -273,7 +295,9 @@ bool splitsInto(int64_t lanes, int64_t width) {
 }
 
 /// tq.byte_dot: with `vnni` one vpdpbusd per 16 lanes (512 bits; 256 and
-/// 128 for 8 and 4 lanes, AVX512-VL); with `avx2` and `narrow`,
+/// 128 for 8 and 4 lanes, AVX512-VL); with `avxVnni` one VEX vpdpbusd per
+/// 8 lanes (the same intrinsic; LLVM encodes it as AVX-VNNI where the
+/// CPU has no AVX512-VL); with `avx2` and `narrow`,
 /// vpmaddubsw and vpmaddwd against ones per 8 lanes (exact: lhs bytes
 /// below 128 keep each pair sum within i16). Else zero/sign extension to
 /// i32, a multiply and a sum of each group of four.
@@ -286,28 +310,20 @@ struct ExpandByteDot : public OpRewritePattern<ByteDotOp> {
     const Location loc = op.getLoc();
     const int64_t lanes = op.getAcc().getType().getDimSize(0);
     const int64_t bytes = 4 * lanes;
-    const int64_t width = intrinsicLanes(lanes);
+    const int64_t width = ops.vnni      ? intrinsicLanes(lanes)
+                          : ops.avxVnni ? (splitsInto(lanes, 8) ? 8 : 0)
+                                        : 0;
+    if (width) {
+      rewriter.replaceOp(
+          op, vnniParts(rewriter, loc,
+                        "llvm.x86.avx512.vpdpbusd." + std::to_string(32 * width),
+                        op.getAcc(), op.getLhs(), op.getRhs(), width, 4));
+      return success();
+    }
     if (ops.avx2 && op.getNarrow() && splitsInto(lanes, 8)) {
       rewriter.replaceOp(op, pmaddParts(rewriter, loc, op.getAcc(),
                                         op.getLhs(), op.getRhs(), 8,
                                         /*bytes=*/true));
-      return success();
-    }
-    if (ops.vnni && width) {
-      auto accType = VectorType::get({width}, rewriter.getI32Type());
-      std::string name =
-          "llvm.x86.avx512.vpdpbusd." + std::to_string(32 * width);
-      SmallVector<Value> accs = splitLanes(rewriter, loc, op.getAcc(), width);
-      SmallVector<Value> lhs = splitLanes(rewriter, loc, op.getLhs(), 4 * width);
-      SmallVector<Value> rhs = splitLanes(rewriter, loc, op.getRhs(), 4 * width);
-      SmallVector<Value> parts;
-      for (size_t k = 0; k < accs.size(); ++k)
-        parts.push_back(LLVM::CallIntrinsicOp::create(
-                            rewriter, loc, accType,
-                            rewriter.getStringAttr(name),
-                            ValueRange{accs[k], lhs[k], rhs[k]})
-                            .getResult(0));
-      rewriter.replaceOp(op, concatLanes(rewriter, loc, std::move(parts)));
       return success();
     }
     auto wide = VectorType::get({bytes}, rewriter.getI32Type());
@@ -416,9 +432,11 @@ struct ExpandWordLookup : public OpRewritePattern<WordLookupOp> {
 };
 
 /// tq.pair_dot: per 16, 8 or 4 lanes one vpdpwssd (i16, `vnni`) or one
-/// x86vector.avx512.dot (vdpbf16ps; bf16, `bf16`); i16 with `avx2`,
-/// vpmaddwd and an add per 8 lanes. Else extensions to the accumulator's
-/// type, a multiply and the sum of each pair.
+/// x86vector.avx512.dot (vdpbf16ps; bf16, `bf16`); i16 with `avxVnni`
+/// one VEX vpdpwssd per 8 lanes (LLVM may still emit vpmaddwd + vpaddd
+/// where that is faster on the CPU), with `avx2` vpmaddwd and an add per
+/// 8 lanes. Else extensions to the accumulator's type, a multiply and the
+/// sum of each pair.
 struct ExpandPairDot : public OpRewritePattern<PairDotOp> {
   ExpandPairDot(MLIRContext *context, IntegerOps ops)
       : OpRewritePattern(context), ops(ops) {}
@@ -430,6 +448,13 @@ struct ExpandPairDot : public OpRewritePattern<PairDotOp> {
     const bool floats = isa<Float32Type>(accType.getElementType());
     const int64_t lanes = accType.getDimSize(0);
     const int64_t width = intrinsicLanes(lanes);
+    if (!floats && ops.avxVnni && splitsInto(lanes, 8)) {
+      rewriter.replaceOp(op, vnniParts(rewriter, loc,
+                                       "llvm.x86.avx512.vpdpwssd.256",
+                                       op.getAcc(), op.getLhs(), op.getRhs(),
+                                       8, 2));
+      return success();
+    }
     if (!floats && ops.avx2 && splitsInto(lanes, 8)) {
       rewriter.replaceOp(op, pmaddParts(rewriter, loc, op.getAcc(),
                                         op.getLhs(), op.getRhs(), 8,
@@ -501,15 +526,16 @@ struct TQLowerLaneLookupPass
     IntegerOps ops;
     ops.bf16 = isa == "avx512bf16";
     ops.vnni = isa == "avx512vnni" || ops.bf16;
-    ops.avx2 = isa == "avx2" || isa == "avx512";
+    ops.avxVnni = isa == "avxvnni";
+    ops.avx2 = isa == "avx2" || isa == "avx512" || ops.avxVnni;
     if (isa == "avx512" || ops.vnni) {
       permute = Permute{16, "llvm.x86.avx512.permvar.sf.512"};
-    } else if (isa == "avx2") {
+    } else if (isa == "avx2" || ops.avxVnni) {
       permute = Permute{8, "llvm.x86.avx2.permps"};
     } else if (isa != "none") {
       getOperation()->emitError()
-          << "tq-lower-lane-lookup: isa must be none, avx2, avx512, avx512vnni or "
-             "avx512bf16, got '"
+          << "tq-lower-lane-lookup: isa must be none, avx2, avxvnni, avx512, "
+             "avx512vnni or avx512bf16, got '"
           << isa << "'";
       return signalPassFailure();
     }

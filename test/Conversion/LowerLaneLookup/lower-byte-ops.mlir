@@ -8,6 +8,7 @@
 // RUN: tq-opt %s -split-input-file --tq-lower-lane-lookup=isa=avx512vnni | FileCheck %s --check-prefix=VNNI
 // RUN: tq-opt %s -split-input-file --tq-lower-lane-lookup=isa=avx2 | FileCheck %s --check-prefix=AVX2
 // RUN: tq-opt %s -split-input-file --tq-lower-lane-lookup=isa=avx512 | FileCheck %s --check-prefix=AVX2
+// RUN: tq-opt %s -split-input-file --tq-lower-lane-lookup=isa=avxvnni | FileCheck %s --check-prefix=AVXVNNI
 // RUN: tq-opt %s -split-input-file --tq-lower-lane-lookup | FileCheck %s --check-prefix=PORTABLE
 
 // The table repeats to 16 bytes per 128-bit lane; the index is masked to
@@ -28,6 +29,12 @@
 // AVX2-COUNT-2: llvm.call_intrinsic "llvm.x86.avx2.pshuf.b"(%[[T]], %{{.*}}) : (vector<32xi8>, vector<32xi8>) -> vector<32xi8>
 // AVX2-NOT: pmadd
 // AVX2: arith.extui %{{.*}} : vector<64xi8> to vector<64xi32>
+// AVX-VNNI: the 256-bit vpshufb, and a VEX vpdpbusd per 8 i32 lanes
+// (exact for any byte: no `narrow` needed).
+// AVXVNNI-LABEL: func @lookup_and_dot
+// AVXVNNI-COUNT-2: llvm.call_intrinsic "llvm.x86.avx2.pshuf.b"
+// AVXVNNI-COUNT-2: llvm.call_intrinsic "llvm.x86.avx512.vpdpbusd.256"({{.*}}) : (vector<8xi32>, vector<32xi8>, vector<32xi8>) -> vector<8xi32>
+// AVXVNNI-NOT: pmadd
 // PORTABLE-LABEL: func @lookup_and_dot
 // PORTABLE-NOT: llvm.call_intrinsic
 // PORTABLE-COUNT-3: arith.select
@@ -81,6 +88,9 @@ func.func @widths(%acc: vector<32xi32>, %idx: vector<128xi8>, %q: vector<128xi8>
 // AVX2: arith.addi %[[A0]], %[[S]] : vector<8xi32>
 // AVX2-COUNT-1: llvm.x86.avx2.pmadd.ub.sw
 // AVX2: vector.shuffle {{.*}} : vector<8xi32>, vector<8xi32>
+// AVXVNNI-LABEL: func @narrow_dot
+// AVXVNNI-COUNT-2: llvm.call_intrinsic "llvm.x86.avx512.vpdpbusd.256"
+// AVXVNNI-NOT: pmadd
 // PORTABLE-LABEL: func @narrow_dot
 // PORTABLE-NOT: llvm.call_intrinsic
 // PORTABLE: arith.extui %arg1 : vector<64xi8> to vector<64xi32>

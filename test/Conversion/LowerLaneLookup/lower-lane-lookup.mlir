@@ -3,7 +3,7 @@
 // RUN: tq-opt %s -split-input-file --tq-lower-lane-lookup=isa=avx2 | FileCheck %s --check-prefix=AVX2
 // RUN: not tq-opt %s --tq-lower-lane-lookup=isa=neon 2>&1 | FileCheck %s --check-prefix=BAD
 
-// BAD: tq-lower-lane-lookup: isa must be none, avx2, avx512, avx512vnni or avx512bf16, got 'neon'
+// BAD: tq-lower-lane-lookup: isa must be none, avx2, avxvnni, avx512, avx512vnni or avx512bf16, got 'neon'
 
 // 8 levels. Select tree: bit 0 picks within pairs (4 selects), bit 1
 // between pairs (2), bit 2 the half (1); no compare per level.

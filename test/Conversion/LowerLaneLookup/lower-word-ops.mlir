@@ -11,6 +11,7 @@
 // RUN: tq-opt %s -split-input-file --tq-lower-lane-lookup=isa=avx512vnni | FileCheck %s --check-prefix=VNNI
 // RUN: tq-opt %s -split-input-file --tq-lower-lane-lookup=isa=avx2 | FileCheck %s --check-prefix=AVX2
 // RUN: tq-opt %s -split-input-file --tq-lower-lane-lookup=isa=avx512 | FileCheck %s --check-prefix=AVX2
+// RUN: tq-opt %s -split-input-file --tq-lower-lane-lookup=isa=avxvnni | FileCheck %s --check-prefix=AVXVNNI
 // RUN: tq-opt %s -split-input-file --tq-lower-lane-lookup=isa=none | FileCheck %s --check-prefix=PORTABLE
 
 // The table repeats to 32 words (vpermw reads five index bits).
@@ -38,6 +39,11 @@
 // AVX2: vector.bitcast %{{.*}} : vector<64xi8> to vector<32xi16>
 // AVX2-COUNT-2: llvm.call_intrinsic "llvm.x86.avx2.pmadd.wd"({{.*}}) : (vector<16xi16>, vector<16xi16>) -> vector<8xi32>
 // AVX2-NOT: llvm.call_intrinsic
+// AVX-VNNI: the same byte lookups, and a VEX vpdpwssd per 8 lanes.
+// AVXVNNI-LABEL: func @int16_pairs
+// AVXVNNI-COUNT-2: llvm.call_intrinsic "llvm.x86.avx2.pshuf.b"
+// AVXVNNI-COUNT-2: llvm.call_intrinsic "llvm.x86.avx512.vpdpwssd.256"({{.*}}) : (vector<8xi32>, vector<16xi16>, vector<16xi16>) -> vector<8xi32>
+// AVXVNNI-NOT: pmadd
 // PORTABLE-LABEL: func @int16_pairs
 // PORTABLE-NOT: llvm.call_intrinsic
 // PORTABLE-COUNT-3: arith.select

@@ -56,8 +56,8 @@ const char *const kPipelines[] = {
     "tq-decompose-attention",
     "tq-hoist-rotation",
     "tq-fuse-codebook",
-    "tq-fuse-codebook{lookup=tile},tq-tile-flash-attention{tile-size=16 "
-    "splits=2}",
+    ("tq-fuse-codebook{lookup=tile},tq-tile-flash-attention{tile-size=16 "
+     "splits=2}"),
     "tq-fusion",
     "tq-fusion{tile-size=0}",
     "tq-lower-to-loops",
@@ -65,6 +65,11 @@ const char *const kPipelines[] = {
     "tq-approximate-math",
     "tq-exact-math",
     "tq-to-llvm",
+    // The integer dot paths' ops for each x86 ISA (seeds 15-17).
+    "tq-lower-lane-lookup{isa=avx2}",
+    "tq-lower-lane-lookup{isa=avxvnni}",
+    "tq-lower-to-loops{score-dot=i8 narrow-levels=true value-dot=i16},"
+    "tq-lower-lane-lookup{isa=avx2}",
 };
 
 } // namespace

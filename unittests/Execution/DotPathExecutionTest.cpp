@@ -110,6 +110,18 @@ protected:
     return r;
   }
 
+  /// Kernels compiled by this suite (see compile), by shape, path and
+  /// lowering.
+  static std::map<std::string, std::shared_ptr<test::CompiledKernel>> &
+  compiled() {
+    static std::map<std::string, std::shared_ptr<test::CompiledKernel>> m;
+    return m;
+  }
+
+  /// The kernels' execution engines must go while LLVM's statics live:
+  /// not at exit.
+  static void TearDownTestSuite() { compiled().clear(); }
+
   /// How the path's ops are lowered.
   enum class Lowering {
     /// Portable ops, 8-bit score levels.
@@ -151,8 +163,8 @@ protected:
   std::shared_ptr<test::CompiledKernel> compile(const Case &c,
                                                 const Path *path,
                                                 Lowering lowering) {
-    static std::map<std::string, std::shared_ptr<test::CompiledKernel>>
-        kernels;
+    std::map<std::string, std::shared_ptr<test::CompiledKernel>> &kernels =
+        compiled();
     Case shape = c;
     shape.peaked = false;
     const std::string key = shape.describe() + " " +

@@ -71,13 +71,7 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
   // Centroid lookups become selects or register permutes (after
   // bufferization: the permute intrinsics declare no memory effects).
   TQLowerLaneLookupOptions laneLookup;
-  laneLookup.isa = std::string(options.centroidPermute);
-  if (options.centroidPermute == "avx512" && options.bf16)
-    laneLookup.isa = "avx512bf16";
-  else if (options.centroidPermute == "avx512" && options.vnni)
-    laneLookup.isa = "avx512vnni";
-  else if (options.centroidPermute == "avx2" && options.avxVnni)
-    laneLookup.isa = "avxvnni";
+  laneLookup.isa = laneLookupIsa(options);
   pm.addPass(createTQLowerLaneLookup(laneLookup));
   // Copies through strided views would otherwise call memrefCopy from
   // MLIR's runtime library; kernels stay self-contained.
@@ -86,6 +80,20 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
   pm.addPass(createForallToForLoopPass());
   pm.addPass(createConvertVectorToSCFPass());
   buildHostLoopsToLLVMPipeline(pm);
+}
+
+std::string mlir::tq::laneLookupIsa(const TQPipelineOptions &options) {
+  if (options.centroidPermute == "avx512" && options.bf16)
+    return "avx512bf16";
+  if (options.centroidPermute == "avx512" && options.vnni)
+    return "avx512vnni";
+  if (options.centroidPermute == "avx2" && options.avxVnni)
+    return "avxvnni";
+  return options.centroidPermute;
+}
+
+bool mlir::tq::hasVnniByteDots(StringRef isa) {
+  return isa == "avx512vnni" || isa == "avx512bf16" || isa == "avxvnni";
 }
 
 void mlir::tq::buildHostLoopsToLLVMPipeline(OpPassManager &pm) {

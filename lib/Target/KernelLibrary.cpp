@@ -236,12 +236,8 @@ void configurePipeline(TQPipelineOptions &pipeline,
   pipeline.bf16 = hasBf16(tm);
   pipeline.avxVnni = hasAvxVnni(tm);
   // The int8 score's byte products are vpdpbusd where the lowering has
-  // it (AVX512-VNNI on 512-bit permutes, AVX-VNNI on 256-bit ones); else
-  // AVX2's vpmaddubsw, exact only for level bytes below 128.
-  const bool vnniBytes =
-      (pipeline.centroidPermute == "avx512" && pipeline.vnni) ||
-      (pipeline.centroidPermute == "avx2" && pipeline.avxVnni);
-  pipeline.narrowLevels = !vnniBytes;
+  // it; else AVX2's vpmaddubsw, exact only for level bytes below 128.
+  pipeline.narrowLevels = !hasVnniByteDots(laneLookupIsa(pipeline));
   if (options.naive) {
     pipeline.hoistRotations = false;
     pipeline.fuseCodebook = false;

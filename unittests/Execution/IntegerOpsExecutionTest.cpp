@@ -75,16 +75,15 @@ template <typename T> StridedMemRefType<T, 1> view(std::vector<T> &v) {
   return {v.data(), v.data(), 0, {int64_t(v.size())}, {1}};
 }
 
-using BytesFn = void (*)(StridedMemRefType<int8_t, 1> *,
-                         StridedMemRefType<int8_t, 1> *,
-                         StridedMemRefType<int32_t, 1> *,
-                         StridedMemRefType<int32_t, 1> *,
-                         StridedMemRefType<int32_t, 1> *);
-using WordsFn = void (*)(StridedMemRefType<int16_t, 1> *,
-                         StridedMemRefType<int16_t, 1> *,
-                         StridedMemRefType<int32_t, 1> *,
-                         StridedMemRefType<int32_t, 1> *,
-                         StridedMemRefType<int32_t, 1> *);
+/// @bytes and @words: (index, other operand, acc, two results), the
+/// operands of element type T.
+template <typename T>
+using OpsFn = void (*)(StridedMemRefType<T, 1> *, StridedMemRefType<T, 1> *,
+                       StridedMemRefType<int32_t, 1> *,
+                       StridedMemRefType<int32_t, 1> *,
+                       StridedMemRefType<int32_t, 1> *);
+using BytesFn = OpsFn<int8_t>;
+using WordsFn = OpsFn<int16_t>;
 
 /// The ops lowered for `isa` and JIT-compiled for the host.
 class Lowered {

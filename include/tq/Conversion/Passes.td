@@ -64,7 +64,7 @@ def TQLowerToLoops : Pass<"tq-lower-to-loops", "::mlir::ModuleOp"> {
            "tq.byte_dot ops marked narrow, so that CPUs without VNNI compute "
            "them exactly with AVX2's vpmaddubsw (tq-lower-lane-lookup "
            "isa=avx2); without it 8-bit levels, for vpdpbusd. tq-aot sets it "
-           "for targets without AVX512-VNNI">,
+           "where the lowering's isa has no vpdpbusd (hasVnniByteDots)">,
     Option<"valueDot", "value-dot", "std::string", /*default=*/"\"f32\"",
            "Multiply-adds of the fused weighted sum: f32, bf16 "
            "(two tokens per tq.pair_dot on bf16 centroids and weights, "

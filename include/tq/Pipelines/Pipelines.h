@@ -75,8 +75,8 @@ struct TQPipelineOptions : public PassPipelineOptions<TQPipelineOptions> {
       *this, "narrow-levels",
       llvm::cl::desc("The int8 score's levels as 7-bit bytes, so that AVX2 "
                      "computes its byte products exactly with vpmaddubsw "
-                     "(see tq-lower-to-loops); tq-aot sets it for targets "
-                     "without AVX512-VNNI"),
+                     "(see tq-lower-to-loops); tq-aot sets it where the "
+                     "lane-lookup isa has no vpdpbusd"),
       llvm::cl::init(false)};
   PassOptions::Option<bool> vnni{
       *this, "vnni",
@@ -115,6 +115,14 @@ void buildTQFusionPipeline(OpPassManager &pm, const TQPipelineOptions &options);
 /// The fusion pipeline, then tq-lower-to-loops, bufferization and the
 /// upstream conversions down to the LLVM dialect (CPU).
 void buildTQToLLVMPipeline(OpPassManager &pm, const TQPipelineOptions &options);
+
+/// The `isa` of tq-lower-lane-lookup in that pipeline: centroid-permute,
+/// refined by vnni and bf16 (avx512) or avx-vnni (avx2).
+std::string laneLookupIsa(const TQPipelineOptions &options);
+
+/// True where tq-lower-lane-lookup's `isa` lowers tq.byte_dot to
+/// vpdpbusd (avx512vnni, avx512bf16, avxvnni), which needs no `narrow`.
+bool hasVnniByteDots(StringRef isa);
 
 /// The tail of tq-to-llvm, for any host code of scf/affine loops, vector,
 /// math, arith and memref ops: strided metadata expanded, affine and scf

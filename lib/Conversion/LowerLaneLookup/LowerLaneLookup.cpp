@@ -63,6 +63,12 @@ Value selectTree(OpBuilder &b, Location loc, ArrayRef<TypedAttr> levels,
   return level.front();
 }
 
+/// The number of `width`-lane parts of `lanes` is a power of two
+/// (concatLanes joins them pairwise).
+bool splitsInto(int64_t lanes, int64_t width) {
+  return lanes % width == 0 && llvm::isPowerOf2_64(lanes / width);
+}
+
 /// The 1-D vectors [first, first + lanes) of `v`, for each first.
 SmallVector<Value> splitLanes(OpBuilder &b, Location loc, Value v,
                               int64_t lanes) {
@@ -106,18 +112,29 @@ Value permuteParts(OpBuilder &b, Location loc, Value table, Value index,
   return concatLanes(b, loc, std::move(parts));
 }
 
+/// A constant vector<lanes x element> of `table` repeated (a register
+/// permute's table: the index bits above log2 of the table's size then do
+/// not matter).
+template <typename T>
+Value repeatedTable(OpBuilder &b, Location loc, ArrayRef<T> table,
+                    int64_t lanes, Type element) {
+  SmallVector<T> repeated;
+  for (int64_t i = 0; i < lanes; ++i)
+    repeated.push_back(table[i % table.size()]);
+  return arith::ConstantOp::create(
+      b, loc,
+      DenseElementsAttr::get(VectorType::get({lanes}, element),
+                             ArrayRef<T>(repeated)));
+}
+
 /// table[index mod n] by one permute per `p.lanes` lanes, the parts
 /// concatenated. The permute reads log2(p.lanes) index bits, so the table
 /// repeats to p.lanes entries: the bits above log2 n do not matter.
 Value permuteLanes(OpBuilder &b, Location loc, ArrayRef<float> table,
                    Value index, const Permute &p) {
-  SmallVector<float> padded;
-  for (int64_t i = 0; i < p.lanes; ++i)
-    padded.push_back(table[i % table.size()]);
-  auto tableType = VectorType::get({p.lanes}, b.getF32Type());
-  Value tableValue = arith::ConstantOp::create(
-      b, loc, DenseElementsAttr::get(tableType, ArrayRef<float>(padded)));
-  return permuteParts(b, loc, tableValue, index, p.lanes, p.intrinsic);
+  return permuteParts(
+      b, loc, repeatedTable(b, loc, table, p.lanes, b.getF32Type()), index,
+      p.lanes, p.intrinsic);
 }
 
 struct ExpandLaneLookup : public OpRewritePattern<LaneLookupOp> {
@@ -132,7 +149,7 @@ struct ExpandLaneLookup : public OpRewritePattern<LaneLookupOp> {
     // (A one-entry table is a constant: the select tree has no level.)
     if (permute && table.size() > 1 &&
         int64_t(table.size()) <= permute->lanes &&
-        n % permute->lanes == 0 && llvm::isPowerOf2_64(n / permute->lanes))
+        splitsInto(n, permute->lanes))
       result = permuteLanes(rewriter, op.getLoc(), table, op.getIndex(),
                             *permute);
     else
@@ -162,19 +179,12 @@ struct IntegerOps {
   /// AVX-VNNI as well (VEX-encoded 256-bit vpdpbusd, vpdpwssd; implies
   /// avx2).
   bool avxVnni = false;
-};
 
-/// A constant vector<lanes x i8> of `bytes` repeated.
-Value repeatedBytes(OpBuilder &b, Location loc, ArrayRef<int8_t> bytes,
-                    int64_t lanes) {
-  SmallVector<int8_t> repeated;
-  for (int64_t i = 0; i < lanes; ++i)
-    repeated.push_back(bytes[i % bytes.size()]);
-  return arith::ConstantOp::create(
-      b, loc,
-      DenseElementsAttr::get(VectorType::get({lanes}, b.getI8Type()),
-                             ArrayRef<int8_t>(repeated)));
-}
+  /// The i32 lanes of one vpdpbusd / vpdpwssd for `lanes` accumulator
+  /// lanes: 16, 8 or 4 with AVX512-VNNI, 8 with AVX-VNNI; 0 where there
+  /// is none or the lanes do not split into a power-of-two count of them.
+  int64_t vnniLanes(int64_t lanes) const;
+};
 
 /// A splat integer constant of vector type `type`.
 Value splatInt(OpBuilder &b, Location loc, VectorType type, int64_t v) {
@@ -202,12 +212,13 @@ struct ExpandByteLookup : public OpRewritePattern<ByteLookupOp> {
     const int64_t n = type.getDimSize(0);
     const int64_t width = ops.vnni ? 64 : ops.avx2 ? 32 : 0;
     Value result;
-    if (width && table.size() > 1 && n % width == 0 &&
-        llvm::isPowerOf2_64(n / width)) {
+    if (width && table.size() > 1 && splitsInto(n, width)) {
       Value low = arith::AndIOp::create(rewriter, loc, op.getIndex(),
                                         splatInt(rewriter, loc, type, 15));
       result = permuteParts(rewriter, loc,
-                            repeatedBytes(rewriter, loc, table, width), low,
+                            repeatedTable(rewriter, loc, table, width,
+                                          rewriter.getI8Type()),
+                            low,
                             width,
                             ops.vnni ? "llvm.x86.avx512.pshuf.b.512"
                                      : "llvm.x86.avx2.pshuf.b");
@@ -227,32 +238,48 @@ struct ExpandByteLookup : public OpRewritePattern<ByteLookupOp> {
   IntegerOps ops;
 };
 
-/// One VNNI `intrinsic` (acc part, lhs part, rhs part) per `width` i32
-/// lanes of acc (lhs and rhs hold `perLane` elements a lane), the parts
-/// concatenated.
-Value vnniParts(OpBuilder &b, Location loc, StringRef intrinsic, Value acc,
-                Value lhs, Value rhs, int64_t width, int64_t perLane) {
-  auto accType = VectorType::get(
-      {width}, cast<VectorType>(acc.getType()).getElementType());
+/// A dot op (acc, lhs, rhs) done per `width` lanes of acc: `part` of each
+/// (acc part, lhs part, rhs part; lhs and rhs hold `perLane` elements a
+/// lane) gives that part's result, and the parts are concatenated.
+Value mapParts(OpBuilder &b, Location loc, Value acc, Value lhs, Value rhs,
+               int64_t width, int64_t perLane,
+               function_ref<Value(Value, Value, Value)> part) {
   SmallVector<Value> accs = splitLanes(b, loc, acc, width);
   SmallVector<Value> lhsParts = splitLanes(b, loc, lhs, perLane * width);
   SmallVector<Value> rhsParts = splitLanes(b, loc, rhs, perLane * width);
   SmallVector<Value> parts;
   for (size_t k = 0; k < accs.size(); ++k)
-    parts.push_back(LLVM::CallIntrinsicOp::create(
-                        b, loc, accType, b.getStringAttr(intrinsic),
-                        ValueRange{accs[k], lhsParts[k], rhsParts[k]})
-                        .getResult(0));
+    parts.push_back(part(accs[k], lhsParts[k], rhsParts[k]));
   return concatLanes(b, loc, std::move(parts));
+}
+
+/// One call of the VNNI `intrinsic` per `width` lanes of acc (mapParts).
+Value vnniParts(OpBuilder &b, Location loc, StringRef intrinsic, Value acc,
+                Value lhs, Value rhs, int64_t width, int64_t perLane) {
+  auto accType = VectorType::get(
+      {width}, cast<VectorType>(acc.getType()).getElementType());
+  return mapParts(b, loc, acc, lhs, rhs, width, perLane,
+                  [&](Value a, Value l, Value r) {
+                    return LLVM::CallIntrinsicOp::create(
+                               b, loc, accType, b.getStringAttr(intrinsic),
+                               ValueRange{a, l, r})
+                        .getResult(0);
+                  });
 }
 
 /// The widest of 16, 8 or 4 lanes that divides `lanes` into a power-of-two
 /// count of parts (concatLanes joins them pairwise); 0 if none does.
 int64_t intrinsicLanes(int64_t lanes) {
   for (int64_t w : {16, 8, 4})
-    if (lanes % w == 0 && llvm::isPowerOf2_64(lanes / w))
+    if (splitsInto(lanes, w))
       return w;
   return 0;
+}
+
+int64_t IntegerOps::vnniLanes(int64_t lanes) const {
+  if (vnni)
+    return intrinsicLanes(lanes);
+  return avxVnni && splitsInto(lanes, 8) ? 8 : 0;
 }
 
 /// One `intrinsic` (lhs part, rhs part) -> vector<width x i32> per
@@ -262,36 +289,27 @@ Value pmaddParts(OpBuilder &b, Location loc, Value acc, Value lhs, Value rhs,
                  int64_t width, bool bytes) {
   auto accType = VectorType::get({width}, b.getI32Type());
   auto wordsType = VectorType::get({2 * width}, b.getI16Type());
-  const int64_t perLane = bytes ? 4 : 2;
-  SmallVector<Value> accs = splitLanes(b, loc, acc, width);
-  SmallVector<Value> lhsParts = splitLanes(b, loc, lhs, perLane * width);
-  SmallVector<Value> rhsParts = splitLanes(b, loc, rhs, perLane * width);
   Value ones = bytes ? splatInt(b, loc, wordsType, 1) : Value();
-  SmallVector<Value> parts;
-  for (size_t k = 0; k < accs.size(); ++k) {
-    Value words = lhsParts[k], other = rhsParts[k];
-    if (bytes) {
-      // Pair sums of unsigned x signed bytes, saturated to i16 (never
-      // reached: the caller checked `narrow`).
-      words = LLVM::CallIntrinsicOp::create(
-                  b, loc, wordsType, b.getStringAttr("llvm.x86.avx2.pmadd.ub.sw"),
-                  ValueRange{lhsParts[k], rhsParts[k]})
-                  .getResult(0);
-      other = ones;
-    }
-    Value sums = LLVM::CallIntrinsicOp::create(
-                     b, loc, accType, b.getStringAttr("llvm.x86.avx2.pmadd.wd"),
-                     ValueRange{words, other})
-                     .getResult(0);
-    parts.push_back(arith::AddIOp::create(b, loc, accs[k], sums));
-  }
-  return concatLanes(b, loc, std::move(parts));
-}
-
-/// The number of `width`-lane parts of `lanes` is a power of two
-/// (concatLanes joins them pairwise).
-bool splitsInto(int64_t lanes, int64_t width) {
-  return lanes % width == 0 && llvm::isPowerOf2_64(lanes / width);
+  return mapParts(
+      b, loc, acc, lhs, rhs, width, bytes ? 4 : 2,
+      [&](Value a, Value words, Value other) -> Value {
+        if (bytes) {
+          // Pair sums of unsigned x signed bytes, saturated to i16 (never
+          // reached: the caller checked `narrow`).
+          words = LLVM::CallIntrinsicOp::create(
+                      b, loc, wordsType,
+                      b.getStringAttr("llvm.x86.avx2.pmadd.ub.sw"),
+                      ValueRange{words, other})
+                      .getResult(0);
+          other = ones;
+        }
+        Value sums = LLVM::CallIntrinsicOp::create(
+                         b, loc, accType,
+                         b.getStringAttr("llvm.x86.avx2.pmadd.wd"),
+                         ValueRange{words, other})
+                         .getResult(0);
+        return arith::AddIOp::create(b, loc, a, sums);
+      });
 }
 
 /// tq.byte_dot: with `vnni` one vpdpbusd per 16 lanes (512 bits; 256 and
@@ -310,10 +328,7 @@ struct ExpandByteDot : public OpRewritePattern<ByteDotOp> {
     const Location loc = op.getLoc();
     const int64_t lanes = op.getAcc().getType().getDimSize(0);
     const int64_t bytes = 4 * lanes;
-    const int64_t width = ops.vnni      ? intrinsicLanes(lanes)
-                          : ops.avxVnni ? (splitsInto(lanes, 8) ? 8 : 0)
-                                        : 0;
-    if (width) {
+    if (const int64_t width = ops.vnniLanes(lanes)) {
       rewriter.replaceOp(
           op, vnniParts(rewriter, loc,
                         "llvm.x86.avx512.vpdpbusd." + std::to_string(32 * width),
@@ -373,8 +388,9 @@ Value wordShuffleLookup(OpBuilder &b, Location loc, ArrayRef<int16_t> table,
       bytes.push_back(int8_t(word & 0xff));
       bytes.push_back(int8_t(word >> 8));
     }
-    Value words = permuteParts(b, loc, repeatedBytes(b, loc, bytes, 32),
-                               lanes, 32, "llvm.x86.avx2.pshuf.b");
+    Value words = permuteParts(
+        b, loc, repeatedTable(b, loc, ArrayRef<int8_t>(bytes), 32, b.getI8Type()),
+        lanes, 32, "llvm.x86.avx2.pshuf.b");
     return vector::BitCastOp::create(b, loc, indexType, words).getResult();
   };
   if (table.size() <= 8)
@@ -406,15 +422,10 @@ struct ExpandWordLookup : public OpRewritePattern<WordLookupOp> {
         splitsInto(n, 16)) {
       result = wordShuffleLookup(rewriter, loc, table, op.getIndex());
     } else if (ops.vnni && table.size() > 1 && splitsInto(n, 32)) {
-      auto partType = VectorType::get({32}, rewriter.getI16Type());
-      SmallVector<int16_t> repeated;
-      for (int64_t i = 0; i < 32; ++i)
-        repeated.push_back(table[i % table.size()]);
-      Value tableValue = arith::ConstantOp::create(
+      result = permuteParts(
           rewriter, loc,
-          DenseElementsAttr::get(partType, ArrayRef<int16_t>(repeated)));
-      result = permuteParts(rewriter, loc, tableValue, op.getIndex(), 32,
-                            "llvm.x86.avx512.permvar.hi.512");
+          repeatedTable(rewriter, loc, table, 32, rewriter.getI16Type()),
+          op.getIndex(), 32, "llvm.x86.avx512.permvar.hi.512");
     } else {
       result = selectTree(rewriter, loc,
                           llvm::map_to_vector(table,
@@ -447,38 +458,27 @@ struct ExpandPairDot : public OpRewritePattern<PairDotOp> {
     VectorType accType = op.getAcc().getType();
     const bool floats = isa<Float32Type>(accType.getElementType());
     const int64_t lanes = accType.getDimSize(0);
-    const int64_t width = intrinsicLanes(lanes);
-    if (!floats && ops.avxVnni && splitsInto(lanes, 8)) {
-      rewriter.replaceOp(op, vnniParts(rewriter, loc,
-                                       "llvm.x86.avx512.vpdpwssd.256",
-                                       op.getAcc(), op.getLhs(), op.getRhs(),
-                                       8, 2));
+    if (floats) {
+      if (const int64_t width = intrinsicLanes(lanes); width && ops.bf16) {
+        auto partType = VectorType::get({width}, accType.getElementType());
+        rewriter.replaceOp(
+            op, mapParts(rewriter, loc, op.getAcc(), op.getLhs(), op.getRhs(),
+                         width, 2, [&](Value a, Value l, Value r) -> Value {
+                           return x86vector::DotBF16Op::create(
+                               rewriter, loc, partType, a, l, r);
+                         }));
+        return success();
+      }
+    } else if (const int64_t width = ops.vnniLanes(lanes)) {
+      rewriter.replaceOp(
+          op, vnniParts(rewriter, loc,
+                        "llvm.x86.avx512.vpdpwssd." + std::to_string(32 * width),
+                        op.getAcc(), op.getLhs(), op.getRhs(), width, 2));
       return success();
-    }
-    if (!floats && ops.avx2 && splitsInto(lanes, 8)) {
+    } else if (ops.avx2 && splitsInto(lanes, 8)) {
       rewriter.replaceOp(op, pmaddParts(rewriter, loc, op.getAcc(),
                                         op.getLhs(), op.getRhs(), 8,
                                         /*bytes=*/false));
-      return success();
-    }
-    if (width && (floats ? ops.bf16 : ops.vnni)) {
-      auto partType = VectorType::get({width}, accType.getElementType());
-      SmallVector<Value> accs = splitLanes(rewriter, loc, op.getAcc(), width);
-      SmallVector<Value> lhs = splitLanes(rewriter, loc, op.getLhs(), 2 * width);
-      SmallVector<Value> rhs = splitLanes(rewriter, loc, op.getRhs(), 2 * width);
-      const std::string name =
-          "llvm.x86.avx512.vpdpwssd." + std::to_string(32 * width);
-      SmallVector<Value> parts;
-      for (size_t k = 0; k < accs.size(); ++k)
-        parts.push_back(
-            floats ? x86vector::DotBF16Op::create(rewriter, loc, partType,
-                                                  accs[k], lhs[k], rhs[k])
-                         .getResult()
-                   : LLVM::CallIntrinsicOp::create(
-                         rewriter, loc, partType, rewriter.getStringAttr(name),
-                         ValueRange{accs[k], lhs[k], rhs[k]})
-                         .getResult(0));
-      rewriter.replaceOp(op, concatLanes(rewriter, loc, std::move(parts)));
       return success();
     }
     auto wide = VectorType::get({2 * lanes}, accType.getElementType());

@@ -535,7 +535,8 @@ def TQ_ByteDotOp : TQ_Op<"byte_dot",
     unspecified result). Then with `isa=avx2` (or `avx512` without VNNI)
     it becomes `vpmaddubsw`, whose pair sums saturate at 16 bits but
     cannot reach them (|pair| <= 2 * 127 * 128), and `vpmaddwd` against
-    ones summing each pair of pairs: exact, per 8 i32 lanes. The verifier
+    ones summing each pair of pairs: exact, per 8 i32 lanes. With
+    `isa=avxvnni` any byte_dot is a VEX `vpdpbusd` per 8 lanes. The verifier
     rejects `narrow` where lhs is a `tq.byte_lookup` of a table with a
     byte of 128 or more.
 
@@ -565,7 +566,7 @@ def TQ_WordLookupOp : TQ_Op<"word_lookup",
     the low log2(N) bits of an index count. `tq-lower-lane-lookup` expands
     it to a binary select tree (any target), with `isa=avx512vnni` or
     `avx512bf16` to one `vpermw` per 32 lanes of the table repeated to 32
-    words, or with `isa=avx2` (or `avx512` without VNNI) to `vpshufb` per
+    words, or with `isa=avx2`, `avxvnni` (or `avx512` without VNNI) to `vpshufb` per
     16 lanes on the table's bytes (one for up to 8 words, two and a blend
     for 16).
 
@@ -594,7 +595,8 @@ def TQ_PairDotOp : TQ_Op<"pair_dot",
     `vpdpwssd` (i16, `isa=avx512vnni` or `avx512bf16`) or
     `x86vector.avx512.dot` (`vdpbf16ps`, bf16, `isa=avx512bf16`); an i16
     `tq.pair_dot` with `isa=avx2` (or `avx512` without VNNI) becomes
-    `vpmaddwd` and an add per 8 lanes (the same wrapping sums). The
+    `vpmaddwd` and an add per 8 lanes (the same wrapping sums), with
+    `isa=avxvnni` a VEX `vpdpwssd` per 8 lanes. The
     bf16 instruction flushes denormals and rounds its own way, so it agrees
     with the expansion to within rounding, not bit for bit.
 

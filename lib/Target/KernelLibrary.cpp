@@ -35,11 +35,15 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/ThreadPool.h"
+#include "llvm/Support/Threading.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
 
+#include <atomic>
 #include <memory>
+#include <mutex>
 
 using namespace mlir;
 using namespace mlir::tq;
@@ -495,6 +499,70 @@ bool compileInput(MLIRContext &context, ModuleOp input,
 }
 } // namespace
 
+namespace {
+
+/// Compiles specs[i] to objects[i], on `options.jobs` threads. One job
+/// compiles in `context` with `tm`; several give every kernel a context
+/// and target machine of its own (a context's diagnostic handlers are
+/// shared by all its threads). The error reported is the first failing
+/// spec's in spec order, whatever order the threads finish in; after a
+/// failure no further kernel starts.
+bool compileKernels(MLIRContext &context,
+                    const std::vector<RuntimeKernelSpec> &specs,
+                    ArrayRef<std::string> objects,
+                    const KernelLibraryOptions &options,
+                    llvm::TargetMachine &tm, size_t firstIndex, size_t total,
+                    const KernelProgress &progress, std::string &error) {
+  const unsigned jobs = std::min<size_t>(
+      llvm::hardware_concurrency(options.jobs).compute_thread_count(),
+      specs.size());
+  if (jobs <= 1) {
+    for (size_t i = 0; i < specs.size(); ++i) {
+      if (progress)
+        progress(firstIndex + i, total, specs[i].name());
+      std::string why;
+      if (!compileKernel(context, specs[i], options, tm, objects[i], why)) {
+        error = specs[i].name() + ": " + why;
+        return false;
+      }
+    }
+    return true;
+  }
+  std::mutex mutex;
+  size_t started = 0;
+  std::atomic<bool> failed = false;
+  std::vector<std::string> errors(specs.size());
+  llvm::DefaultThreadPool pool(llvm::hardware_concurrency(jobs));
+  for (size_t i = 0; i < specs.size(); ++i)
+    pool.async([&, i] {
+      if (failed)
+        return;
+      if (progress) {
+        std::lock_guard<std::mutex> lock(mutex);
+        progress(firstIndex + started++, total, specs[i].name());
+      }
+      std::unique_ptr<MLIRContext> own = createKernelCompilerContext();
+      own->disableMultithreading();
+      std::string why;
+      std::unique_ptr<llvm::TargetMachine> ownTm =
+          makeTargetMachine(options.cpu, why);
+      if (!ownTm ||
+          !compileKernel(*own, specs[i], options, *ownTm, objects[i], why)) {
+        errors[i] = specs[i].name() + ": " + why;
+        failed = true;
+      }
+    });
+  pool.wait();
+  for (const std::string &e : errors)
+    if (!e.empty()) {
+      error = e;
+      return false;
+    }
+  return true;
+}
+
+} // namespace
+
 bool mlir::tq::writeKernelLibrary(MLIRContext &context,
                                   const std::vector<RuntimeKernelSpec> &specs,
                                   const KernelLibraryOptions &options,
@@ -541,18 +609,15 @@ bool mlir::tq::writeKernelLibrary(MLIRContext &context,
       entries.push_back(std::move(o));
     }
   }
+  std::vector<std::string> specObjects;
+  for (const RuntimeKernelSpec &spec : specs)
+    specObjects.push_back(options.outputDir + "/obj/" + spec.name() + ".o");
+  if (!compileKernels(context, specs, specObjects, options, *tm,
+                      inputs.size(), total, progress, error))
+    return false;
   for (size_t i = 0; i < specs.size(); ++i) {
-    const RuntimeKernelSpec &spec = specs[i];
-    if (progress)
-      progress(inputs.size() + i, total, spec.name());
-    std::string object = options.outputDir + "/obj/" + spec.name() + ".o";
-    std::string why;
-    if (!compileKernel(context, spec, options, *tm, object, why)) {
-      error = spec.name() + ": " + why;
-      return false;
-    }
-    objects.push_back(object);
-    entries.push_back(describe(spec, options, *tm));
+    objects.push_back(specObjects[i]);
+    entries.push_back(describe(specs[i], options, *tm));
   }
 
   // Link the objects into the shared library the runtime loads.

@@ -121,18 +121,20 @@ cl::opt<std::string> scoreDot(
     "score-dot", cl::cat(toolOptions),
     cl::desc("dot products of the fused score: f32, i8 (key levels as "
              "bytes times the query quantised to int8; vpdpbusd where the "
-             "CPU has AVX512-VNNI; formats with a scale per block and at "
-             "most 16 levels, no QJL), or auto (i8 where --chip has "
-             "AVX512-VNNI, else f32)"),
+             "CPU has AVX512-VNNI or AVX-VNNI, vpmaddubsw on 7-bit levels "
+             "with AVX2 alone; formats with a scale per block and at most "
+             "16 levels, no QJL), or auto (i8 where --chip has AVX2 or "
+             "better, else f32)"),
     cl::init("f32"));
 cl::opt<std::string> valueDot(
     "value-dot", cl::cat(toolOptions),
     cl::desc("multiply-adds of the weighted sum: f32, bf16 (bf16 "
              "centroids and weights, vdpbf16ps where the CPU has "
              "AVX512-BF16) or i16 (int16 levels times fixed-point weights, "
-             "vpdpwssd where it has AVX512-VNNI); formats with a scale per "
-             "block and at most 16 levels, no QJL; or auto (bf16 where "
-             "--chip has AVX512-BF16, i16 where it has VNNI alone, else f32)"),
+             "vpdpwssd where it has AVX512-VNNI or AVX-VNNI, vpmaddwd with "
+             "AVX2); formats with a scale per block and at most 16 levels, "
+             "no QJL; or auto (bf16 where --chip has AVX512-BF16, else i16 "
+             "where it has AVX2 or better, else f32)"),
     cl::init("f32"));
 cl::opt<std::string> tuningDb(
     "tuning-db", cl::cat(toolOptions),
@@ -164,6 +166,11 @@ cl::opt<unsigned> blockWarps(
     cl::init(0));
 cl::opt<std::string> outputDir("o", cl::cat(toolOptions),
                                cl::desc("output directory"));
+cl::opt<unsigned> jobs(
+    "jobs", cl::cat(toolOptions), cl::init(0),
+    cl::desc("kernels compiled at once, each on its own thread (0: one per "
+             "hardware thread; 1: one after another). The library is the "
+             "same whatever the count"));
 cl::opt<bool> quiet("quiet", cl::cat(toolOptions),
                     cl::desc("no progress output"));
 cl::opt<std::string>
@@ -438,6 +445,7 @@ int main(int argc, char **argv) {
   options.outputDir = outputDir;
   options.cpu = chip;
   options.passManagerCLOptions = true;
+  options.jobs = jobs;
   if (tileSize > 0)
     options.decodeTileSize = options.prefillTileSize = tileSize;
   options.decodeSplits = splits;

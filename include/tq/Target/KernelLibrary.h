@@ -78,9 +78,17 @@ struct KernelLibraryOptions {
   /// lowering; the tool must have registered them
   /// (registerPassManagerCLOptions, registerDefaultTimingManagerCLOptions).
   bool passManagerCLOptions = false;
+  /// Kernels compiled at once, each in a context and target machine of its
+  /// own (0: one per hardware thread; 1: one after another, in the caller's
+  /// context). The library is the same whatever the count: objects are
+  /// linked in spec order. With several, the pass manager's printing
+  /// options interleave their output.
+  unsigned jobs = 0;
 };
 
-/// Called before each kernel is compiled: (index, total, name).
+/// Called before each kernel is compiled: (index, total, name); index
+/// counts the kernels started so far (with several jobs, calls come from
+/// the compiling threads, one at a time).
 using KernelProgress = std::function<void(size_t, size_t, const std::string &)>;
 
 /// The kernel's self-description the runtime checks, `<name>_info`:
@@ -104,9 +112,9 @@ bool writeKernelLibrary(MLIRContext &context,
                         ArrayRef<ModuleOp> inputs = {});
 
 /// Replaces `auto` in `scoreDot` / `valueDot` with the dot paths of
-/// `cpu` ("host": this machine): score i8 where the CPU has
-/// AVX512-VNNI; value bf16 where it also has AVX512-BF16, i16 with VNNI
-/// alone; f32 elsewhere. Other values are left as they are. False, with
+/// `cpu` ("host": this machine): score i8 where the CPU has AVX2 or
+/// better (VNNI where it has it); value bf16 where it has AVX512-BF16,
+/// else i16 with AVX2 or better; f32 elsewhere. Other values are left as they are. False, with
 /// `error` naming the CPU, where LLVM does not know it.
 bool resolveAutoDotPaths(const std::string &cpu, std::string &scoreDot,
                          std::string &valueDot, std::string &error);

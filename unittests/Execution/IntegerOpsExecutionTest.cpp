@@ -69,6 +69,28 @@ func.func @words(%idx: memref<32xi16>, %w: memref<32xi16>, %acc: memref<16xi32>,
   vector.store %d16, %sixteen[%c0] : memref<16xi32>, vector<16xi32>
   return
 }
+// Words looked up from bytes widened with zeros, as the pair weighted
+// sum forms them (AVX2 rewrites these to byte lookups).
+func.func @widened(%idx: memref<64xi8>, %w: memref<32xi16>,
+                   %acc: memref<16xi32>, %eight: memref<16xi32>,
+                   %sixteen: memref<16xi32>)
+    attributes {llvm.emit_c_interface} {
+  %c0 = arith.constant 0 : index
+  %b = vector.load %idx[%c0] : memref<64xi8>, vector<64xi8>
+  %wv = vector.load %w[%c0] : memref<32xi16>, vector<32xi16>
+  %a = vector.load %acc[%c0] : memref<16xi32>, vector<16xi32>
+  %zero = arith.constant dense<0> : vector<64xi8>
+  %wide = vector.shuffle %b, %zero [0, 64, 1, 65, 2, 66, 3, 67, 4, 68, 5, 69, 6, 70, 7, 71, 8, 72, 9, 73, 10, 74, 11, 75, 12, 76, 13, 77, 14, 78, 15, 79, 16, 80, 17, 81, 18, 82, 19, 83, 20, 84, 21, 85, 22, 86, 23, 87, 24, 88, 25, 89, 26, 90, 27, 91, 28, 92, 29, 93, 30, 94, 31, 95] : vector<64xi8>, vector<64xi8>
+  %i = vector.bitcast %wide : vector<64xi8> to vector<32xi16>
+  %l8 = tq.word_lookup %i [-32768, 32767, -511, 511, 0, 1, -1, 300] : vector<32xi16>
+  %d8 = tq.pair_dot %a, %l8, %wv : vector<32xi16> -> vector<16xi32>
+  vector.store %d8, %eight[%c0] : memref<16xi32>, vector<16xi32>
+  %l16 = tq.word_lookup %i [-32768, 32767, -511, 511, 0, 1, -1, 300,
+                            7, -7, 1000, -1000, 12345, -12345, 2, -2] : vector<32xi16>
+  %d16 = tq.pair_dot %a, %l16, %wv : vector<32xi16> -> vector<16xi32>
+  vector.store %d16, %sixteen[%c0] : memref<16xi32>, vector<16xi32>
+  return
+}
 )mlir";
 
 template <typename T> StridedMemRefType<T, 1> view(std::vector<T> &v) {
@@ -84,6 +106,11 @@ using OpsFn = void (*)(StridedMemRefType<T, 1> *, StridedMemRefType<T, 1> *,
                        StridedMemRefType<int32_t, 1> *);
 using BytesFn = OpsFn<int8_t>;
 using WordsFn = OpsFn<int16_t>;
+using WidenedFn = void (*)(StridedMemRefType<int8_t, 1> *,
+                           StridedMemRefType<int16_t, 1> *,
+                           StridedMemRefType<int32_t, 1> *,
+                           StridedMemRefType<int32_t, 1> *,
+                           StridedMemRefType<int32_t, 1> *);
 
 /// The ops lowered for `isa` and JIT-compiled for the host.
 class Lowered {
@@ -162,21 +189,23 @@ std::vector<Inputs> makeInputs() {
   return all;
 }
 
-/// The four results of both functions on `in`.
+/// The six results of the three functions on `in`.
 std::vector<std::vector<int32_t>> runOps(Lowered &lowered, Inputs in) {
-  std::vector<std::vector<int32_t>> out(4, std::vector<int32_t>(16, 0));
+  std::vector<std::vector<int32_t>> out(6, std::vector<int32_t>(16, 0));
   auto bytes = lowered.function<BytesFn>("bytes");
   auto words = lowered.function<WordsFn>("words");
-  EXPECT_TRUE(bytes && words);
-  if (!bytes || !words)
+  auto widened = lowered.function<WidenedFn>("widened");
+  EXPECT_TRUE(bytes && words && widened);
+  if (!bytes || !words || !widened)
     return out;
   auto index = view(in.index), query = view(in.query);
   auto wordIndex = view(in.wordIndex), weights = view(in.weights);
   auto acc = view(in.acc);
   auto o0 = view(out[0]), o1 = view(out[1]), o2 = view(out[2]),
-       o3 = view(out[3]);
+       o3 = view(out[3]), o4 = view(out[4]), o5 = view(out[5]);
   bytes(&index, &query, &acc, &o0, &o1);
   words(&wordIndex, &weights, &acc, &o2, &o3);
+  widened(&index, &weights, &acc, &o4, &o5);
   return out;
 }
 
@@ -192,9 +221,10 @@ void expectMatchesPortable(const std::string &isa, const char *feature) {
     SCOPED_TRACE("round " + std::to_string(round++));
     std::vector<std::vector<int32_t>> want = runOps(portable, in),
                                       got = runOps(native, in);
-    const char *names[] = {"narrow byte_dot", "byte_dot", "8-word pair_dot",
-                           "16-word pair_dot"};
-    for (int k = 0; k < 4; ++k)
+    const char *names[] = {"narrow byte_dot",      "byte_dot",
+                           "8-word pair_dot",      "16-word pair_dot",
+                           "widened 8-word lookup", "widened 16-word lookup"};
+    for (int k = 0; k < 6; ++k)
       EXPECT_EQ(got[k], want[k]) << names[k] << " (isa=" << isa << ")";
   }
 }
@@ -228,6 +258,12 @@ TEST(IntegerOps, PortableMatchesScalarDefinition) {
         pairs += uint32_t(int32_t(words8[in.wordIndex[2 * l + k] & 7]) *
                           int32_t(in.weights[2 * l + k]));
       EXPECT_EQ(got[2][l], int32_t(pairs)) << "8-word pair_dot lane " << l;
+      // Word 2l + k of @widened is byte 2l + k, zero-extended.
+      uint32_t widened = uint32_t(in.acc[l]);
+      for (int k = 0; k < 2; ++k)
+        widened += uint32_t(int32_t(words8[uint8_t(in.index[2 * l + k]) & 7]) *
+                            int32_t(in.weights[2 * l + k]));
+      EXPECT_EQ(got[4][l], int32_t(widened)) << "widened lookup lane " << l;
     }
   }
 }

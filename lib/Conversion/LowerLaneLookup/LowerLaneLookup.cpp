@@ -7,6 +7,7 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/Dialect/X86Vector/X86VectorDialect.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -442,6 +443,55 @@ struct ExpandWordLookup : public OpRewritePattern<WordLookupOp> {
   IntegerOps ops;
 };
 
+/// tq.word_lookup of bytes widened to words by a shuffle with zeros (how
+/// the pair weighted sum forms its indices) becomes two tq.byte_lookup of
+/// the bytes, the table's low and high bytes, and the same shuffle taking
+/// the high bytes where it took zeros. With AVX2 a byte lookup is one
+/// vpshufb per 32 lanes where a word lookup takes three instructions per
+/// 16. Exact: the index word is the byte (high byte zero), which a table
+/// of N <= 16 words (byte_lookup's limit) reads mod N as byte_lookup does;
+/// words are little-endian (x86).
+struct WordLookupOfWidenedBytes : public OpRewritePattern<WordLookupOp> {
+  WordLookupOfWidenedBytes(MLIRContext *context)
+      : OpRewritePattern(context, /*benefit=*/2) {}
+
+  LogicalResult matchAndRewrite(WordLookupOp op,
+                                PatternRewriter &rewriter) const override {
+    ArrayRef<int16_t> table = op.getTable();
+    if (table.size() > 16)
+      return rewriter.notifyMatchFailure(op, "more words than byte_lookup");
+    auto cast = op.getIndex().getDefiningOp<vector::BitCastOp>();
+    auto widen =
+        cast ? cast.getSource().getDefiningOp<vector::ShuffleOp>() : nullptr;
+    if (!widen || !widen.getV1VectorType().getElementType().isInteger(8) ||
+        !matchPattern(widen.getV2(), m_Zero()))
+      return rewriter.notifyMatchFailure(op, "index is not widened bytes");
+    const int64_t bytes = widen.getV1VectorType().getDimSize(0);
+    ArrayRef<int64_t> mask = widen.getMask();
+    SmallVector<int64_t> split;
+    for (size_t k = 0; k + 1 < mask.size(); k += 2) {
+      if (mask[k] < 0 || mask[k] >= bytes || mask[k + 1] < bytes)
+        return rewriter.notifyMatchFailure(op, "high bytes are not zeros");
+      split.append({mask[k], mask[k] + bytes});
+    }
+    SmallVector<int8_t> low, high;
+    for (int16_t w : table) {
+      low.push_back(int8_t(uint16_t(w) & 0xff));
+      high.push_back(int8_t(uint16_t(w) >> 8));
+    }
+    const Location loc = op.getLoc();
+    Value source = widen.getV1();
+    auto lookup = [&](ArrayRef<int8_t> t) -> Value {
+      return ByteLookupOp::create(rewriter, loc, source.getType(), source,
+                                  rewriter.getDenseI8ArrayAttr(t));
+    };
+    Value words = vector::ShuffleOp::create(rewriter, loc, lookup(low),
+                                            lookup(high), split);
+    rewriter.replaceOpWithNewOp<vector::BitCastOp>(op, op.getType(), words);
+    return success();
+  }
+};
+
 /// tq.pair_dot: per 16, 8 or 4 lanes one vpdpwssd (i16, `vnni`) or one
 /// x86vector.avx512.dot (vdpbf16ps; bf16, `bf16`); i16 with `avxVnni`
 /// one VEX vpdpwssd per 8 lanes (LLVM may still emit vpmaddwd + vpaddd
@@ -543,6 +593,9 @@ struct TQLowerLaneLookupPass
     patterns.add<ExpandLaneLookup>(&getContext(), permute);
     patterns.add<ExpandByteLookup, ExpandByteDot, ExpandWordLookup,
                  ExpandPairDot>(&getContext(), ops);
+    // vpermw (VNNI) looks words up as cheaply as vpshufb does bytes.
+    if (ops.avx2 && !ops.vnni)
+      patterns.add<WordLookupOfWidenedBytes>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -3,7 +3,8 @@
 // lanes; bf16 pair products need isa=avx512bf16 (x86vector.avx512.dot,
 // vdpbf16ps). With isa=avx2 (and avx512 without VNNI) a table of up to
 // 16 words is looked up by 256-bit vpshufb on its bytes per 16 lanes, and
-// an i16 pair_dot is vpmaddwd and an add per 8 lanes. isa=none gets the
+// an i16 pair_dot is vpmaddwd and an add per 8 lanes; words looked up from
+// bytes widened with zeros become two byte lookups there. isa=none gets the
 // portable form: a select tree on words; widening to the accumulator's
 // type, a multiply and the sum of each pair.
 
@@ -112,6 +113,62 @@ func.func @word_widths(%idx: vector<64xi16>, %idx16: vector<16xi16>) -> (vector<
 // AVX2: return
 func.func @sixteen_words(%idx: vector<16xi16>, %idx32: vector<16xi16>) -> (vector<16xi16>, vector<16xi16>) {
   %l = tq.word_lookup %idx [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15] : vector<16xi16>
+  %l32 = tq.word_lookup %idx32 [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+                                16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31] : vector<16xi16>
+  return %l, %l32 : vector<16xi16>, vector<16xi16>
+}
+
+// -----
+
+// Words looked up from bytes widened by a shuffle with zeros (the pair
+// weighted sum's indices): with AVX2 two byte lookups of the table's low
+// and high bytes (one vpshufb per 32 lanes each) and the same shuffle with
+// the high bytes in place of the zeros; no word lookup is left. Table
+// [-511, 300, 40, 511] is 0xFE01, 0x012C, 0x0028, 0x01FF: low bytes
+// [1, 44, 40, -1], high bytes [-2, 1, 0, 1]. VNNI keeps vpermw.
+// AVX2-LABEL: func @widened_bytes
+// AVX2-DAG: %[[LT:.*]] = arith.constant dense<[1, 44, 40, -1, 1, 44, 40, -1,
+// AVX2-DAG: %[[HT:.*]] = arith.constant dense<[-2, 1, 0, 1, -2, 1, 0, 1,
+// AVX2-NOT: arith.muli
+// AVX2-DAG: llvm.call_intrinsic "llvm.x86.avx2.pshuf.b"(%[[LT]], %{{.*}})
+// AVX2-DAG: llvm.call_intrinsic "llvm.x86.avx2.pshuf.b"(%[[HT]], %{{.*}})
+// AVX2: %[[W:.*]] = vector.shuffle %{{.*}}, %{{.*}} [0, 64, 1, 65, 2, 66,
+// AVX2-SAME: : vector<64xi8>, vector<64xi8>
+// AVX2: %[[R:.*]] = vector.bitcast %[[W]] : vector<64xi8> to vector<32xi16>
+// AVX2: return %[[R]]
+// AVXVNNI-LABEL: func @widened_bytes
+// AVXVNNI-NOT: arith.muli
+// AVXVNNI-COUNT-4: llvm.call_intrinsic "llvm.x86.avx2.pshuf.b"
+// VNNI-LABEL: func @widened_bytes
+// VNNI: llvm.x86.avx512.permvar.hi.512
+// VNNI-NOT: pshuf.b
+// PORTABLE-LABEL: func @widened_bytes
+// PORTABLE-NOT: llvm.call_intrinsic
+// PORTABLE: arith.select {{.*}} : vector<32xi1>, vector<32xi16>
+func.func @widened_bytes(%bytes: vector<64xi8>) -> vector<32xi16> {
+  %zero = arith.constant dense<0> : vector<64xi8>
+  %wide = vector.shuffle %bytes, %zero [0, 64, 1, 65, 2, 66, 3, 67, 4, 68, 5, 69, 6, 70, 7, 71, 8, 72, 9, 73, 10, 74, 11, 75, 12, 76, 13, 77, 14, 78, 15, 79, 16, 80, 17, 81, 18, 82, 19, 83, 20, 84, 21, 85, 22, 86, 23, 87, 24, 88, 25, 89, 26, 90, 27, 91, 28, 92, 29, 93, 30, 94, 31, 95] : vector<64xi8>, vector<64xi8>
+  %idx = vector.bitcast %wide : vector<64xi8> to vector<32xi16>
+  %l = tq.word_lookup %idx [-511, 300, 40, 511] : vector<32xi16>
+  return %l : vector<32xi16>
+}
+
+// -----
+
+// Not rewritten: high bytes from another vector (the index word is not
+// the byte), and a 32-word table (byte_lookup holds at most 16).
+// AVX2-LABEL: func @not_widened_bytes
+// AVX2: arith.muli
+// AVX2: arith.select
+// AVX2-NOT: arith.muli
+// AVX2: return
+func.func @not_widened_bytes(%bytes: vector<32xi8>, %other: vector<32xi8>) -> (vector<16xi16>, vector<16xi16>) {
+  %wide = vector.shuffle %bytes, %other [0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39, 8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47] : vector<32xi8>, vector<32xi8>
+  %idx = vector.bitcast %wide : vector<32xi8> to vector<16xi16>
+  %l = tq.word_lookup %idx [-511, 300, 40, 511] : vector<16xi16>
+  %zero = arith.constant dense<0> : vector<32xi8>
+  %wide32 = vector.shuffle %bytes, %zero [0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39, 8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47] : vector<32xi8>, vector<32xi8>
+  %idx32 = vector.bitcast %wide32 : vector<32xi8> to vector<16xi16>
   %l32 = tq.word_lookup %idx32 [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
                                 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31] : vector<16xi16>
   return %l, %l32 : vector<16xi16>, vector<16xi16>

@@ -118,7 +118,10 @@ def TQLowerLaneLookup : Pass<"tq-lower-lane-lookup"> {
     per 16, 8 or 4 lanes; with `isa=avx512bf16` a bf16 `tq.pair_dot`
     becomes `x86vector.avx512.dot` (`vdpbf16ps`). With `isa=avx2`,
     `avx512` or `avxvnni` a table of up to 16 words is looked up by 256-bit
-    `vpshufb` on its bytes per 16 lanes, and an i16 `tq.pair_dot` is
+    `vpshufb` on its bytes per 16 lanes (a lookup of bytes widened to
+    words by a shuffle with zeros: two `tq.byte_lookup` of the table's low
+    and high bytes, the shuffle taking the high bytes), and an i16
+    `tq.pair_dot` is
     `vpmaddwd` + an add per 8 lanes (`avxvnni`: a VEX `vpdpwssd`).
     Otherwise a select tree on words and widening multiplies with a sum of
     each pair. The

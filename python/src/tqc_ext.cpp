@@ -554,13 +554,14 @@ compileLibrary(const std::vector<SpecTuple> &specTuples,
                const std::map<std::string, mlir::tq::KnobValues> &kernelKnobs,
                const std::string &tuningDb, int64_t tuningContext,
                const std::vector<std::pair<std::string, std::string>> &inputs,
-               const std::string &gpuDevice) {
+               const std::string &gpuDevice, unsigned jobs) {
   std::vector<mlir::tq::RuntimeKernelSpec> specs;
   for (const SpecTuple &t : specTuples)
     specs.push_back(toSpec(t));
   mlir::tq::KernelLibraryOptions options;
   options.outputDir = outputDir;
   options.cpu = cpu;
+  options.jobs = jobs;
   if (decodeTile < 0 || prefillTile < 0 || splits <= 0 ||
       maxUnrolledChunks < 0 || tuningContext < 0)
     valueError("tile_size, max_unrolled_chunks and tuning_context must be "
@@ -1699,7 +1700,7 @@ class CompileError(RuntimeError):
         "kernel_knobs"_a = std::map<std::string, mlir::tq::KnobValues>(),
         "tuning_db"_a = "", "tuning_context"_a = 0,
         "inputs"_a = std::vector<std::pair<std::string, std::string>>(),
-        "gpu_device"_a = "",
+        "gpu_device"_a = "", "jobs"_a = 0u,
         "Compiles kernel spec tuples into a library directory with tq-aot's "
         "driver (writeKernelLibrary / writeGpuKernelLibrary); returns the "
         "tuning database's report (one line per attention kernel).");

@@ -106,12 +106,35 @@ def test_progress_and_output_dir(tmp_path):
     seen = []
     lib = tqc.compile(kind=("append", "dequantize"), k_format="q8_0",
                       v_format="turbo2_0", head_dim=32,
-                      output_dir=tmp_path / "rows",
+                      output_dir=tmp_path / "rows", jobs=1,
                       progress=lambda i, n, name: seen.append((i, n, name)))
     assert lib.directory == tmp_path / "rows"
     assert [s[2] for s in seen] == lib.names()
     assert seen[0][:2] == (0, 4) and len(seen) == 4
     assert (tmp_path / "rows" / "tq_kernels.h").exists()
+
+
+def test_jobs(tmp_path):
+    # Several jobs: every kernel reported once, the count of kernels
+    # started in order, whichever thread calls; the library is byte for
+    # byte the one of one job.
+    seen = []
+    args = dict(kind=("append", "decode"), k_format=("f16", "turbo3_0"),
+                head_dim=32, gqa=(1, 2))
+    one = tqc.compile(output_dir=tmp_path / "one", jobs=1, **args)
+    two = tqc.compile(output_dir=tmp_path / "two", jobs=2,
+                      progress=lambda i, n, name: seen.append((i, n, name)),
+                      **args)
+    assert sorted(s[2] for s in seen) == sorted(two.names())
+    assert [s[:2] for s in seen] == [(i, 6) for i in range(6)]
+    for name in ("libtqkernels.so", "kernels.json"):
+        assert ((tmp_path / "one" / name).read_bytes()
+                == (tmp_path / "two" / name).read_bytes()), name
+    assert one.names() == two.names()
+    with pytest.raises(ValueError, match="jobs must be >= 0"):
+        tqc.compile(kind="append", k_format="f16", head_dim=16, jobs=-1)
+    with pytest.raises(TypeError, match="jobs: expected an integer"):
+        tqc.compile(kind="append", k_format="f16", head_dim=16, jobs=1.5)
 
     def fail(i, n, name):
         raise KeyError(name)

@@ -365,8 +365,8 @@ def compile(kind: Optional[Strs] = None, k_format: Optional[Strs] = None,
             inputs: Optional[Iterable[Union[str, os.PathLike]]] = None,
             naive: bool = False,
             output_dir: Union[str, os.PathLike, None] = None,
-            progress: Optional[Callable[[int, int, str], None]] = None
-            ) -> KernelLibrary:
+            progress: Optional[Callable[[int, int, str], None]] = None,
+            jobs: int = 0) -> KernelLibrary:
     """Compiles a kernel library with the driver ``tq-aot`` uses.
 
     Every combination of ``kind`` (``append``, ``decode``, ``prefill``,
@@ -393,7 +393,11 @@ def compile(kind: Optional[Strs] = None, k_format: Optional[Strs] = None,
     with or without specs; listed with kind ``ir``). ``output_dir``
     defaults to a new temporary directory (``tqc-kernels-*``), left in
     place (removed when the compile fails).
-    ``progress(i, n, name)`` is called before each kernel.
+    ``progress(i, n, name)`` is called before each kernel (``i`` counts
+    the kernels started; with several jobs from the compiling threads,
+    one call at a time). ``jobs``: kernels compiled at once, each on a
+    thread of its own (0: one per hardware thread; ``tq-aot --jobs``);
+    the library is the same whatever the count.
 
     ``max_unrolled_chunks`` (rows of more vector chunks are visited by
     decode periods) and ``centroid_permute`` (``none``, ``avx2``,
@@ -417,6 +421,12 @@ def compile(kind: Optional[Strs] = None, k_format: Optional[Strs] = None,
     if not isinstance(window, (int, np.integer)) or isinstance(window, bool):
         raise TypeError(f"window: expected an integer, got "
                         f"{type(window).__name__}")
+    if not isinstance(jobs, (int, np.integer)) or isinstance(jobs, bool):
+        raise TypeError(f"jobs: expected an integer, got "
+                        f"{type(jobs).__name__}")
+    if jobs < 0:
+        raise ValueError(f"jobs must be >= 0 (0: one per hardware thread), "
+                         f"got {jobs}")
     ir = []
     if isinstance(inputs, (str, os.PathLike)):
         inputs = [inputs]
@@ -458,7 +468,7 @@ def compile(kind: Optional[Strs] = None, k_format: Optional[Strs] = None,
             lookup, naive, name, progress, max_unrolled_chunks,
             centroid_permute or "", kernel_knobs,
             os.fspath(tuning_db) if tuning_db is not None else "",
-            tuning_context, ir, gpu_device or "")
+            tuning_context, ir, gpu_device or "", int(jobs))
     except BaseException:
         if temporary:  # a directory the caller never saw
             shutil.rmtree(output_dir, ignore_errors=True)

@@ -34,7 +34,7 @@ def reference_attention(q: object, k: object, v: object, k_format: str | None = 
 def kernel_name(spec: tuple[str, str, str, int, int, int, bool, int, float, bool]) -> str:
     """The symbol name of a kernel spec tuple."""
 
-def compile_library(specs: Sequence[tuple[str, str, str, int, int, int, bool, int, float, bool]], output_dir: str, target: str, cpu: str, decode_tile: int, prefill_tile: int, splits: int, lookup: str, naive: bool, library_name: str, progress: object | None = None, max_unrolled_chunks: int = 48, centroid_permute: str = '', kernel_knobs: Mapping[str, Mapping[str, str]] = {}, tuning_db: str = '', tuning_context: int = 0, inputs: Sequence[tuple[str, str]] = [], gpu_device: str = '') -> list[str]:
+def compile_library(specs: Sequence[tuple[str, str, str, int, int, int, bool, int, float, bool]], output_dir: str, target: str, cpu: str, decode_tile: int, prefill_tile: int, splits: int, lookup: str, naive: bool, library_name: str, progress: object | None = None, max_unrolled_chunks: int = 48, centroid_permute: str = '', kernel_knobs: Mapping[str, Mapping[str, str]] = {}, tuning_db: str = '', tuning_context: int = 0, inputs: Sequence[tuple[str, str]] = [], gpu_device: str = '', jobs: int = 0) -> list[str]:
     """
     Compiles kernel spec tuples into a library directory with tq-aot's driver (writeKernelLibrary / writeGpuKernelLibrary); returns the tuning database's report (one line per attention kernel).
     """

@@ -41,7 +41,6 @@
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
 
-#include <atomic>
 #include <memory>
 #include <mutex>
 
@@ -501,64 +500,75 @@ bool compileInput(MLIRContext &context, ModuleOp input,
 
 namespace {
 
-/// Compiles specs[i] to objects[i], on `options.jobs` threads. One job
-/// compiles in `context` with `tm`; several give every kernel a context
-/// and target machine of its own (a context's diagnostic handlers are
-/// shared by all its threads). The error reported is the first failing
-/// spec's in spec order, whatever order the threads finish in; after a
-/// failure no further kernel starts.
+/// Compiles specs[i] to objects[i] on `options.jobs` threads, which take
+/// the specs in order. One job compiles in `context` with `tm`; several
+/// give every thread a context and target machine of its own (a context's
+/// diagnostic handlers are shared by all its threads). Progress is
+/// reported in spec order. The error reported is the first failing spec's
+/// in spec order, whatever order the threads finish in; after a failure
+/// no further kernel starts.
 bool compileKernels(MLIRContext &context,
                     const std::vector<RuntimeKernelSpec> &specs,
                     ArrayRef<std::string> objects,
                     const KernelLibraryOptions &options,
                     llvm::TargetMachine &tm, size_t firstIndex, size_t total,
                     const KernelProgress &progress, std::string &error) {
-  const unsigned jobs = std::min<size_t>(
+  const size_t jobs = std::min<size_t>(
       llvm::hardware_concurrency(options.jobs).compute_thread_count(),
       specs.size());
-  if (jobs <= 1) {
-    for (size_t i = 0; i < specs.size(); ++i) {
-      if (progress)
-        progress(firstIndex + i, total, specs[i].name());
-      std::string why;
-      if (!compileKernel(context, specs[i], options, tm, objects[i], why)) {
-        error = specs[i].name() + ": " + why;
-        return false;
-      }
-    }
-    return true;
-  }
-  std::mutex mutex;
-  size_t started = 0;
-  std::atomic<bool> failed = false;
+  std::mutex mutex; // guards next, failed, errors and the progress calls
+  size_t next = 0;
+  bool failed = false;
   std::vector<std::string> errors(specs.size());
-  llvm::DefaultThreadPool pool(llvm::hardware_concurrency(jobs));
-  for (size_t i = 0; i < specs.size(); ++i)
-    pool.async([&, i] {
-      if (failed)
-        return;
-      if (progress) {
+  // Compiles the next spec until none is left or one has failed.
+  auto work = [&](MLIRContext &ctx, llvm::TargetMachine &machine) {
+    for (;;) {
+      size_t i;
+      {
         std::lock_guard<std::mutex> lock(mutex);
-        progress(firstIndex + started++, total, specs[i].name());
+        if (failed || next == specs.size())
+          return;
+        i = next++;
+        if (progress)
+          progress(firstIndex + i, total, specs[i].name());
       }
-      std::unique_ptr<MLIRContext> own = createKernelCompilerContext();
-      own->disableMultithreading();
       std::string why;
-      std::unique_ptr<llvm::TargetMachine> ownTm =
-          makeTargetMachine(options.cpu, why);
-      if (!ownTm ||
-          !compileKernel(*own, specs[i], options, *ownTm, objects[i], why)) {
+      if (!compileKernel(ctx, specs[i], options, machine, objects[i], why)) {
+        std::lock_guard<std::mutex> lock(mutex);
         errors[i] = specs[i].name() + ": " + why;
         failed = true;
       }
-    });
-  pool.wait();
+    }
+  };
+  std::string setupError;
+  if (jobs <= 1) {
+    work(context, tm);
+  } else {
+    llvm::DefaultThreadPool pool(llvm::hardware_concurrency(jobs));
+    for (size_t j = 0; j < jobs; ++j)
+      pool.async([&] {
+        std::unique_ptr<MLIRContext> own = createKernelCompilerContext();
+        own->disableMultithreading();
+        std::string why;
+        std::unique_ptr<llvm::TargetMachine> ownTm =
+            makeTargetMachine(options.cpu, why);
+        if (!ownTm) {
+          std::lock_guard<std::mutex> lock(mutex);
+          setupError = why;
+          failed = true;
+          return;
+        }
+        work(*own, *ownTm);
+      });
+    pool.wait();
+  }
   for (const std::string &e : errors)
     if (!e.empty()) {
       error = e;
       return false;
     }
-  return true;
+  error = setupError;
+  return setupError.empty();
 }
 
 } // namespace

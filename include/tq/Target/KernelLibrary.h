@@ -78,17 +78,17 @@ struct KernelLibraryOptions {
   /// lowering; the tool must have registered them
   /// (registerPassManagerCLOptions, registerDefaultTimingManagerCLOptions).
   bool passManagerCLOptions = false;
-  /// Kernels compiled at once, each in a context and target machine of its
-  /// own (0: one per hardware thread; 1: one after another, in the caller's
-  /// context). The library is the same whatever the count: objects are
+  /// Kernels compiled at once, by threads with a context and target
+  /// machine of their own (0: one per hardware thread; 1: one after
+  /// another, in the caller's context). The library is the same whatever the count: objects are
   /// linked in spec order. With several, the pass manager's printing
   /// options interleave their output.
   unsigned jobs = 0;
 };
 
-/// Called before each kernel is compiled: (index, total, name); index
-/// counts the kernels started so far (with several jobs, calls come from
-/// the compiling threads, one at a time).
+/// Called before each kernel is compiled: (index, total, name), in spec
+/// order (with several jobs, from the compiling threads, one call at a
+/// time).
 using KernelProgress = std::function<void(size_t, size_t, const std::string &)>;
 
 /// The kernel's self-description the runtime checks, `<name>_info`:

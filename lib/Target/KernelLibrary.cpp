@@ -49,7 +49,8 @@ using namespace mlir::tq;
 
 namespace {
 
-/// A target machine for the requested CPU ("host": this machine).
+/// A target machine for the requested CPU: "host" (this machine), an
+/// LLVM CPU name, or a name with ISA features added ("x86-64-v3+avxvnni").
 std::unique_ptr<llvm::TargetMachine> makeTargetMachine(const std::string &cpu,
                                                        std::string &error) {
   llvm::InitializeNativeTarget();
@@ -59,25 +60,38 @@ std::unique_ptr<llvm::TargetMachine> makeTargetMachine(const std::string &cpu,
       llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target)
     return nullptr;
-  std::string cpuName = cpu;
+  std::string cpuName;
   std::string features;
-  if (cpu != "host") {
-    // LLVM would only warn, then abort on the first instruction the
-    // generic CPU lacks.
-    std::unique_ptr<llvm::MCSubtargetInfo> info(
-        target->createMCSubtargetInfo(triple, "", ""));
-    if (!info || !info->isCPUStringValid(cpu)) {
-      error = "unknown CPU '" + cpu + "' for " + triple.str() +
-              " (give an LLVM CPU name such as znver5, sapphirerapids or "
-              "x86-64-v3, or host)";
-      return nullptr;
-    }
-  }
   if (cpu == "host") {
     cpuName = llvm::sys::getHostCPUName().str();
     for (const auto &f : llvm::sys::getHostCPUFeatures())
       features += (features.empty() ? "" : ",") +
                   std::string(f.second ? "+" : "-") + f.first().str();
+  } else {
+    // LLVM would only warn about an unknown CPU or feature, then abort on
+    // the first instruction the generic CPU lacks.
+    llvm::SmallVector<llvm::StringRef> parts;
+    llvm::StringRef(cpu).split(parts, '+');
+    cpuName = parts.front().str();
+    std::unique_ptr<llvm::MCSubtargetInfo> info(
+        target->createMCSubtargetInfo(triple, "", ""));
+    if (!info || !info->isCPUStringValid(cpuName)) {
+      error = "unknown CPU '" + cpuName + "' for " + triple.str() +
+              " (give an LLVM CPU name such as znver5, sapphirerapids or "
+              "x86-64-v3, optionally with +feature..., or host)";
+      return nullptr;
+    }
+    for (llvm::StringRef feature : llvm::drop_begin(parts)) {
+      if (!llvm::any_of(info->getAllProcessorFeatures(),
+                        [&](const llvm::SubtargetFeatureKV &kv) {
+                          return feature == kv.Key;
+                        })) {
+        error = "unknown CPU feature '" + feature.str() + "' in '" + cpu +
+                "' (LLVM's names, such as avxvnni or avx512bf16)";
+        return nullptr;
+      }
+      features += (features.empty() ? "+" : ",+") + feature.str();
+    }
   }
   llvm::TargetOptions options;
   std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
@@ -109,6 +123,15 @@ bool emitObject(MLIRContext &context, ModuleOp module,
   }
   if (annotate)
     annotate(module);
+  // On AVX-512 CPUs the lowering's vectors are 512 bits wide, but LLVM's
+  // tuning for Intel's (icelake-server and later) prefers 256 and would
+  // split each 512-bit operation the kernels do not spell as an intrinsic
+  // into two ymm halves. Measured on Emerald Rapids: prefill 1.09x.
+  if (tm.getMCSubtargetInfo()->checkFeatures("+avx512f"))
+    module.walk([](LLVM::LLVMFuncOp func) {
+      if (!func.isExternal())
+        func.setPreferVectorWidth("512");
+    });
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> llvmModule =
       translateModuleToLLVMIR(module, llvmContext, name);
@@ -955,15 +978,40 @@ bool mlir::tq::resolveAutoDotPaths(const std::string &cpu,
   if (!tm)
     return false;
   // Measured in docs/perf/cpu.md: the integer paths beat f32 with VNNI
-  // (znver4) and with AVX2 alone (znver3: vpmaddubsw on 7-bit levels,
-  // vpmaddwd), bf16 beats i16 where the CPU has vdpbf16ps.
+  // (znver4, emeraldrapids) and with AVX2 alone (znver3: vpmaddubsw on
+  // 7-bit levels, vpmaddwd). The pair sums differ by vendor: bf16
+  // (vdpbf16ps) beat i16 by 4-7% on Zen 4, i16 (vpdpwssd) beat bf16 by
+  // 1.2x in decode and 1.4x in prefill on Emerald Rapids. So bf16 on AMD's
+  // Zen CPUs that have it, i16 elsewhere.
   if (scoreDot == "auto")
     scoreDot = hasIntegerDots(*tm) ? "i8" : "f32";
   if (valueDot == "auto")
-    valueDot = hasBf16(*tm)          ? "bf16"
+    valueDot = hasBf16(*tm) && tm->getTargetCPU().starts_with("znver")
+                   ? "bf16"
                : hasIntegerDots(*tm) ? "i16"
                                      : "f32";
   return true;
+}
+
+bool mlir::tq::cpuRunsOnHost(const std::string &cpu, std::string &error) {
+  if (cpu == "host")
+    return true;
+  std::unique_ptr<llvm::TargetMachine> tm = makeTargetMachine(cpu, error);
+  if (!tm)
+    return false;
+  // The host's feature map names ISA features only (no tuning flags), so
+  // the check is about instructions, not scheduling preferences.
+  std::vector<std::string> missing;
+  for (const auto &f : llvm::sys::getHostCPUFeatures())
+    if (!f.second && tm->getMCSubtargetInfo()->checkFeatures(
+                         "+" + f.first().str()))
+      missing.push_back(f.first().str());
+  if (missing.empty())
+    return true;
+  llvm::sort(missing);
+  error = "code for cpu '" + cpu + "' needs " + llvm::join(missing, ", ") +
+          ", which this machine lacks";
+  return false;
 }
 
 bool mlir::tq::cpuTuningTarget(const std::string &cpu, TuningTarget &target,
@@ -974,10 +1022,16 @@ bool mlir::tq::cpuTuningTarget(const std::string &cpu, TuningTarget &target,
   target.triple = tm->getTargetTriple().str();
   target.cpu = tm->getTargetCPU().str();
   std::vector<std::string> features;
-  if (cpu == "host")
+  if (cpu == "host") {
     for (const auto &f : llvm::sys::getHostCPUFeatures())
       if (f.second)
         features.push_back("+" + f.first().str());
+  } else {
+    llvm::StringRef added = tm->getTargetFeatureString();
+    for (llvm::StringRef f : llvm::split(added, ','))
+      if (!f.empty())
+        features.push_back(f.str());
+  }
   llvm::sort(features);
   target.features = llvm::join(features, ",");
   target.featuresHash = tuningFeaturesHash(target.features);

@@ -4,9 +4,74 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
+#include <fstream>
 #include <thread>
+#include <unistd.h>
 
 using namespace tq::tools;
+
+/// A sysfs cache size such as "48K", "2048K" or "260M", in bytes; 0 when
+/// it is not one.
+static size_t parseCacheSize(const std::string &text) {
+  size_t value = 0, i = 0;
+  for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]));
+       ++i)
+    value = value * 10 + size_t(text[i] - '0');
+  if (i == 0)
+    return 0;
+  switch (i < text.size() ? text[i] : ' ') {
+  case 'K':
+    return value << 10;
+  case 'M':
+    return value << 20;
+  case 'G':
+    return value << 30;
+  default:
+    return value;
+  }
+}
+
+size_t tq::tools::lastLevelCacheBytes() {
+  size_t largest = 0;
+  const std::string base = "/sys/devices/system/cpu/cpu0/cache/index";
+  for (int i = 0; i < 16; ++i) {
+    std::ifstream typeFile(base + std::to_string(i) + "/type");
+    std::ifstream sizeFile(base + std::to_string(i) + "/size");
+    std::string type, size;
+    if (!(typeFile >> type) || !(sizeFile >> size))
+      break;
+    if (type != "Instruction")
+      largest = std::max(largest, parseCacheSize(size));
+  }
+  if (largest)
+    return largest;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+  for (int name : {_SC_LEVEL4_CACHE_SIZE, _SC_LEVEL3_CACHE_SIZE,
+                   _SC_LEVEL2_CACHE_SIZE}) {
+    long bytes = sysconf(name);
+    if (bytes > 0)
+      largest = std::max(largest, size_t(bytes));
+  }
+#endif
+  return largest;
+}
+
+size_t tq::tools::autoFlushMiB() {
+  const size_t mib = size_t(1) << 20;
+  return std::max<size_t>(64, (2 * lastLevelCacheBytes() + mib - 1) / mib);
+}
+
+std::optional<size_t> tq::tools::parseFlushMiB(const std::string &text) {
+  if (text == "auto")
+    return autoFlushMiB();
+  if (text.empty() || text.size() > 7 ||
+      !std::all_of(text.begin(), text.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c));
+      }))
+    return std::nullopt;
+  return size_t(std::stoul(text));
+}
 
 CacheFlusher::CacheFlusher(size_t mib, unsigned threads)
     : data_(mib << 17, 1), threads_(std::max(1u, threads)) {}

@@ -13,9 +13,24 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace tq::tools {
+
+/// The largest data or unified cache the OS reports for CPU 0 (Linux
+/// sysfs, else sysconf), in bytes; 0 when neither says.
+size_t lastLevelCacheBytes();
+
+/// The flush size `--flush-mib=auto` reads: twice the last-level cache,
+/// rounded up to MiB, and at least 64 MiB (a buffer the size of the cache
+/// leaves part of the KV in it under adaptive replacement).
+size_t autoFlushMiB();
+
+/// Parses a `--flush-mib` value: "auto" (autoFlushMiB()) or a count of MiB
+/// (0: no flush). std::nullopt on anything else.
+std::optional<size_t> parseFlushMiB(const std::string &text);
 
 class CacheFlusher {
 public:

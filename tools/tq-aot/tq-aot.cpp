@@ -50,7 +50,9 @@ cl::OptionCategory toolOptions("tq-aot options");
 cl::opt<std::string> target("target", cl::cat(toolOptions),
                             cl::desc("cpu | nvptx | amdgcn"), cl::init("cpu"));
 cl::opt<std::string> chip("chip", cl::cat(toolOptions),
-                          cl::desc("CPU name (default: host); GPU chip: sm_80, sm_86, "
+                          cl::desc("CPU name (default: host), optionally with "
+                                   "+feature... (x86-64-v3+avxvnni); GPU "
+                                   "chip: sm_80, sm_86, "
                                    "sm_89, sm_90a, gfx90a, gfx942, gfx1100"),
                           cl::init("host"));
 cl::opt<std::string> kinds("kind", cl::cat(toolOptions),
@@ -133,8 +135,9 @@ cl::opt<std::string> valueDot(
              "AVX512-BF16) or i16 (int16 levels times fixed-point weights, "
              "vpdpwssd where it has AVX512-VNNI or AVX-VNNI, vpmaddwd with "
              "AVX2); formats with a scale per block and at most 16 levels, "
-             "no QJL; or auto (bf16 where --chip has AVX512-BF16, else i16 "
-             "where it has AVX2 or better, else f32)"),
+             "no QJL; or auto (bf16 where --chip is an AMD Zen with "
+             "AVX512-BF16, else i16 where it has AVX2 or better, else f32: "
+             "the faster measured on each vendor's CPUs)"),
     cl::init("f32"));
 cl::opt<std::string> tuningDb(
     "tuning-db", cl::cat(toolOptions),

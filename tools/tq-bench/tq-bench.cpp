@@ -48,6 +48,7 @@
 #include <ctime>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -85,12 +86,12 @@ cl::opt<std::string> lookup(
     cl::desc("centroid lookup of fused kernels: tile (decode each KV tile "
              "once per GQA group), select or lut"),
     cl::init("tile"));
-cl::opt<unsigned> flushMiB(
+cl::opt<std::string> flushMiBOpt(
     "flush-mib", cl::cat(toolOptions),
     cl::desc("MiB read on every thread before each timed call, so the call "
-             "finds its KV in memory as a model's layer does (0: keep "
-             "caches warm)"),
-    cl::init(64));
+             "finds its KV in memory as a model's layer does; 'auto': twice "
+             "the last-level cache, at least 64 (0: keep caches warm)"),
+    cl::init("auto"));
 cl::opt<bool> skipNaive("skip-naive", cl::cat(toolOptions),
                         cl::desc("skip the dequantise-then-attend baseline"));
 cl::opt<unsigned> prefillRows(
@@ -108,7 +109,9 @@ cl::opt<std::string> variantsOpt(
     "variants", cl::cat(toolOptions),
     cl::desc("more fused kernels, timed in the same rounds as rows 'fused "
              "(LABEL)': LABEL:knob=value[,knob=value...][;LABEL2:...], "
-             "knobs as tq-aot --tuning-db's (tile_size, splits, lookup, ...)"),
+             "knobs as tq-aot --tuning-db's (tile_size, splits, lookup, ...), "
+             "and cpu=NAME: the variant's kernels built for that LLVM CPU "
+             "(one whose instructions this machine has)"),
     cl::value_desc("variants"));
 cl::opt<std::string> ggmlBench(
     "ggml-bench", cl::cat(toolOptions),
@@ -151,9 +154,13 @@ double fastestParallelRun(int rounds,
   return best;
 }
 
-/// Read bandwidth: every thread sums its share of a 512 MiB buffer.
+/// Read bandwidth: every thread sums its share of a buffer of 512 MiB or
+/// four times the last-level cache, whichever is larger, so the reads
+/// come from memory even where that cache holds hundreds of MiB.
 double probeBandwidth() {
-  const size_t n = (512u << 20) / sizeof(uint64_t);
+  const size_t bytes =
+      std::max<size_t>(size_t(512) << 20, 4 * ::tq::tools::lastLevelCacheBytes());
+  const size_t n = bytes / sizeof(uint64_t);
   std::vector<uint64_t> data(n, 1);
   const unsigned t = threadCount();
   std::atomic<uint64_t> sink{0};
@@ -266,6 +273,9 @@ Library buildLibrary(MLIRContext &context,
 struct Variant {
   std::string label;
   KnobValues knobs;
+  /// The CPU its kernels are built for (`cpu=` in --variants; empty: the
+  /// host, as the fused rows).
+  std::string cpu;
   /// The specs that have every knob of the variant (a decode-only knob
   /// such as splits leaves the prefill kernels out).
   std::vector<RuntimeKernelSpec> specs;
@@ -333,14 +343,26 @@ std::vector<Variant> parseVariants(const std::string &text,
       if (name.empty() || value.empty() || !kv.contains('='))
         fail("bad knob '" + kv + "' in --variants entry '" + label + "'" +
              usage);
-      if (v.knobs.count(name.str()))
+      if (v.knobs.count(name.str()) || (name == "cpu" && !v.cpu.empty()))
         fail("--variants '" + label + "': knob " + name + " given twice");
+      if (name == "cpu") {
+        // Not a kernel knob: the variant's kernels are built for this CPU
+        // (its features decide the lowerings and `auto`), which must run
+        // here.
+        std::string error;
+        if (!cpuRunsOnHost(value.str(), error))
+          fail("--variants '" + label + "': " + error);
+        v.cpu = value.str();
+        continue;
+      }
       if (!llvm::is_contained(allNames, name))
         fail("--variants '" + label + "': unknown knob '" + name +
              "' (knobs of these kernels: " + llvm::join(allNames, ", ") + ")");
       v.knobs[name.str()] = value.str();
     }
     v.options = libraryOptions(false);
+    if (!v.cpu.empty())
+      v.options.cpu = v.cpu;
     for (size_t i = 0; i < all.size(); ++i) {
       const RuntimeKernelSpec &spec = all[i];
       std::string missing;
@@ -636,6 +658,9 @@ int main(int argc, char **argv) {
     fail("--q-heads must be a multiple of --kv-heads");
   if (repeat == 0)
     fail("--repeat must be at least 1");
+  std::optional<size_t> flushMiB = ::tq::tools::parseFlushMiB(flushMiBOpt);
+  if (!flushMiB)
+    fail("bad --flush-mib '" + flushMiBOpt + "' (a count of MiB or 'auto')");
   std::vector<std::string> fs;
   for (llvm::StringRef f : llvm::split(formats, ','))
     if (!f.empty()) {
@@ -726,7 +751,7 @@ int main(int argc, char **argv) {
   // together and timed round-robin (timeInterleaved); their rows are kept
   // and the pools freed before the next context's are built.
   std::vector<Measured> decode, prefill;
-  ::tq::tools::CacheFlusher flusher(flushMiB, threadCount());
+  ::tq::tools::CacheFlusher flusher(*flushMiB, threadCount());
   auto kernelName = [](const std::string &f) {
     return f == "f16" ? "f16 baseline (fused)" : "fused";
   };
@@ -810,8 +835,12 @@ int main(int argc, char **argv) {
      << " KV heads, one query; " << repeat
      << (repeat == 1 ? " round" : " rounds")
      << ", each timing every kernel of a context once (round-robin)"
-     << (flushMiB ? ", caches flushed before every call (" +
-                        std::to_string(flushMiB) + " MiB read)"
+     << (*flushMiB ? ", caches flushed before every call (" +
+                         std::to_string(*flushMiB) + " MiB read; last-level "
+                         "cache " +
+                         std::to_string(::tq::tools::lastLevelCacheBytes() >>
+                                        20) +
+                         " MiB)"
                   : std::string(", warm caches"))
      << "; best and median step. Probed in this run, before / after the "
         "kernels (the larger sets the roofline): read bandwidth "
@@ -824,6 +853,8 @@ int main(int argc, char **argv) {
           "rounds):";
     for (const Variant &v : variants) {
       std::vector<std::string> knobs;
+      if (!v.cpu.empty())
+        knobs.push_back("cpu=" + v.cpu);
       for (const auto &[name, value] : v.knobs)
         knobs.push_back(name + "=" + value);
       md << " " << v.label << ": " << llvm::join(knobs, ",") << ";";

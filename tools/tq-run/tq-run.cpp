@@ -37,6 +37,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -96,12 +97,13 @@ cl::opt<unsigned>
            cl::desc("time this many extra attention calls and print the "
                     "best and the median (0: none)"),
            cl::init(0));
-cl::opt<unsigned> flushMiB(
+cl::opt<std::string> flushMiBOpt(
     "flush-mib", cl::cat(toolOptions),
     cl::desc("with --repeat: MiB read on every thread before each timed "
              "call, so the call finds its KV in memory as a model's layer "
-             "does (0: warm caches)"),
-    cl::init(0));
+             "does; 'auto': twice the last-level cache, at least 64 (0: "
+             "warm caches)"),
+    cl::init("0"));
 
 [[noreturn]] void fail(const llvm::Twine &message) {
   llvm::errs() << "tq-run: error: " << message << "\n";
@@ -205,6 +207,9 @@ int main(int argc, char **argv) {
       fail(::tq::quant::Format::get(f, headDim).status().message());
   if (kvHeads == 0 || qHeads == 0 || qHeads % kvHeads != 0)
     fail("--q-heads must be a positive multiple of --kv-heads");
+  std::optional<size_t> flushMiB = ::tq::tools::parseFlushMiB(flushMiBOpt);
+  if (!flushMiB)
+    fail("bad --flush-mib '" + flushMiBOpt + "' (a count of MiB or 'auto')");
   if (pageSize == 0)
     fail("--page-size must be positive");
   if (softcap < 0.0f || scale < 0.0f || !std::isfinite(scale))
@@ -283,7 +288,7 @@ int main(int argc, char **argv) {
   check(tq_attention(rt, &cache, &params, q.data(), out.data()), "attention");
   if (repeat > 0) {
     ::tq::tools::CacheFlusher flusher(
-        flushMiB, threads ? threads : std::thread::hardware_concurrency());
+        *flushMiB, threads ? threads : std::thread::hardware_concurrency());
     ::tq::tools::TimingSamples times;
     for (unsigned r = 0; r < repeat; ++r) {
       flusher.flush();

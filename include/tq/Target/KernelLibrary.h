@@ -113,11 +113,19 @@ bool writeKernelLibrary(MLIRContext &context,
 
 /// Replaces `auto` in `scoreDot` / `valueDot` with the dot paths of
 /// `cpu` ("host": this machine): score i8 where the CPU has AVX2 or
-/// better (VNNI where it has it); value bf16 where it has AVX512-BF16,
-/// else i16 with AVX2 or better; f32 elsewhere. Other values are left as they are. False, with
-/// `error` naming the CPU, where LLVM does not know it.
+/// better (VNNI where it has it); value bf16 on AMD Zen CPUs with
+/// AVX512-BF16, else i16 with AVX2 or better (the faster of the two on
+/// each vendor's CPUs measured, docs/perf/cpu.md); f32 elsewhere. Other
+/// values are left as they are. False, with `error` naming the CPU, where
+/// LLVM does not know it.
 bool resolveAutoDotPaths(const std::string &cpu, std::string &scoreDot,
                          std::string &valueDot, std::string &error);
+
+/// Whether code built for `cpu` (an LLVM CPU name or "host") runs on this
+/// machine: every ISA feature the host lacks is one `cpu` lacks too. False
+/// with `error` naming the CPU and the features this machine lacks, or
+/// saying LLVM does not know the CPU.
+bool cpuRunsOnHost(const std::string &cpu, std::string &error);
 
 } // namespace mlir::tq
 

@@ -58,7 +58,28 @@ def test_compile_error_carries_the_diagnostic(tmp_path):
     with pytest.raises(tqc.CompileError, match="unknown CPU 'no-such-cpu'"):
         tqc.compile(kind="append", k_format="q8_0", head_dim=32,
                     cpu="no-such-cpu", output_dir=tmp_path / "c")
+    with pytest.raises(tqc.CompileError,
+                       match="unknown CPU feature 'avx99' in 'x86-64-v3\\+avx99'"):
+        tqc.compile(kind="append", k_format="q8_0", head_dim=32,
+                    cpu="x86-64-v3+avx99", output_dir=tmp_path / "f")
     assert issubclass(tqc.CompileError, RuntimeError)
+
+
+def test_cpu_with_features(tmp_path):
+    # A CPU name with ISA features added (tq-aot --chip=x86-64-v3+avxvnni):
+    # AVX2 plus AVX-VNNI, whose integer dot knobs the kernel then has.
+    spec = tqc.KernelSpec("decode", "polar4", "polar4", 64, 2)
+    names = {k.name for k in tqc.knobs(spec, "x86-64-v3+avxvnni")}
+    assert {"score_dot", "value_dot"} <= names
+    assert "score_dot" not in {k.name for k in tqc.knobs(spec, "x86-64-v2")}
+    lib = tqc.compile(kind="decode", k_format="polar4", head_dim=64, gqa=2,
+                      cpu="x86-64-v3+avxvnni",
+                      knobs={"score_dot": "i8", "value_dot": "i16"},
+                      output_dir=tmp_path)
+    assert lib.metadata["cpu"] == "x86-64-v3+avxvnni"
+    (kernel,) = lib.metadata["kernels"]
+    assert kernel["knobs"]["score_dot"] == "i8"
+    assert kernel["knobs"]["value_dot"] == "i16"
 
 
 def test_bad_options():

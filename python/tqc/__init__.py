@@ -379,8 +379,9 @@ def compile(kind: Optional[Strs] = None, k_format: Optional[Strs] = None,
     compiled into the attention kernels (the runtime looks them up by
     name). ``tile_size`` (0: 256 for decode, 64 for prefill kernels),
     ``splits`` (split-KV chunks of decode kernels) and ``lookup`` (``tile``,
-    ``select``, ``lut``) are the lowering's knobs; ``cpu`` an LLVM CPU name
-    (``host``: this machine with all its features). ``abi="ggml"`` builds a
+    ``select``, ``lut``) are the lowering's knobs; ``cpu`` an LLVM CPU name,
+    optionally with ISA features added (``x86-64-v3+avxvnni``; ``host``:
+    this machine with all its features). ``abi="ggml"`` builds a
     ggml kernel pack (row encoders/decoders and ggml attention kernels),
     which :meth:`Runtime.attention` runs with masks, ALiBi and sinks;
     ``target="nvptx"``/``"amdgcn"`` (``cpu`` then names the chip) writes a

@@ -227,3 +227,24 @@ def test_winner_is_confirmed_against_the_default(confirm):
     with pytest.raises(ValueError, match="confirm_rounds"):
         tqc.autotune(SPEC, contexts=[300], knobs=knobs, confirm_rounds=-1,
                      cpu=CPU)
+
+
+def test_flush_size():
+    # "auto" reads twice the last-level cache the OS reports (at least 64
+    # MiB), as tq-bench does; anything but a count or "auto" is refused
+    # before anything is compiled.
+    from tqc.autotune import auto_flush_mib, last_level_cache_bytes
+    llc = last_level_cache_bytes()
+    assert auto_flush_mib() >= max(64, 2 * llc / (1 << 20))
+    for bad in (-1, "lots", 1.5, True):
+        with pytest.raises(ValueError, match="flush_mib: expected a count"):
+            tqc.autotune(SPEC, contexts=[200], flush_mib=bad, cpu=CPU,
+                         progress=False)
+
+
+def test_tune_command_flush_size(capsys):
+    from tqc.tune import main
+    with pytest.raises(SystemExit):
+        main(["--db", "unused.db", "--flush-mib", "some"])
+    assert "expected a count of MiB (>= 0) or 'auto', got 'some'" in \
+        capsys.readouterr().err

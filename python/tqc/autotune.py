@@ -10,6 +10,7 @@ record every measurement in a tuning database (:mod:`tqc.tuning`).
 from __future__ import annotations
 
 import concurrent.futures
+import glob
 import itertools
 import json
 import math
@@ -145,6 +146,33 @@ class _GpuFlusher:
         pass
 
 
+def last_level_cache_bytes() -> int:
+    """The largest data or unified cache Linux reports for CPU 0 (sysfs),
+    in bytes; 0 where it says nothing (tq-bench's lastLevelCacheBytes)."""
+    largest = 0
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    for index in sorted(glob.glob(os.path.join(base, "index[0-9]*"))):
+        try:
+            with open(os.path.join(index, "type")) as f:
+                kind = f.read().strip()
+            with open(os.path.join(index, "size")) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        digits = text.rstrip("KMG")
+        if kind == "Instruction" or not digits.isdigit():
+            continue
+        shift = {"K": 10, "M": 20, "G": 30}.get(text[-1], 0)
+        largest = max(largest, int(digits) << shift)
+    return largest
+
+
+def auto_flush_mib() -> int:
+    """``flush_mib="auto"`` on the CPU: twice the last-level cache,
+    rounded up to MiB, at least 64 (tq-bench's ``--flush-mib=auto``)."""
+    return max(64, -(-2 * last_level_cache_bytes() // (1 << 20)))
+
+
 class _Flusher:
     """Reads a buffer larger than the last-level cache before each timed
     call (tq-bench's flush), split over ``threads`` threads."""
@@ -174,7 +202,8 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
              knobs: Optional[dict] = None, strategy: str = "axes",
              rounds: int = 5, statistic: str = "best",
              confirm_rounds: Optional[int] = None, num_kv_heads: int = 8,
-             prefill_rows: int = 16, flush_mib: int = 64, threads: int = 0,
+             prefill_rows: int = 16, flush_mib: Union[int, str] = "auto",
+             threads: int = 0,
              jobs: int = 0, cpu: str = "host", target: str = "cpu",
              device: int = 0, tolerance: float = 2e-3,
              seed: int = 0, progress: Union[bool, Callable[[str], None]] = True,
@@ -200,7 +229,8 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
     3. The correct variants are timed round-robin for ``rounds`` rounds
        (each round calls every variant once, starting one later than the
        round before), reading ``flush_mib`` MiB before every call so the
-       KV comes from memory; ``statistic`` ``best`` or ``median`` of the
+       KV comes from memory (``"auto"``: :func:`auto_flush_mib` on the
+       CPU, 64 on a GPU); ``statistic`` ``best`` or ``median`` of the
        rounds is recorded, with the rounds' spread (slowest / fastest,
        :attr:`Record.spread`) in its detail.
     4. Where the fastest of them is not the default (and the default was
@@ -266,6 +296,12 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
         confirm_rounds = rounds
     if confirm_rounds < 0:
         raise ValueError("confirm_rounds must be >= 0")
+    if flush_mib == "auto":
+        flush_mib = 64 if target != "cpu" else auto_flush_mib()
+    elif (isinstance(flush_mib, bool) or not isinstance(flush_mib, int)
+          or flush_mib < 0):
+        raise ValueError(f"flush_mib: expected a count of MiB (>= 0) or "
+                         f"'auto', got {flush_mib!r}")
     decode = spec.kind in ("decode", "ggml_decode")
     ggml = spec.kind in ("ggml_decode", "ggml_prefill")
     if spec.kind not in ("decode", "prefill", "ggml_decode", "ggml_prefill"):

@@ -33,6 +33,19 @@ def _split(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+def _flush_mib(text: str):
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(
+            f"expected a count of MiB (>= 0) or 'auto', got '{text}'")
+    return value
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m tqc.tune",
                                 description=__doc__.split("\n\n")[0])
@@ -60,7 +73,9 @@ def main(argv=None) -> int:
                         "score_dot=i8 may need more; docs/autotune.md)")
     p.add_argument("--kv-heads", type=int, default=8)
     p.add_argument("--prefill-rows", type=int, default=16)
-    p.add_argument("--flush-mib", type=int, default=64)
+    p.add_argument("--flush-mib", type=_flush_mib, default="auto",
+                   help="MiB read before every timed call (auto: twice the "
+                        "last-level cache, at least 64; 64 on a GPU)")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--jobs", type=int, default=0,
                    help="parallel compiles (0: one per two CPUs)")

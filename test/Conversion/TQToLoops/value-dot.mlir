@@ -25,6 +25,9 @@
 // BF16: tq.pair_dot %{{.*}} : vector<32xbf16> -> vector<16xf32>
 // The weights in fixed point: the heads' largest weight and sum first.
 // I16-LABEL: func @turbo3
+// The weights' running maximum: finite, non-negative weights, so no NaN or
+// signed-zero handling (a single vmaxps per step on x86).
+// I16: arith.maximumf %{{.*}}, %{{.*}} fastmath<nnan,nsz> : vector<16xf32>
 // I16: vector.reduction <maximumf>
 // I16: vector.reduction <add>
 // I16: arith.fptosi %{{.*}} : vector<16xf32> to vector<16xi32>

@@ -51,7 +51,9 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
   pm.addPass(createTQLowerToLoops(lowering));
   // exp as an inline polynomial instead of a libm call, so the softmax
   // loops vectorise.
-  pm.addPass(createTQApproximateMath());
+  TQApproximateMathOptions approximate;
+  approximate.nativeFmaFloor = options.nativeFmaFloor;
+  pm.addPass(createTQApproximateMath(approximate));
   pm.addPass(createCanonicalizerPass());
   // The lowerings read a row's scale once per use (per head); on tensors
   // the reads are pure, so one read serves them all.

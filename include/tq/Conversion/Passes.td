@@ -157,7 +157,17 @@ def TQApproximateMath : Pass<"tq-approximate-math"> {
     Only f32 scalars and vectors are rewritten (the approximation builds
     vector broadcasts for vectors); tensors and other element types are
     left to the usual lowering.
+
+    With `native-fma-floor` the `math.fma` and `math.floor` the
+    approximation creates stay, for targets that have them as
+    instructions (x86 with FMA and SSE4.1: `vfmadd`, `vroundps`); without
+    it a target lacking them would turn them into libm calls.
   }];
+  let options = [
+    Option<"nativeFmaFloor", "native-fma-floor", "bool", /*default=*/"false",
+           "keep the approximation's math.fma and math.floor (the target "
+           "has them as instructions)">
+  ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect",
                            "::mlir::vector::VectorDialect"];

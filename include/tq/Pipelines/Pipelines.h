@@ -93,6 +93,13 @@ struct TQPipelineOptions : public PassPipelineOptions<TQPipelineOptions> {
                      "(tq-lower-lane-lookup isa=avxvnni); tq-aot sets it "
                      "from the CPU"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> nativeFmaFloor{
+      *this, "native-fma-floor",
+      llvm::cl::desc("The target has FMA and SSE4.1: the exp "
+                     "approximation keeps its math.fma and math.floor as "
+                     "instructions (tq-approximate-math native-fma-floor); "
+                     "tq-aot sets it from the CPU"),
+      llvm::cl::init(false)};
   PassOptions::Option<bool> bf16{
       *this, "bf16",
       llvm::cl::desc("The target also has AVX512-BF16 (implies vnni): a bf16 "

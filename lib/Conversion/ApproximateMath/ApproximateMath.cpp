@@ -91,6 +91,7 @@ struct FloorByTruncation : public OpRewritePattern<math::FloorOp> {
 
 struct TQApproximateMathPass
     : public mlir::tq::impl::TQApproximateMathBase<TQApproximateMathPass> {
+  using TQApproximateMathBase::TQApproximateMathBase;
   void runOnOperation() override {
     RewritePatternSet exp2(&getContext());
     exp2.add<Exp2AsExp>(&getContext());
@@ -101,19 +102,22 @@ struct TQApproximateMathPass
     // create).
     SmallVector<Operation *> exps;
     getOperation()->walk([&](Operation *op) {
-      if (isa<math::ExpOp, math::FloorOp>(op) &&
+      if ((isa<math::ExpOp>(op) ||
+           (isa<math::FloorOp>(op) && !nativeFmaFloor)) &&
           isF32ScalarOrVector(op->getResult(0).getType()))
         exps.push_back(op);
     });
     if (exps.empty())
       return;
     RewritePatternSet patterns(&getContext());
-    patterns.add<FloorByTruncation>(&getContext());
-    // The approximation emits math.fma and math.floor, expanded to arith
-    // for the same reason.
     populateMathPolynomialApproximationPatterns(
         patterns, [](StringRef name) { return name == "math.exp"; });
-    math::populateExpansionPatterns(patterns, {"fma"});
+    // The approximation emits math.fma and math.floor, expanded to arith
+    // for the same reason unless the target has them.
+    if (!nativeFmaFloor) {
+      patterns.add<FloorByTruncation>(&getContext());
+      math::populateExpansionPatterns(patterns, {"fma"});
+    }
     GreedyRewriteConfig config;
     config.setStrictness(GreedyRewriteStrictness::ExistingAndNewOps);
     if (failed(applyOpPatternsGreedily(exps, std::move(patterns), config)))

@@ -1,4 +1,5 @@
 // RUN: tq-opt %s --tq-approximate-math | FileCheck %s
+// RUN: tq-opt %s --tq-approximate-math=native-fma-floor | FileCheck %s --check-prefix=NATIVE
 
 // exp2 becomes exp(x ln 2), then a polynomial; the floor and fma the
 // polynomial uses are expanded too: nothing a device library would supply
@@ -108,3 +109,16 @@ func.func @f16(%x: f16) -> (f16, f16, f16) {
   %c = math.floor %x : f16
   return %a, %b, %c : f16, f16, f16
 }
+
+// native-fma-floor (targets with FMA and SSE4.1): the polynomial's fma and
+// floor stay math ops, which become vfmadd and vroundps; a floor outside
+// an exp is left as it is.
+// NATIVE-LABEL: func.func @exp2
+// NATIVE: math.floor %{{.*}} : f32
+// NATIVE: math.fma %{{.*}} : f32
+// NATIVE-NOT: math.exp
+// NATIVE: return
+// NATIVE-LABEL: func.func @floor
+// NATIVE: math.floor %{{.*}} : f32
+// NATIVE-NOT: arith.fptosi
+// NATIVE: return

@@ -19,6 +19,11 @@
 // RUN:   | FileCheck %s --check-prefix=NOVNNI
 // RUN: tq-opt %s --tq-to-llvm="value-dot=bf16 centroid-permute=avx512 vnni=true bf16=true" --dump-pass-pipeline -o /dev/null 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=PAIRS
+// RUN: tq-opt %s --tq-to-llvm="native-fma-floor=true" --dump-pass-pipeline -o /dev/null 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=FMA
+
+// native-fma-floor (tq-aot: AVX-512 targets) reaches tq-approximate-math.
+// FMA: tq-approximate-math{native-fma-floor=true},
 
 // score-dot reaches tq-lower-to-loops; vnni turns the avx512 permutes'
 // lane lookup into avx512vnni (the byte ops' vpshufb / vpdpbusd), and
@@ -44,7 +49,7 @@
 // STAGES-NEXT: canonicalize{{.*}},
 // STAGES-NEXT: cse,
 // STAGES-NEXT: tq-lower-to-loops{accumulators=16 max-unrolled-chunks=48 narrow-levels=false score-dot=f32 score-rows=4 value-dot=f32},
-// STAGES-NEXT: tq-approximate-math,
+// STAGES-NEXT: tq-approximate-math{native-fma-floor=false},
 // STAGES-NEXT: canonicalize{{.*}},
 // STAGES-NEXT: cse,
 // STAGES-NEXT: loop-invariant-code-motion,

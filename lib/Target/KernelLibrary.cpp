@@ -101,6 +101,12 @@ std::unique_ptr<llvm::TargetMachine> makeTargetMachine(const std::string &cpu,
   return tm;
 }
 
+/// True where the target CPU has AVX-512F (which implies FMA and SSE4.1
+/// in LLVM's feature model): the lowering's vectors are 512 bits wide.
+bool hasAvx512(const llvm::TargetMachine &tm) {
+  return tm.getMCSubtargetInfo()->checkFeatures("+avx512f");
+}
+
 /// Lowers `module` with the tq pipelines, lets `annotate` add to the
 /// lowered module, and writes its machine code to `objectPath`.
 bool emitObject(MLIRContext &context, ModuleOp module,
@@ -127,7 +133,7 @@ bool emitObject(MLIRContext &context, ModuleOp module,
   // tuning for Intel's (icelake-server and later) prefers 256 and would
   // split each 512-bit operation the kernels do not spell as an intrinsic
   // into two ymm halves. Measured on Emerald Rapids: prefill 1.09x.
-  if (tm.getMCSubtargetInfo()->checkFeatures("+avx512f"))
+  if (hasAvx512(tm))
     module.walk([](LLVM::LLVMFuncOp func) {
       if (!func.isExternal())
         func.setPreferVectorWidth("512");
@@ -166,7 +172,7 @@ bool emitObject(MLIRContext &context, ModuleOp module,
 std::vector<std::string> centroidPermutesOf(const llvm::TargetMachine &tm) {
   const llvm::MCSubtargetInfo *sti = tm.getMCSubtargetInfo();
   std::vector<std::string> permutes;
-  if (sti->checkFeatures("+avx512f"))
+  if (hasAvx512(tm))
     permutes.push_back("avx512");
   if (sti->checkFeatures("+avx2"))
     permutes.push_back("avx2");
@@ -263,8 +269,7 @@ void configurePipeline(TQPipelineOptions &pipeline,
   // exp's FMA and floor as instructions: measured 2-3% faster decode and
   // 1% faster prefill on Emerald Rapids; on a Zen 3 (AVX2) no gain showed
   // (docs/perf/cpu.md), so AVX-512 targets only.
-  pipeline.nativeFmaFloor =
-      tm.getMCSubtargetInfo()->checkFeatures("+avx512f,+fma,+sse4.1");
+  pipeline.nativeFmaFloor = hasAvx512(tm);
   pipeline.avxVnni = hasAvxVnni(tm);
   // The int8 score's byte products are vpdpbusd where the lowering has
   // it; else AVX2's vpmaddubsw, exact only for level bytes below 128.
@@ -1026,17 +1031,12 @@ bool mlir::tq::cpuTuningTarget(const std::string &cpu, TuningTarget &target,
     return false;
   target.triple = tm->getTargetTriple().str();
   target.cpu = tm->getTargetCPU().str();
+  // The features makeTargetMachine enabled beyond the CPU name's: the
+  // host's, or those added to a named CPU ("x86-64-v3+avxvnni").
   std::vector<std::string> features;
-  if (cpu == "host") {
-    for (const auto &f : llvm::sys::getHostCPUFeatures())
-      if (f.second)
-        features.push_back("+" + f.first().str());
-  } else {
-    llvm::StringRef added = tm->getTargetFeatureString();
-    for (llvm::StringRef f : llvm::split(added, ','))
-      if (!f.empty())
-        features.push_back(f.str());
-  }
+  for (llvm::StringRef f : llvm::split(tm->getTargetFeatureString(), ','))
+    if (f.starts_with("+"))
+      features.push_back(f.str());
   llvm::sort(features);
   target.features = llvm::join(features, ",");
   target.featuresHash = tuningFeaturesHash(target.features);

@@ -273,9 +273,6 @@ Library buildLibrary(MLIRContext &context,
 struct Variant {
   std::string label;
   KnobValues knobs;
-  /// The CPU its kernels are built for (`cpu=` in --variants; empty: the
-  /// host, as the fused rows).
-  std::string cpu;
   /// The specs that have every knob of the variant (a decode-only knob
   /// such as splits leaves the prefill kernels out).
   std::vector<RuntimeKernelSpec> specs;
@@ -335,6 +332,9 @@ std::vector<Variant> parseVariants(const std::string &text,
         fail("--variants: label '" + label + "' given twice");
     Variant v;
     v.label = label.str();
+    // `cpu=`: the CPU the variant's kernels are built for (empty: the
+    // host, as the fused rows).
+    std::string cpu;
     for (llvm::StringRef kv : llvm::split(list, ',')) {
       kv = kv.trim();
       auto [name, value] = kv.split('=');
@@ -343,7 +343,7 @@ std::vector<Variant> parseVariants(const std::string &text,
       if (name.empty() || value.empty() || !kv.contains('='))
         fail("bad knob '" + kv + "' in --variants entry '" + label + "'" +
              usage);
-      if (v.knobs.count(name.str()) || (name == "cpu" && !v.cpu.empty()))
+      if (v.knobs.count(name.str()) || (name == "cpu" && !cpu.empty()))
         fail("--variants '" + label + "': knob " + name + " given twice");
       if (name == "cpu") {
         // Not a kernel knob: the variant's kernels are built for this CPU
@@ -352,7 +352,7 @@ std::vector<Variant> parseVariants(const std::string &text,
         std::string error;
         if (!cpuRunsOnHost(value.str(), error))
           fail("--variants '" + label + "': " + error);
-        v.cpu = value.str();
+        cpu = value.str();
         continue;
       }
       if (!llvm::is_contained(allNames, name))
@@ -361,8 +361,8 @@ std::vector<Variant> parseVariants(const std::string &text,
       v.knobs[name.str()] = value.str();
     }
     v.options = libraryOptions(false);
-    if (!v.cpu.empty())
-      v.options.cpu = v.cpu;
+    if (!cpu.empty())
+      v.options.cpu = cpu;
     for (size_t i = 0; i < all.size(); ++i) {
       const RuntimeKernelSpec &spec = all[i];
       std::string missing;
@@ -853,8 +853,8 @@ int main(int argc, char **argv) {
           "rounds):";
     for (const Variant &v : variants) {
       std::vector<std::string> knobs;
-      if (!v.cpu.empty())
-        knobs.push_back("cpu=" + v.cpu);
+      if (v.options.cpu != libraryOptions(false).cpu)
+        knobs.push_back("cpu=" + v.options.cpu);
       for (const auto &[name, value] : v.knobs)
         knobs.push_back(name + "=" + value);
       md << " " << v.label << ": " << llvm::join(knobs, ",") << ";";

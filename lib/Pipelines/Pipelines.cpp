@@ -48,6 +48,7 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
   lowering.scoreDot = options.scoreDot;
   lowering.narrowLevels = options.narrowLevels;
   lowering.valueDot = options.valueDot;
+  lowering.scoreLanes = options.scoreLanes;
   pm.addPass(createTQLowerToLoops(lowering));
   // exp as an inline polynomial instead of a libm call, so the softmax
   // loops vectorise.
@@ -74,6 +75,8 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
   // bufferization: the permute intrinsics declare no memory effects).
   TQLowerLaneLookupOptions laneLookup;
   laneLookup.isa = laneLookupIsa(options);
+  laneLookup.vbmi =
+      options.vbmi && StringRef(laneLookup.isa).starts_with("avx512");
   pm.addPass(createTQLowerLaneLookup(laneLookup));
   // Copies through strided views would otherwise call memrefCopy from
   // MLIR's runtime library; kernels stay self-contained.

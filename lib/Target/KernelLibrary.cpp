@@ -186,6 +186,12 @@ bool hasVnni(const llvm::TargetMachine &tm) {
   return tm.getMCSubtargetInfo()->checkFeatures("+avx512vnni,+avx512bw");
 }
 
+/// True where the target CPU has AVX512-VBMI as well (vpmultishiftqb,
+/// vpermb): the token-lane score's field gathers.
+bool hasVbmi(const llvm::TargetMachine &tm) {
+  return hasVnni(tm) && tm.getMCSubtargetInfo()->checkFeatures("+avx512vbmi");
+}
+
 /// True where the target CPU has AVX-VNNI (VEX 256-bit vpdpbusd).
 bool hasAvxVnni(const llvm::TargetMachine &tm) {
   return tm.getMCSubtargetInfo()->checkFeatures("+avxvnni,+avx2");
@@ -241,6 +247,8 @@ KernelLibraryOptions optionsFor(const RuntimeKernelSpec &spec,
       own.scoreDot = value;
     else if (knob == "value_dot")
       own.valueDot = value;
+    else if (knob == "score_lanes")
+      own.scoreLanes = value;
     else if (knob == "lookup") {
       if (auto l = symbolizeLookupStrategy(value))
         own.lookup = *l;
@@ -266,6 +274,8 @@ void configurePipeline(TQPipelineOptions &pipeline,
   pipeline.valueDot = options.valueDot;
   pipeline.vnni = hasVnni(tm);
   pipeline.bf16 = hasBf16(tm);
+  pipeline.vbmi = hasVbmi(tm);
+  pipeline.scoreLanes = options.scoreLanes;
   // exp's FMA and floor as instructions: measured 2-3% faster decode and
   // 1% faster prefill on Emerald Rapids; on a Zen 3 (AVX2) no gain showed
   // (docs/perf/cpu.md), so AVX-512 targets only.
@@ -874,6 +884,27 @@ bool mlir::tq::kernelKnobs(const RuntimeKernelSpec &spec,
     knobs.push_back(dot);
   }
 
+  if (decode && hasIntegerDots(*tm) &&
+      hasScaledCodes(spec.keyFormat, spec.headDim)) {
+    KnobInfo lanes;
+    lanes.name = "score_lanes";
+    lanes.description =
+        "lanes of the int8 score (score_dot=i8) with one query row: rows "
+        "(a vector per chunk of a row, summed by a shuffle tree) or tokens "
+        "(four tokens a vector, each lane part of one token's score, the "
+        "packed fields gathered by vpmultishiftqb where the CPU has "
+        "AVX512-VBMI, else by shifts). Formats whose planes do not fit "
+        "token lanes keep rows. The scores are the same bit for bit, so "
+        "the tuner tries tokens where the CPU has AVX512-VBMI";
+    lanes.legal = "rows, tokens";
+    lanes.defaultValue = defaults.scoreLanes;
+    lanes.values = {lanes.defaultValue};
+    if (hasVbmi(*tm))
+      lanes.values.push_back("tokens");
+    lanes.onlyWith = "score_dot=i8";
+    knobs.push_back(lanes);
+  }
+
   if (hasIntegerDots(*tm) &&
       hasScaledCodes(spec.valueFormat, spec.headDim)) {
     KnobInfo dot;
@@ -975,6 +1006,8 @@ KnobValues mlir::tq::effectiveKnobs(const RuntimeKernelSpec &spec,
     values["accumulators"] = std::to_string(options.accumulators);
   values["score_dot"] = options.scoreDot;
   values["value_dot"] = options.valueDot;
+  if (decode)
+    values["score_lanes"] = options.scoreLanes;
   values["centroid_permute"] = permute;
   return values;
 }

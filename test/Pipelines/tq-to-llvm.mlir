@@ -13,9 +13,9 @@
 // RUN: not tq-opt %s --tq-to-llvm="centroid-permute=neon" 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: tq-opt %s --tq-to-llvm="max-unrolled-chunks=7 score-rows=2 accumulators=24" --dump-pass-pipeline -o /dev/null 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=UNROLL
-// RUN: tq-opt %s --tq-to-llvm="score-dot=i8 centroid-permute=avx512 vnni=true" --dump-pass-pipeline -o /dev/null 2>&1 \
+// RUN: tq-opt %s --tq-to-llvm="score-dot=i8 score-lanes=tokens centroid-permute=avx512 vnni=true vbmi=true" --dump-pass-pipeline -o /dev/null 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=BYTES
-// RUN: tq-opt %s --tq-to-llvm="score-dot=i8 centroid-permute=avx2 vnni=true" --dump-pass-pipeline -o /dev/null 2>&1 \
+// RUN: tq-opt %s --tq-to-llvm="score-dot=i8 centroid-permute=avx2 vnni=true vbmi=true" --dump-pass-pipeline -o /dev/null 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=NOVNNI
 // RUN: tq-opt %s --tq-to-llvm="value-dot=bf16 centroid-permute=avx512 vnni=true bf16=true" --dump-pass-pipeline -o /dev/null 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=PAIRS
@@ -27,19 +27,21 @@
 
 // score-dot reaches tq-lower-to-loops; vnni turns the avx512 permutes'
 // lane lookup into avx512vnni (the byte ops' vpshufb / vpdpbusd), and
-// leaves other permutes alone (their byte ops stay portable).
-// BYTES: tq-lower-to-loops{{{.*}}score-dot=i8{{.*}}},
-// BYTES: tq-lower-lane-lookup{isa=avx512vnni},
-// NOVNNI: tq-lower-lane-lookup{isa=avx2},
+// leaves other permutes alone (their byte ops stay portable);
+// score-lanes reaches tq-lower-to-loops, and vbmi the lane lookup only
+// with an AVX-512 isa (vpmultishiftqb and vpermb are AVX-512).
+// BYTES: tq-lower-to-loops{{{.*}}score-dot=i8 score-lanes=tokens{{.*}}},
+// BYTES: tq-lower-lane-lookup{isa=avx512vnni vbmi=true},
+// NOVNNI: tq-lower-lane-lookup{isa=avx2 vbmi=false},
 
 // value-dot reaches tq-lower-to-loops; bf16 (AVX512-BF16) makes the lane
 // lookup avx512bf16 (vdpbf16ps through x86vector, which the vector-to-llvm
 // conversion then lowers).
 // PAIRS: tq-lower-to-loops{{{.*}}value-dot=bf16},
-// PAIRS: tq-lower-lane-lookup{isa=avx512bf16},
+// PAIRS: tq-lower-lane-lookup{isa=avx512bf16 vbmi=false},
 // PAIRS: convert-vector-to-llvm{{{.*}}enable-x86vector=true{{.*}}},
 
-// UNROLL: tq-lower-to-loops{accumulators=24 max-unrolled-chunks=7 narrow-levels=false score-dot=f32 score-rows=2 value-dot=f32},
+// UNROLL: tq-lower-to-loops{accumulators=24 max-unrolled-chunks=7 narrow-levels=false score-dot=f32 score-lanes=rows score-rows=2 value-dot=f32},
 
 // STAGES: builtin.module(
 // STAGES-NEXT: tq-decompose-attention,
@@ -48,7 +50,7 @@
 // STAGES-NEXT: tq-tile-flash-attention{splits=1 tile-size=64},
 // STAGES-NEXT: canonicalize{{.*}},
 // STAGES-NEXT: cse,
-// STAGES-NEXT: tq-lower-to-loops{accumulators=16 max-unrolled-chunks=48 narrow-levels=false score-dot=f32 score-rows=4 value-dot=f32},
+// STAGES-NEXT: tq-lower-to-loops{accumulators=16 max-unrolled-chunks=48 narrow-levels=false score-dot=f32 score-lanes=rows score-rows=4 value-dot=f32},
 // STAGES-NEXT: tq-approximate-math{native-fma-floor=false},
 // STAGES-NEXT: canonicalize{{.*}},
 // STAGES-NEXT: cse,
@@ -56,7 +58,7 @@
 // STAGES-NEXT: one-shot-bufferize{{{.*}}bufferize-function-boundaries=true{{.*}}function-boundary-type-conversion=identity-layout-map{{.*}}},
 // STAGES: ownership-based-buffer-deallocation
 // STAGES: bufferization-lower-deallocations,
-// STAGES: tq-lower-lane-lookup{isa=none},
+// STAGES: tq-lower-lane-lookup{isa=none vbmi=false},
 // STAGES-NEXT: tq-memref-copy-to-linalg,
 // STAGES-NEXT: func.func(
 // STAGES-NEXT: convert-linalg-to-loops

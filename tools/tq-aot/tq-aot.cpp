@@ -128,6 +128,14 @@ cl::opt<std::string> scoreDot(
              "16 levels, no QJL), or auto (i8 where --chip has AVX2 or "
              "better, else f32)"),
     cl::init("f32"));
+cl::opt<std::string> scoreLanes(
+    "score-lanes", cl::cat(toolOptions),
+    cl::desc("lanes of the int8 decode score: rows (a vector per chunk of "
+             "a row, summed by a shuffle tree), tokens (four tokens a "
+             "vector, the packed index fields gathered by vpmultishiftqb "
+             "where the CPU has AVX512-VBMI, else by shifts; turbo and "
+             "polar formats, others keep rows); the scores are the same"),
+    cl::init("rows"));
 cl::opt<std::string> valueDot(
     "value-dot", cl::cat(toolOptions),
     cl::desc("multiply-adds of the weighted sum: f32, bf16 (bf16 "
@@ -288,6 +296,8 @@ int main(int argc, char **argv) {
     fail("--score-rows and --accumulators must be >= 1");
   if (scoreDot != "f32" && scoreDot != "i8" && scoreDot != "auto")
     fail("--score-dot must be f32, i8 or auto, got '" + scoreDot + "'");
+  if (scoreLanes != "rows" && scoreLanes != "tokens")
+    fail("--score-lanes must be rows or tokens, got '" + scoreLanes + "'");
   if (valueDot != "f32" && valueDot != "bf16" && valueDot != "i16" &&
       valueDot != "auto")
     fail("--value-dot must be f32, bf16, i16 or auto, got '" + valueDot +
@@ -457,6 +467,7 @@ int main(int argc, char **argv) {
   options.accumulators = accumulators;
   options.scoreDot = scoreDot;
   options.valueDot = valueDot;
+  options.scoreLanes = scoreLanes;
   if (target == "cpu") {
     // `auto`: the fastest dot paths the CPU has (said, so a pack's
     // configuration is never a guess).

@@ -21,7 +21,10 @@
 // vpermw, vpdpwssd; AVX512-BF16: vdpbf16ps), AVX2 (vpshufb, vpmaddubsw
 // on the 7-bit levels, vpmaddwd) and AVX-VNNI (256-bit vpdpbusd on the
 // 8-bit levels, vpdpwssd). Integer paths must agree with the portable ops
-// bit for bit, bf16 to within rounding.
+// bit for bit, bf16 to within rounding. The int8 score laid out by tokens
+// (score-lanes=tokens: tq.select_bits, vpmultishiftqb and vpermb where the
+// host has AVX512-VBMI) must also give the row layout's output bit for
+// bit.
 //
 //===----------------------------------------------------------------------===//
 
@@ -68,10 +71,13 @@ bool hasScaledCodes(const std::string &name, unsigned d) {
 struct Path {
   const char *name, *scoreDot, *valueDot;
   bool bf16;
+  /// score-lanes=tokens (one query row; prefill keeps rows).
+  bool tokenLanes = false;
 };
 
 const Path kPaths[] = {
     {"ScoreI8", "i8", "f32", false},
+    {"ScoreI8Tokens", "i8", "f32", false, true},
     {"ValueBf16", "f32", "bf16", true},
     {"ValueI16", "f32", "i16", false},
 };
@@ -144,6 +150,12 @@ protected:
            (!path.bf16 || features.lookup("avx512bf16"));
   }
 
+  /// True where the host has AVX512-VBMI as well (the token lanes'
+  /// vpmultishiftqb; byte lookups by vpermb).
+  static bool hostHasVbmi() {
+    return llvm::sys::getHostCPUFeatures().lookup("avx512vbmi");
+  }
+
   /// True where the host runs the path's AVX2 lowering (integer paths
   /// only: AVX2 has no bf16 products).
   static bool hostHasAvx2(const Path &path) {
@@ -168,6 +180,7 @@ protected:
     Case shape = c;
     shape.peaked = false;
     const std::string key = shape.describe() + " " +
+                            (path && path->tokenLanes ? "tokens " : "") +
                             (path ? path->name : "f32") + " " +
                             std::to_string(int(lowering));
     if (auto it = kernels.find(key); it != kernels.end())
@@ -191,6 +204,8 @@ protected:
                                   ? "avx2"
                                   : "none";
     options.vnni = lowering == Lowering::Vnni;
+    options.vbmi = options.vnni && hostHasVbmi();
+    options.scoreLanes = path && path->tokenLanes ? "tokens" : "rows";
     options.avxVnni = lowering == Lowering::AvxVnni;
     options.bf16 = options.vnni && path && path->bf16;
     options.narrowLevels = lowering == Lowering::PortableNarrow ||
@@ -263,6 +278,13 @@ protected:
     };
     std::vector<float> f32 = run(nullptr, Lowering::Portable);
     std::vector<float> reduced = run(&path, Lowering::Portable);
+    if (path.tokenLanes) {
+      // The same integer sums, scaled in the same order.
+      Path rowLanes = path;
+      rowLanes.tokenLanes = false;
+      EXPECT_EQ(reduced, run(&rowLanes, Lowering::Portable))
+          << "the token lanes' scores differ from the row lanes'";
+    }
 
     AttentionShape shape{unsigned(c.numQueries), c.queryHeads, c.kvHeads,
                          c.headDim, unsigned(c.numKeys)};
@@ -442,9 +464,10 @@ TEST_P(DotPath, NativeLoweringsOnThisHost) {
                                : " nor the AVX2 instructions")
                  << " of " << path.name
                  << ": only the portable lowering was checked";
-  std::printf("  %s: native lowerings checked here:%s%s%s\n", path.name,
-              vnni ? " AVX512-VNNI" : "", avx2 ? " AVX2" : "",
-              hostHasAvxVnni(path) ? " AVX-VNNI" : "");
+  std::printf("  %s: native lowerings checked here:%s%s%s%s\n", path.name,
+              vnni ? " AVX512-VNNI" : "",
+              vnni && hostHasVbmi() ? " AVX512-VBMI" : "",
+              avx2 ? " AVX2" : "", hostHasAvxVnni(path) ? " AVX-VNNI" : "");
   Case c;
   c.format = "polar4";
   c.peaked = true;

@@ -73,7 +73,15 @@ def TQLowerToLoops : Pass<"tq-lower-to-loops", "::mlir::ModuleOp"> {
            "query rows each token pair's levels are formed once into a "
            "buffer); formats with "
            "a scale per block and at most 16 levels, no QJL residual; "
-           "others keep f32">
+           "others keep f32">,
+    Option<"scoreLanes", "score-lanes", "std::string", /*default=*/"\"rows\"",
+           "Lanes of score-dot=i8 with one query row: rows (a vector per "
+           "row chunk, the chunks' sums reduced by a shuffle tree) or "
+           "tokens (every i32 lane a part of one token's score, four "
+           "tokens a vector, the packed index fields gathered by "
+           "tq.select_bits: no per-row reduction; formats whose index "
+           "planes are 1, 2 or 4 bits wide, at most two, a single scale "
+           "per row; others keep rows)">
   ];
 }
 
@@ -111,6 +119,13 @@ def TQLowerLaneLookup : Pass<"tq-lower-lane-lookup"> {
     narrow or not. Otherwise a select tree on bytes and widening
     multiplies with a sum of each group of four.
 
+    The token-lane score's field gathers (`tq.select_bits`, see
+    `tq-lower-to-loops{score-lanes=tokens}`): with `vbmi` one
+    `vpmultishiftqb` (`llvm.x86.avx512.pmultishift.qb.512`) per 64 bytes,
+    and with it `tq.byte_lookup` is one `vpermb`
+    (`llvm.x86.avx512.permvar.qi.512`) per 64 lanes; otherwise each byte's
+    64-bit lane is rotated by its offset and truncated.
+
     The pair weighted sum's ops (see `tq-lower-to-loops{value-dot=...}`):
     with `isa=avx512vnni` or `avx512bf16`, `tq.word_lookup` becomes one
     `vpermw` (`llvm.x86.avx512.permvar.hi.512`) per 32 lanes and an i16
@@ -135,7 +150,12 @@ def TQLowerLaneLookup : Pass<"tq-lower-lane-lookup"> {
            "ops), avxvnni (avx2 plus AVX-VNNI's 256-bit vpdpbusd/vpdpwssd), "
            "avx512 (with AVX2's byte and word ops), avx512vnni (avx512 "
            "plus AVX512-VNNI/BW byte and word ops) or avx512bf16 "
-           "(avx512vnni plus vdpbf16ps)">
+           "(avx512vnni plus vdpbf16ps)">,
+    Option<"vbmi", "vbmi", "bool", /*default=*/"false",
+           "The target also has AVX512-VBMI (with an AVX-512 isa): "
+           "tq.select_bits becomes vpmultishiftqb and tq.byte_lookup one "
+           "vpermb per 64 lanes (the table repeated to 64 bytes, no index "
+           "mask)">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::LLVM::LLVMDialect",

@@ -71,6 +71,11 @@ struct TQPipelineOptions : public PassPipelineOptions<TQPipelineOptions> {
       llvm::cl::desc("Multiply-adds of the one-row weighted sum: f32, bf16 "
                      "or i16 (see tq-lower-to-loops)"),
       llvm::cl::init("f32")};
+  PassOptions::Option<std::string> scoreLanes{
+      *this, "score-lanes",
+      llvm::cl::desc("Lanes of the int8 score with one query row: rows or "
+                     "tokens (see tq-lower-to-loops)"),
+      llvm::cl::init("rows")};
   PassOptions::Option<bool> narrowLevels{
       *this, "narrow-levels",
       llvm::cl::desc("The int8 score's levels as 7-bit bytes, so that AVX2 "
@@ -92,6 +97,13 @@ struct TQPipelineOptions : public PassPipelineOptions<TQPipelineOptions> {
                      "integer dot paths' products take them "
                      "(tq-lower-lane-lookup isa=avxvnni); tq-aot sets it "
                      "from the CPU"),
+      llvm::cl::init(false)};
+  PassOptions::Option<bool> vbmi{
+      *this, "vbmi",
+      llvm::cl::desc("The target has AVX512-VBMI: with centroid-permute="
+                     "avx512 tq.select_bits becomes vpmultishiftqb and byte "
+                     "lookups vpermb (tq-lower-lane-lookup vbmi); tq-aot "
+                     "sets it from the CPU"),
       llvm::cl::init(false)};
   PassOptions::Option<bool> nativeFmaFloor{
       *this, "native-fma-floor",

@@ -56,6 +56,10 @@ struct KernelLibraryOptions {
   /// (see tq-lower-to-loops' value-dot; formats it does not apply to keep
   /// f32).
   std::string valueDot = "f32";
+  /// Lanes of the int8 decode score: rows or tokens (see
+  /// tq-lower-to-loops' score-lanes; the same scores, tokens measured no
+  /// faster on Emerald Rapids, docs/perf/cpu.md).
+  std::string scoreLanes = "rows";
   /// Build the naive pipeline instead (every cached row dequantised and
   /// un-rotated, no codebook fusion, no tiling): the dequantise-then-attend
   /// baseline of tq-bench.

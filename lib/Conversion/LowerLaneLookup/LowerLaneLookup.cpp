@@ -180,6 +180,8 @@ struct IntegerOps {
   /// AVX-VNNI as well (VEX-encoded 256-bit vpdpbusd, vpdpwssd; implies
   /// avx2).
   bool avxVnni = false;
+  /// AVX512-VBMI: 512-bit vpermb and vpmultishiftqb.
+  bool vbmi = false;
 
   /// The i32 lanes of one vpdpbusd / vpdpwssd for `lanes` accumulator
   /// lanes: 16, 8 or 4 with AVX512-VNNI, 8 with AVX-VNNI; 0 where there
@@ -195,7 +197,7 @@ Value splatInt(OpBuilder &b, Location loc, VectorType type, int64_t v) {
           type, b.getIntegerAttr(type.getElementType(), v)));
 }
 
-/// tq.byte_lookup: one vpshufb per 64 lanes (`vnni`: AVX512-BW, which
+/// tq.byte_lookup: with `vbmi` one vpermb per 64 lanes; else one vpshufb per 64 lanes (`vnni`: AVX512-BW, which
 /// every VNNI CPU has) or per 32 (`avx2`), the table repeated to 16
 /// bytes in each 128-bit lane; vpshufb reads the low 4 index bits and
 /// zeroes lanes whose bit 7 is set, so the index is masked to its low 4
@@ -213,7 +215,14 @@ struct ExpandByteLookup : public OpRewritePattern<ByteLookupOp> {
     const int64_t n = type.getDimSize(0);
     const int64_t width = ops.vnni ? 64 : ops.avx2 ? 32 : 0;
     Value result;
-    if (width && table.size() > 1 && splitsInto(n, width)) {
+    if (ops.vbmi && table.size() > 1 && splitsInto(n, 64)) {
+      // vpermb reads the low 6 index bits: the table repeated to 64 bytes
+      // needs no mask.
+      result = permuteParts(
+          rewriter, loc,
+          repeatedTable(rewriter, loc, table, 64, rewriter.getI8Type()),
+          op.getIndex(), 64, "llvm.x86.avx512.permvar.qi.512");
+    } else if (width && table.size() > 1 && splitsInto(n, width)) {
       Value low = arith::AndIOp::create(rewriter, loc, op.getIndex(),
                                         splatInt(rewriter, loc, type, 15));
       result = permuteParts(rewriter, loc,
@@ -233,6 +242,62 @@ struct ExpandByteLookup : public OpRewritePattern<ByteLookupOp> {
                           op.getIndex());
     }
     rewriter.replaceOp(op, result);
+    return success();
+  }
+
+  IntegerOps ops;
+};
+
+/// tq.select_bits: with `vbmi` one vpmultishiftqb per 64 bytes (the
+/// intrinsic takes the offsets first); else each byte's 64-bit lane
+/// rotated right by its offset and truncated.
+struct ExpandSelectBits : public OpRewritePattern<SelectBitsOp> {
+  ExpandSelectBits(MLIRContext *context, IntegerOps ops)
+      : OpRewritePattern(context), ops(ops) {}
+
+  LogicalResult matchAndRewrite(SelectBitsOp op,
+                                PatternRewriter &rewriter) const override {
+    const Location loc = op.getLoc();
+    auto type = op.getSource().getType();
+    const int64_t n = type.getDimSize(0);
+    ArrayRef<int8_t> offsets = op.getOffsets();
+    if (ops.vbmi && splitsInto(n, 64)) {
+      Value control = arith::ConstantOp::create(
+          rewriter, loc, DenseElementsAttr::get(type, offsets));
+      SmallVector<Value> parts;
+      SmallVector<Value> controls = splitLanes(rewriter, loc, control, 64);
+      SmallVector<Value> sources =
+          splitLanes(rewriter, loc, op.getSource(), 64);
+      for (auto [c, x] : llvm::zip_equal(controls, sources))
+        parts.push_back(LLVM::CallIntrinsicOp::create(
+                            rewriter, loc, c.getType(),
+                            rewriter.getStringAttr(
+                                "llvm.x86.avx512.pmultishift.qb.512"),
+                            ValueRange{c, x})
+                            .getResult(0));
+      rewriter.replaceOp(op, concatLanes(rewriter, loc, std::move(parts)));
+      return success();
+    }
+    auto qwords = VectorType::get({n / 8}, rewriter.getI64Type());
+    auto wide = VectorType::get({n}, rewriter.getI64Type());
+    Value lanes =
+        vector::BitCastOp::create(rewriter, loc, qwords, op.getSource());
+    SmallVector<int64_t> spread;
+    SmallVector<int64_t> right, left;
+    for (int64_t i = 0; i < n; ++i) {
+      spread.push_back(i / 8);
+      right.push_back(offsets[i]);
+      left.push_back((64 - offsets[i]) % 64);
+    }
+    Value each = vector::ShuffleOp::create(rewriter, loc, lanes, lanes, spread);
+    auto constant = [&](ArrayRef<int64_t> v) -> Value {
+      return arith::ConstantOp::create(rewriter, loc,
+                                       DenseElementsAttr::get(wide, v));
+    };
+    Value rotated = arith::OrIOp::create(
+        rewriter, loc, arith::ShRUIOp::create(rewriter, loc, each, constant(right)),
+        arith::ShLIOp::create(rewriter, loc, each, constant(left)));
+    rewriter.replaceOp(op, arith::TruncIOp::create(rewriter, loc, type, rotated));
     return success();
   }
 
@@ -578,6 +643,14 @@ struct TQLowerLaneLookupPass
     ops.vnni = isa == "avx512vnni" || ops.bf16;
     ops.avxVnni = isa == "avxvnni";
     ops.avx2 = isa == "avx2" || isa == "avx512" || ops.avxVnni;
+    ops.vbmi = vbmi;
+    if (vbmi && isa != "avx512" && !ops.vnni) {
+      getOperation()->emitError()
+          << "tq-lower-lane-lookup: vbmi needs an AVX-512 isa (avx512, "
+             "avx512vnni or avx512bf16), got '"
+          << isa << "'";
+      return signalPassFailure();
+    }
     if (isa == "avx512" || ops.vnni) {
       permute = Permute{16, "llvm.x86.avx512.permvar.sf.512"};
     } else if (isa == "avx2" || ops.avxVnni) {
@@ -592,7 +665,7 @@ struct TQLowerLaneLookupPass
     RewritePatternSet patterns(&getContext());
     patterns.add<ExpandLaneLookup>(&getContext(), permute);
     patterns.add<ExpandByteLookup, ExpandByteDot, ExpandWordLookup,
-                 ExpandPairDot>(&getContext(), ops);
+                 ExpandPairDot, ExpandSelectBits>(&getContext(), ops);
     // vpermw (VNNI) looks words up as cheaply as vpshufb does bytes.
     if (ops.avx2 && !ops.vnni)
       patterns.add<WordLookupOfWidenedBytes>(&getContext());

@@ -37,24 +37,11 @@
 using namespace mlir;
 using namespace mlir::tq;
 using namespace mlir::tq::fused;
+using namespace mlir::tq::bytescore;
 
-namespace {
+int32_t mlir::tq::bytescore::maxLevel(bool narrow) { return narrow ? 63 : 127; }
 
-/// The query quantised to int8 (lanes in the keys' decode order), and per
-/// query row and head the factor sq * sc and per block b of the keys the
-/// offset (M + 1) * sum_{j in b} q8_j (tensor<rows x heads x blocks>).
-struct ByteQuery {
-  Value bytes, factors, offsets;
-};
-
-/// The largest magnitude of a level byte before its offset: 127 (levels
-/// in 1..255) or, narrow, 63 (levels in 1..127).
-int32_t maxLevel(bool narrow) { return narrow ? 63 : 127; }
-
-/// Unsigned-byte levels of a codebook: round(C / sc) + M + 1, sc =
-/// max |C| / M (returned), M = maxLevel(narrow), as bit patterns of
-/// signed bytes.
-float levelBytes(ArrayRef<float> levels, bool narrow,
+float mlir::tq::bytescore::levelBytes(ArrayRef<float> levels, bool narrow,
                  SmallVectorImpl<int8_t> &table) {
   const int32_t m = maxLevel(narrow);
   float maxAbs = 0.0f;
@@ -67,7 +54,7 @@ float levelBytes(ArrayRef<float> levels, bool narrow,
   return scale;
 }
 
-ByteQuery quantiseQuery(OpBuilder &b, Location loc, Value query,
+bytescore::ByteQuery mlir::tq::bytescore::quantiseQuery(OpBuilder &b, Location loc, Value query,
                         ArrayRef<int64_t> order, bool reordered,
                         int64_t blockLen, int64_t blocks, float levelScale,
                         int32_t levelOffset) {
@@ -160,13 +147,16 @@ ByteQuery quantiseQuery(OpBuilder &b, Location loc, Value query,
   return {loops.getResult(0), loops.getResult(1), loops.getResult(2)};
 }
 
-} // namespace
-
 FailureOr<Value> mlir::tq::emitFusedByteScore(OpBuilder &b, Location loc,
                                               Value query,
                                               const VectorRowDecoder &keys,
                                               int64_t kvHeads, int64_t group,
                                               const TQToLoopsOptions &options) {
+  if (options.tokenLaneScore)
+    if (FailureOr<Value> tokens =
+            emitTokenLaneScore(b, loc, query, keys, kvHeads, group, options);
+        succeeded(tokens))
+      return *tokens;
   // A scale per block (applied to the block's sums), codes, no QJL
   // residual.
   FailureOr<VectorRowDecoder> codes =

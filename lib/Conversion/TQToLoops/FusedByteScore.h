@@ -9,12 +9,51 @@
 
 namespace mlir::tq {
 
+namespace bytescore {
+
+/// The query quantised to int8 (lanes in the keys' decode order), and per
+/// query row and head the factor sq * sc and per block b of the keys the
+/// offset (M + 1) * sum_{j in b} q8_j (tensor<rows x heads x blocks>).
+struct ByteQuery {
+  Value bytes, factors, offsets;
+};
+
+/// The largest magnitude of a level byte before its offset: 127 (levels
+/// in 1..255) or, narrow, 63 (levels in 1..127).
+int32_t maxLevel(bool narrow);
+
+/// Unsigned-byte levels of a codebook: round(C / sc) + M + 1, sc =
+/// max |C| / M (returned), M = maxLevel(narrow), as bit patterns of
+/// signed bytes.
+float levelBytes(ArrayRef<float> levels, bool narrow,
+                 SmallVectorImpl<int8_t> &table);
+
+/// `query` (tensor<rows x heads x width x f32>) quantised to int8 once per
+/// call, lane l holding value order[l] (where `reordered`), with the
+/// factors and block offsets of ByteQuery (blocks of blockLen values,
+/// levelOffset = M + 1).
+ByteQuery quantiseQuery(OpBuilder &b, Location loc, Value query,
+                        ArrayRef<int64_t> order, bool reordered,
+                        int64_t blockLen, int64_t blocks, float levelScale,
+                        int32_t levelOffset);
+
+} // namespace bytescore
+
 /// emitFusedScore's result (tensor<queries x query_heads x tokens x f32>)
 /// by int8 dot products (ScoreDot::I8; see FusedByteScore.cpp), or
 /// failure where the keys' format does not fit
 /// (VectorRowDecoder::hasScaledCodes) or has more scale blocks than a sum
 /// tree has lanes (the caller then takes the f32 score).
 FailureOr<Value> emitFusedByteScore(OpBuilder &b, Location loc, Value query,
+                                    const VectorRowDecoder &keys,
+                                    int64_t kvHeads, int64_t group,
+                                    const TQToLoopsOptions &options);
+
+/// The same scores with each token's sum in lanes of its own
+/// (TQToLoopsOptions::tokenLaneScore; see TokenLaneScore.cpp), or failure
+/// where the query has several rows or the keys' planes do not fit (the
+/// caller then takes the row lanes).
+FailureOr<Value> emitTokenLaneScore(OpBuilder &b, Location loc, Value query,
                                     const VectorRowDecoder &keys,
                                     int64_t kvHeads, int64_t group,
                                     const TQToLoopsOptions &options);

@@ -69,6 +69,12 @@ struct TQLowerToLoopsPass
           << scoreDot << "'";
       return signalPassFailure();
     }
+    if (scoreLanes != "rows" && scoreLanes != "tokens") {
+      getOperation()->emitError()
+          << "tq-lower-to-loops: score-lanes must be rows or tokens, got '"
+          << scoreLanes << "'";
+      return signalPassFailure();
+    }
     if (valueDot != "f32" && valueDot != "bf16" && valueDot != "i16") {
       getOperation()->emitError()
           << "tq-lower-to-loops: value-dot must be f32, bf16 or i16, got '"
@@ -99,7 +105,7 @@ struct TQLowerToLoopsPass
     // Row decoding's centroid lookup; tq-lower-lane-lookup expands it.
     target.addLegalOp<LaneLookupOp>();
     // The int8 score's byte ops; tq-lower-lane-lookup expands them too.
-    target.addLegalOp<ByteLookupOp, ByteDotOp>();
+    target.addLegalOp<ByteLookupOp, ByteDotOp, SelectBitsOp>();
     // So are the pair weighted sum's word ops.
     target.addLegalOp<WordLookupOp, PairDotOp>();
     // Fused row decoding prefetches the next tile's rows through the
@@ -122,6 +128,7 @@ struct TQLowerToLoopsPass
     options.scoreDot =
         scoreDot == "i8" ? ScoreDot::I8 : ScoreDot::F32;
     options.narrowLevels = narrowLevels;
+    options.tokenLaneScore = scoreLanes == "tokens";
     options.valueDot = valueDot == "bf16"  ? ValueDot::BF16
                        : valueDot == "i16" ? ValueDot::I16
                                            : ValueDot::F32;

@@ -1112,3 +1112,32 @@ func.func @byte_dot_narrow_wide_table(%acc: vector<16xi32>, %idx: vector<64xi8>,
   %d = tq.byte_dot %acc, %l, %q {narrow} : vector<64xi8> -> vector<16xi32>
   return %d : vector<16xi32>
 }
+
+// -----
+
+// tq.select_bits picks its fields inside 64-bit lanes: the source must
+// hold whole lanes.
+func.func @select_bits_partial_lane(%x: vector<12xi8>) -> vector<12xi8> {
+  // expected-error @+1 {{'tq.select_bits' op needs whole 64-bit lanes, got 12 bytes}}
+  %f = tq.select_bits %x [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0] : vector<12xi8>
+  return %f : vector<12xi8>
+}
+
+// -----
+
+// One offset per result byte.
+func.func @select_bits_offsets(%x: vector<8xi8>) -> vector<8xi8> {
+  // expected-error @+1 {{'tq.select_bits' op needs one offset per byte, got 4 for 8 bytes}}
+  %f = tq.select_bits %x [0, 2, 4, 6] : vector<8xi8>
+  return %f : vector<8xi8>
+}
+
+// -----
+
+// An offset names a bit of the lane: 64 is past it (vpmultishiftqb would
+// read it modulo 64; the op does not promise that).
+func.func @select_bits_offset_range(%x: vector<8xi8>) -> vector<8xi8> {
+  // expected-error @+1 {{'tq.select_bits' op offsets are bits of a 64-bit lane (0 to 63), got 64}}
+  %f = tq.select_bits %x [0, 8, 16, 24, 32, 40, 48, 64] : vector<8xi8>
+  return %f : vector<8xi8>
+}

@@ -291,3 +291,13 @@ func.func @word_ops(%acc: vector<16xi32>, %idx: vector<32xi16>, %w: vector<32xi1
   %f = tq.pair_dot %facc, %a, %a : vector<32xbf16> -> vector<16xf32>
   return %d, %f : vector<16xi32>, vector<16xf32>
 }
+
+// -----
+
+// Packed fields gathered into byte lanes at constant bit offsets.
+// CHECK-LABEL: func @select_bits
+// CHECK: tq.select_bits %{{.*}} [0, 2, 4, 6, 8, 10, 12, 63] : vector<8xi8>
+func.func @select_bits(%x: vector<8xi8>) -> vector<8xi8> {
+  %f = tq.select_bits %x [0, 2, 4, 6, 8, 10, 12, 63] : vector<8xi8>
+  return %f : vector<8xi8>
+}

@@ -61,6 +61,12 @@ struct TQToLoopsOptions {
   bool narrowLevels = false;
   /// The weighted sum's multiply-adds.
   ValueDot valueDot = ValueDot::F32;
+  /// ScoreDot::I8 with one query row (decode): accumulate each token's
+  /// score in lanes of its own (four tokens a vector, fields gathered
+  /// from the packed rows by tq.select_bits) instead of one row's chunk
+  /// per vector summed by a shuffle tree; formats whose index planes
+  /// fit it (see TokenLaneScore.cpp), others keep the row lanes.
+  bool tokenLaneScore = false;
 };
 
 /// Patterns lowering every tq op except tq.attention and tq.quantize to

@@ -132,6 +132,23 @@ LogicalResult ByteLookupOp::verify() {
   return success();
 }
 
+LogicalResult SelectBitsOp::verify() {
+  const int64_t bytes = getSource().getType().getDimSize(0);
+  if (bytes % 8 != 0)
+    return emitOpError() << "needs whole 64-bit lanes, got " << bytes
+                         << " bytes";
+  ArrayRef<int8_t> offsets = getOffsets();
+  if (int64_t(offsets.size()) != bytes)
+    return emitOpError() << "needs one offset per byte, got "
+                         << offsets.size() << " for " << bytes << " bytes";
+  for (int8_t offset : offsets)
+    if (offset < 0 || offset > 63)
+      return emitOpError() << "offsets are bits of a 64-bit lane (0 to 63), "
+                              "got "
+                           << int(offset);
+  return success();
+}
+
 LogicalResult ByteDotOp::verify() {
   const int64_t bytes = getLhs().getType().getDimSize(0);
   const int64_t lanes = getAcc().getType().getDimSize(0);

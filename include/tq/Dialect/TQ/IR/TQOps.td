@@ -613,4 +613,28 @@ def TQ_PairDotOp : TQ_Op<"pair_dot",
   let hasVerifier = 1;
 }
 
+def TQ_SelectBitsOp : TQ_Op<"select_bits",
+    [Pure, AllTypesMatch<["source", "result"]>]> {
+  let summary = "Per-byte 8-bit fields of 64-bit lanes at constant offsets";
+  let description = [{
+    `result[i]` is the 8 bits of 64-bit lane `i / 8` of `source` (its
+    bytes little-endian) starting at bit `offsets[i]`, rotating past bit
+    63 to bit 0: how a decoder gathers packed index fields of several
+    values and rows into byte lanes with one instruction. Bits of the
+    result above a field hold whatever follows it; a consumer masks them
+    or looks up a table that ignores them. `tq-lower-lane-lookup` expands
+    it to shifts of 64-bit lanes (any target) or, with `vbmi`, to one
+    `vpmultishiftqb` per 64 bytes.
+
+    ```mlir
+    %f = tq.select_bits %packed [0, 2, 4, 6, 8, 10, 12, 14] : vector<8xi8>
+    ```
+  }];
+  let arguments = (ins VectorOfRankAndType<[1], [I8]>:$source,
+                       DenseI8ArrayAttr:$offsets);
+  let results = (outs VectorOfRankAndType<[1], [I8]>:$result);
+  let assemblyFormat = "$source $offsets attr-dict `:` type($source)";
+  let hasVerifier = 1;
+}
+
 #endif // TQ_DIALECT_TQ_IR_TQOPS_TD

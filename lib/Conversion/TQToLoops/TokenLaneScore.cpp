@@ -1,0 +1,388 @@
+//===- TokenLaneScore.cpp - The int8 score with a token per lane group ----===//
+//
+// The int8 score of FusedByteScore.cpp (the same integer sums, scaled the
+// same way, so the same f32 scores) for one query row, with the work laid
+// out by tokens instead of by row chunks. A vector of 64 level bytes holds
+// four tokens, one per 128-bit lane; the 16 bytes of a lane are 16 values
+// of that token, two runs of 8 (one per 64-bit half). tq.byte_dot against
+// the query bytes of the same 16 values (repeated to the four lanes)
+// leaves four partial sums of one token in each lane, so the sums of 16
+// tokens need one small transpose-and-add per head, where the row layout
+// sums every row's 16 lanes in a shuffle tree.
+//
+// The level bytes come from the packed rows directly: each 64-bit half of
+// a lane holds 8 bytes of the row that contain its values' fields in one
+// index plane (16 bytes read per token and plane), and tq.select_bits
+// (vpmultishiftqb) moves every value's field to its byte; with two planes
+// one bit select joins the low and high fields, and tq.byte_lookup
+// (vpermb) turns the index into its level byte. Per 64 level bytes: one
+// gather per plane, the select, the lookup, then a dot per head.
+//
+// Fits formats whose codes are s_b * C[idx] (hasScaledCodes) with one or
+// two index planes of 1, 2 or 4 bits (the second above the first's bits),
+// every plane packed value after value within a block, and blocks of a
+// multiple of 2S values, where S = 64 / (widest plane's bits) values fill
+// 8 bytes of the widest plane: turbo2/3/4_0, polar1-4.
+//
+//===----------------------------------------------------------------------===//
+
+#include "FusedByteScore.h"
+#include "FusedLoops.h"
+
+#include "LoopBuilders.h"
+#include "tq/Dialect/TQ/IR/TQDialect.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+using namespace mlir;
+using namespace mlir::tq;
+using namespace mlir::tq::fused;
+using namespace mlir::tq::bytescore;
+
+namespace {
+
+/// Tokens per vector (one per 128-bit lane) and per step.
+constexpr int64_t kLaneTokens = 4;
+constexpr int64_t kStepTokens = 16;
+constexpr int64_t kGroups = kStepTokens / kLaneTokens;
+
+/// How one plane's 16 bytes of a token feed a piece: the read at row byte
+/// `read`, and the bytes of each 64-bit half within it (in 0..8).
+struct PlaneWindow {
+  int64_t read = 0;
+  int64_t half[2] = {0, 8};
+  bool identity() const { return half[0] == 0 && half[1] == 8; }
+};
+
+/// One vector of 64 level bytes: lane byte m (m < 16) holds value
+/// values[m] of the row; per plane, the tq.select_bits offsets of the 64
+/// bytes (the same in every lane).
+struct LevelVector {
+  SmallVector<int64_t, 16> values;
+  SmallVector<SmallVector<int8_t, 64>, 2> offsets;
+};
+
+/// A piece: 2S values of one block, read once per token and plane, giving
+/// S / 8 level vectors.
+struct Piece {
+  int64_t block = 0;
+  SmallVector<PlaneWindow, 2> windows;
+  SmallVector<LevelVector, 0> levels;
+};
+
+struct Plan {
+  SmallVector<Piece, 0> pieces;
+  /// The query's lane order: the level vectors' values, in order.
+  SmallVector<int64_t> order;
+  /// Bits below the second plane (taken from the first by the select);
+  /// 0 with one plane.
+  int64_t lowBits = 0;
+};
+
+/// The plan for rows of `spec`, or none where the format does not fit.
+std::optional<Plan> planFor(const ::tq::quant::FormatSpec &spec) {
+  const auto &planes = spec.indexPlanes;
+  if (planes.empty() || planes.size() > 2)
+    return std::nullopt;
+  int64_t widest = 0;
+  for (const auto &p : planes) {
+    if (p.bits != 1 && p.bits != 2 && p.bits != 4)
+      return std::nullopt;
+    widest = std::max<int64_t>(widest, p.bits);
+  }
+  // The select takes bits below the second plane's from the first.
+  if (planes[0].shift != 0 ||
+      (planes.size() == 2 && planes[1].shift != planes[0].bits))
+    return std::nullopt;
+  const int64_t span = 64 / widest;
+  const int64_t blockLen = spec.blockLen;
+  const int64_t blocks = spec.paddedDim / spec.blockLen;
+  const int64_t rowBytes = blocks * int64_t(spec.bytesPerBlock);
+  if (blockLen % (2 * span) != 0 || rowBytes < 16)
+    return std::nullopt;
+  Plan plan;
+  if (planes.size() == 2)
+    plan.lowBits = planes[0].bits;
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t base = blk * spec.bytesPerBlock;
+    for (int64_t first = 0; first < blockLen; first += 2 * span) {
+      Piece piece;
+      piece.block = blk;
+      for (const auto &p : planes) {
+        // Bit of value j (of the block) in the row.
+        auto bitOf = [&](int64_t j) {
+          return 8 * (base + int64_t(p.byteOffset)) + j * int64_t(p.bits);
+        };
+        // The 8 bytes from each run's first field on; a narrower plane's
+        // runs share them.
+        int64_t start[2];
+        for (int64_t h = 0; h < 2; ++h)
+          start[h] = bitOf(first + h * span) / 8;
+        const int64_t read = std::min(start[0], rowBytes - 16);
+        PlaneWindow w;
+        w.read = read;
+        for (int64_t h = 0; h < 2; ++h) {
+          // A narrower plane: the first run's 8 bytes hold both runs.
+          const int64_t at = p.bits == widest ? start[h] : start[0];
+          w.half[h] = at - read;
+          // Every field of the run inside the half's 8 bytes, which lie
+          // inside the 16 read.
+          const int64_t lastBit = bitOf(first + h * span + span - 1) + p.bits;
+          if (w.half[h] < 0 || w.half[h] > 8 || bitOf(first + h * span) < 8 * at ||
+              lastBit > 8 * (at + 8))
+            return std::nullopt;
+        }
+        piece.windows.push_back(w);
+      }
+      for (int64_t k = 0; k < span / 8; ++k) {
+        LevelVector v;
+        for (int64_t h = 0; h < 2; ++h)
+          for (int64_t e = 0; e < 8; ++e)
+            v.values.push_back(blk * blockLen + first + h * span + 8 * k + e);
+        v.offsets.resize(planes.size());
+        for (auto [pl, p] : llvm::enumerate(planes)) {
+          const PlaneWindow &w = piece.windows[pl];
+          for (int64_t lane = 0; lane < kLaneTokens; ++lane)
+            for (int64_t m = 0; m < 16; ++m) {
+              const int64_t h = m / 8;
+              const int64_t j = v.values[m] - blk * blockLen;
+              const int64_t bit = 8 * (base + int64_t(p.byteOffset)) +
+                                  j * int64_t(p.bits) -
+                                  8 * (w.read + w.half[h]);
+              // The field lands at its index position p.shift.
+              v.offsets[pl].push_back(
+                  int8_t(((bit - int64_t(p.shift)) % 64 + 64) % 64));
+            }
+        }
+        plan.order.append(v.values.begin(), v.values.end());
+        piece.levels.push_back(std::move(v));
+      }
+      plan.pieces.push_back(std::move(piece));
+    }
+  }
+  return plan;
+}
+
+/// The 64-byte vector of four tokens' reads of one plane (lane L: `reads[L]`'s
+/// bytes at the window's halves).
+Value planeBytes(OpBuilder &b, Location loc, ArrayRef<Value> reads,
+                 const PlaneWindow &w) {
+  auto join = [&](Value x, Value y, int64_t n) {
+    SmallVector<int64_t> mask(2 * n);
+    for (int64_t i = 0; i < 2 * n; ++i)
+      mask[i] = i;
+    return vector::ShuffleOp::create(b, loc, x, y, mask).getResult();
+  };
+  Value joined = join(join(reads[0], reads[1], 16), join(reads[2], reads[3], 16),
+                      32);
+  if (w.identity())
+    return joined;
+  SmallVector<int64_t> mask;
+  for (int64_t lane = 0; lane < kLaneTokens; ++lane)
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t e = 0; e < 8; ++e)
+        mask.push_back(16 * lane + w.half[h] + e);
+  return vector::ShuffleOp::create(b, loc, joined, joined, mask);
+}
+
+/// Sums of the four partial sums of each token: acc[g] holds token
+/// 4L + g's in lane L's four i32 lanes; lane 4L + g of the result holds
+/// its sum (an add of two interleaves per pair of groups, then of the
+/// pairs).
+Value sumTokenLanes(OpBuilder &b, Location loc, ArrayRef<Value> acc) {
+  auto interleave = [&](Value x, Value y, ArrayRef<int64_t> lanePattern) {
+    SmallVector<int64_t> mask;
+    for (int64_t lane = 0; lane < kLaneTokens; ++lane)
+      for (int64_t i : lanePattern)
+        mask.push_back(i < 4 ? 4 * lane + i : 16 + 4 * lane + (i - 4));
+    return vector::ShuffleOp::create(b, loc, x, y, mask).getResult();
+  };
+  // [x0 y0 x1 y1] + [x2 y2 x3 y3] = [x02 y02 x13 y13] per lane.
+  auto pairSums = [&](Value x, Value y) {
+    return arith::AddIOp::create(b, loc, interleave(x, y, {0, 4, 1, 5}),
+                                 interleave(x, y, {2, 6, 3, 7}))
+        .getResult();
+  };
+  Value ab = pairSums(acc[0], acc[1]), cd = pairSums(acc[2], acc[3]);
+  // [ab0 ab1 cd0 cd1] + [ab2 ab3 cd2 cd3] = [a b c d] per lane.
+  return arith::AddIOp::create(b, loc, interleave(ab, cd, {0, 1, 4, 5}),
+                               interleave(ab, cd, {2, 3, 6, 7}));
+}
+
+} // namespace
+
+FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
+                                              Value query,
+                                              const VectorRowDecoder &keys,
+                                              int64_t kvHeads, int64_t group,
+                                              const TQToLoopsOptions &options) {
+  if (cast<RankedTensorType>(query.getType()).getDimSize(0) != 1)
+    return failure();
+  FailureOr<VectorRowDecoder> codes =
+      VectorRowDecoder::getForScaledCodes(keys.rowDecoder());
+  if (failed(codes))
+    return failure();
+  const ::tq::quant::FormatSpec &spec = keys.rowDecoder().spec();
+  std::optional<Plan> plan = planFor(spec);
+  if (!plan || int64_t(plan->order.size()) != codes->width())
+    return failure();
+  const int64_t blocks = codes->scaleBlocks();
+  const CacheAccess &access = keys.rowDecoder().access();
+  SmallVector<int8_t> table;
+  const bool narrow = options.narrowLevels;
+  const float levelScale = levelBytes(spec.codebook->centroids, narrow, table);
+  // The lookup reads the index's low bits: the table repeated to 16.
+  SmallVector<int8_t> lookup;
+  for (int64_t i = 0; i < 16; ++i)
+    lookup.push_back(table[i % table.size()]);
+  auto lookupAttr = b.getDenseI8ArrayAttr(lookup);
+
+  ByteQuery q = quantiseQuery(b, loc, query, plan->order, /*reordered=*/true,
+                              codes->blockLen(), blocks, levelScale,
+                              maxLevel(narrow) + 1);
+  Value init = tensor::EmptyOp::create(
+      b, loc,
+      SmallVector<OpFoldResult>{sizeOf(b, loc, query, 0),
+                                sizeOf(b, loc, query, 1), access.numTokens},
+      b.getF32Type());
+  const int64_t block = headBlock(group, 4);
+  auto bytesType = VectorType::get({64}, b.getI8Type());
+  auto sumType = VectorType::get({16}, b.getI32Type());
+  auto scoreType = VectorType::get({kStepTokens}, b.getF32Type());
+  Value c0 = indexConst(b, loc, 0);
+  Value zeroByte = arith::ConstantIntOp::create(b, loc, b.getI8Type(), 0);
+  // Bits below the second plane from the first, the rest from the second.
+  Value lowMask =
+      plan->lowBits
+          ? arith::ConstantOp::create(
+                b, loc,
+                DenseElementsAttr::get(
+                    bytesType, int8_t((1 << plan->lowBits) - 1)))
+                .getResult()
+          : Value();
+  Value highMask =
+      plan->lowBits
+          ? arith::ConstantOp::create(
+                b, loc,
+                DenseElementsAttr::get(
+                    bytesType, int8_t(~((1 << plan->lowBits) - 1))))
+                .getResult()
+          : Value();
+  VectorRowDecoder &rowsDecoder = *codes;
+  return forEachDecodedRows(
+      b, loc, rowsDecoder, kvHeads, /*lanes=*/64, kStepTokens, init,
+      [&](OpBuilder &b, Location loc, Value kvh, ArrayRef<DecodedRow> rows,
+          Value scores) {
+        // Scale of block blk of the step's tokens.
+        SmallVector<Value> blockScales;
+        for (int64_t blk = 0; blk < blocks; ++blk) {
+          SmallVector<Value> perRow;
+          for (const DecodedRow &row : rows)
+            perRow.push_back(
+                rowsDecoder.scaleOfBlock(b, loc, row.row, row.t, kvh, blk));
+          SmallVector<int64_t> lanes;
+          for (int64_t t = 0; t < kStepTokens; ++t)
+            lanes.push_back(t);
+          blockScales.push_back(spreadScalars(b, loc, perRow, lanes));
+        }
+        return forEachHeadBlock(
+            b, loc, kvh, group, block, scores,
+            [&](OpBuilder &b, Location loc, const HeadBlock &blockHeads,
+                Value scores) {
+              ArrayRef<Value> heads = blockHeads.heads;
+              Value zero = arith::ConstantOp::create(
+                  b, loc, cast<TypedAttr>(b.getZeroAttr(sumType)));
+              SmallVector<Value> totals(block);
+              size_t vectorIndex = 0;
+              for (int64_t blk = 0; blk < blocks; ++blk) {
+                // acc[hh * kGroups + g]: head hh's partial sums of group
+                // g's tokens (4L + g in lane L).
+                SmallVector<Value> acc(block * kGroups, zero);
+                for (const Piece &piece : plan->pieces) {
+                  if (piece.block != blk)
+                    continue;
+                  for (int64_t g = 0; g < kGroups; ++g) {
+                    SmallVector<Value> planeVectors;
+                    for (const PlaneWindow &w : piece.windows) {
+                      SmallVector<Value> reads;
+                      for (int64_t lane = 0; lane < kLaneTokens; ++lane)
+                        reads.push_back(
+                            rows[kLaneTokens * lane + g].row.read(
+                                b, loc, w.read, 16));
+                      planeVectors.push_back(planeBytes(b, loc, reads, w));
+                    }
+                    for (auto [k, level] : llvm::enumerate(piece.levels)) {
+                      Value index = SelectBitsOp::create(
+                          b, loc, bytesType, planeVectors[0],
+                          b.getDenseI8ArrayAttr(level.offsets[0]));
+                      if (plan->lowBits) {
+                        Value high = SelectBitsOp::create(
+                            b, loc, bytesType, planeVectors[1],
+                            b.getDenseI8ArrayAttr(level.offsets[1]));
+                        index = arith::OrIOp::create(
+                            b, loc,
+                            arith::AndIOp::create(b, loc, index, lowMask),
+                            arith::AndIOp::create(b, loc, high, highMask));
+                      }
+                      Value levels =
+                          ByteLookupOp::create(b, loc, bytesType, index, lookupAttr);
+                      // The query bytes of the vector's 16 values, in
+                      // every lane.
+                      Value at = indexConst(
+                          b, loc, 16 * int64_t(vectorIndex + k));
+                      for (int64_t hh = 0; hh < block; ++hh) {
+                        Value run = vector::TransferReadOp::create(
+                            b, loc, VectorType::get({16}, b.getI8Type()),
+                            q.bytes, ValueRange{c0, heads[hh], at}, zeroByte,
+                            ArrayRef<bool>{true});
+                        SmallVector<int64_t> repeat;
+                        for (int64_t i = 0; i < 64; ++i)
+                          repeat.push_back(i % 16);
+                        Value qv = vector::ShuffleOp::create(b, loc, run, run,
+                                                             repeat);
+                        Value &chain = acc[hh * kGroups + g];
+                        chain = ByteDotOp::create(b, loc, sumType, chain,
+                                                  levels, qv, narrow);
+                      }
+                    }
+                  }
+                  vectorIndex += piece.levels.size();
+                }
+                for (int64_t hh = 0; hh < block; ++hh) {
+                  Value sums = sumTokenLanes(
+                      b, loc,
+                      ArrayRef<Value>(acc).slice(hh * kGroups, kGroups));
+                  Value offset = tensor::ExtractOp::create(
+                      b, loc, q.offsets,
+                      ValueRange{c0, heads[hh], indexConst(b, loc, blk)});
+                  Value exact = arith::SubIOp::create(
+                      b, loc, sums,
+                      vector::BroadcastOp::create(b, loc, sumType, offset));
+                  Value factor = tensor::ExtractOp::create(
+                      b, loc, q.factors, ValueRange{c0, heads[hh]});
+                  // The row lanes' rounding order: sum * (factor * scale).
+                  Value scaled = arith::MulFOp::create(
+                      b, loc, arith::SIToFPOp::create(b, loc, scoreType, exact),
+                      arith::MulFOp::create(
+                          b, loc, splatF32(b, loc, factor, kStepTokens),
+                          blockScales[blk]));
+                  totals[hh] = totals[hh] ? arith::AddFOp::create(
+                                                b, loc, totals[hh], scaled)
+                                                .getResult()
+                                          : scaled;
+                }
+              }
+              for (int64_t hh = 0; hh < block; ++hh)
+                scores = vector::TransferWriteOp::create(
+                             b, loc, totals[hh], scores,
+                             ValueRange{c0, heads[hh], rows[0].t},
+                             ArrayRef<bool>{false})
+                             .getResult();
+              return scores;
+            });
+      },
+      /*decode=*/false);
+}

@@ -1,0 +1,86 @@
+// tq-lower-to-loops{score-dot=i8 score-lanes=tokens}: the int8 score with
+// one query row laid out by tokens. Steps of 16 tokens; per piece of a
+// row (64 values of a 2-bit plane) and group of four tokens, 16 bytes of
+// each plane per token, the fields gathered by tq.select_bits, the two
+// planes joined by a bit select, one tq.byte_lookup and a tq.byte_dot per
+// head; per head and block, the four groups' partial sums added by two
+// rounds of interleaves into the 16 tokens' scores, in token order.
+
+// RUN: tq-opt %s -split-input-file --tq-lower-to-loops="score-dot=i8 score-lanes=tokens" | FileCheck %s
+// RUN: tq-opt %s -split-input-file --tq-lower-to-loops="score-dot=i8" | FileCheck %s --check-prefix=ROWS
+// RUN: not tq-opt %s -split-input-file --tq-lower-to-loops="score-dot=i8 score-lanes=columns" 2>&1 | FileCheck %s --check-prefix=BAD
+
+// BAD: tq-lower-to-loops: score-lanes must be rows or tokens, got 'columns'
+
+// turbo3_0 at 128: planes of 2 bits (bytes 2..33) and 1 bit (34..49).
+// The query's lanes follow the level vectors: values 0-7 and 32-39 first.
+// CHECK-LABEL: func @turbo3
+// CHECK: vector.shuffle %{{.*}} [0, 1, 2, 3, 4, 5, 6, 7, 32, 33, 34, 35, 36, 37, 38, 39, 8, 9,
+// CHECK: scf.for %{{.*}} step %c16
+// Four tokens' 16 bytes of the 2-bit plane from byte 2, of the 1-bit plane
+// from byte 34 (its first 8 bytes in both halves of a lane).
+// CHECK: vector.transfer_read %{{.*}}%c2{{.*}} : tensor<?x?x1x50xi8>, vector<16xi8>
+// CHECK: vector.transfer_read %{{.*}}%c34{{.*}} : tensor<?x?x1x50xi8>, vector<16xi8>
+// CHECK: vector.shuffle %{{.*}} [0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17,
+// Value 0's 2-bit field at bit 0, value 1's at 2, ...; the second half's
+// first value (32) at bit 0 of its own 8 bytes. Value 0's high bit sits
+// at bit 0 of the 1-bit plane and goes to bit 2 (offset 62); value 32's at
+// bit 32 (offset 30).
+// CHECK: tq.select_bits %{{.*}} [0, 2, 4, 6, 8, 10, 12, 14, 0, 2, 4, 6, 8, 10, 12, 14,
+// CHECK: tq.select_bits %{{.*}} [62, 63, 0, 1, 2, 3, 4, 5, 30, 31, 32, 33, 34, 35, 36, 37,
+// CHECK: arith.andi
+// CHECK: arith.ori
+// CHECK: tq.byte_lookup %{{.*}} : vector<64xi8>
+// CHECK-COUNT-2: tq.byte_dot %{{.*}} : vector<64xi8> -> vector<16xi32>
+// The four groups' sums of a head: interleaves of i32 lanes.
+// CHECK: vector.shuffle %{{.*}} [0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29] : vector<16xi32>, vector<16xi32>
+// CHECK: arith.sitofp %{{.*}} : vector<16xi32> to vector<16xf32>
+// CHECK: vector.transfer_write %{{.*}} : vector<16xf32>, tensor<1x2x5xf32>
+// ROWS-LABEL: func @turbo3
+// ROWS-NOT: tq.select_bits
+// ROWS: tq.byte_dot
+func.func @turbo3(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x50xi8>) -> tensor<1x2x5xf32> {
+  %k = tq.from_bytes %kb : tensor<5x1x50xi8> -> !tq.cache<5x1x128, #tq.format<"turbo3_0">>
+  %s = tq.score %q, %k {lookup = #tq.lookup<tile>} : tensor<1x2x128xf32>, !tq.cache<5x1x128, #tq.format<"turbo3_0">> -> tensor<1x2x5xf32>
+  return %s : tensor<1x2x5xf32>
+}
+
+// -----
+
+// polar4: one plane of nibbles, 16 values per 8 bytes: pieces of 32
+// values, two level vectors each, no bit select.
+// CHECK-LABEL: func @polar4
+// CHECK: tq.select_bits %{{.*}} [0, 4, 8, 12, 16, 20, 24, 28, 0, 4,
+// CHECK-NOT: arith.ori
+// CHECK: tq.byte_lookup
+// CHECK: tq.byte_dot
+func.func @polar4(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x66xi8>) -> tensor<1x2x5xf32> {
+  %k = tq.from_bytes %kb : tensor<5x1x66xi8> -> !tq.cache<5x1x128, #tq.format<"polar4">>
+  %s = tq.score %q, %k {lookup = #tq.lookup<tile>} : tensor<1x2x128xf32>, !tq.cache<5x1x128, #tq.format<"polar4">> -> tensor<1x2x5xf32>
+  return %s : tensor<1x2x5xf32>
+}
+
+// -----
+
+// Several query rows (prefill) keep the row lanes: each row's levels are
+// decoded once for all query rows, which a token's lanes cannot share.
+// CHECK-LABEL: func @two_query_rows
+// CHECK-NOT: tq.select_bits
+// CHECK: tq.byte_dot
+func.func @two_query_rows(%q: tensor<2x2x128xf32>, %kb: tensor<5x1x50xi8>) -> tensor<2x2x5xf32> {
+  %k = tq.from_bytes %kb : tensor<5x1x50xi8> -> !tq.cache<5x1x128, #tq.format<"turbo3_0">>
+  %s = tq.score %q, %k {lookup = #tq.lookup<tile>} : tensor<2x2x128xf32>, !tq.cache<5x1x128, #tq.format<"turbo3_0">> -> tensor<2x2x5xf32>
+  return %s : tensor<2x2x5xf32>
+}
+
+// -----
+
+// q8_0 has no codebook: no int8 levels at all, the f32 score stays.
+// CHECK-LABEL: func @no_codes
+// CHECK-NOT: tq.select_bits
+// CHECK-NOT: tq.byte_dot
+func.func @no_codes(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x136xi8>) -> tensor<1x2x5xf32> {
+  %k = tq.from_bytes %kb : tensor<5x1x136xi8> -> !tq.cache<5x1x128, #tq.format<"q8_0">>
+  %s = tq.score %q, %k {lookup = #tq.lookup<tile>} : tensor<1x2x128xf32>, !tq.cache<5x1x128, #tq.format<"q8_0">> -> tensor<1x2x5xf32>
+  return %s : tensor<1x2x5xf32>
+}

@@ -337,6 +337,11 @@ Value splatF32(OpBuilder &b, Location loc, Value scalar, int64_t lanes) {
       b, loc, VectorType::get({lanes}, b.getF32Type()), scalar);
 }
 
+/// Steps of at least this many rows take the one-page path of
+/// forEachDecodedRows (shorter ones gain too little for a second copy of
+/// their body).
+constexpr int64_t kMinRunRows = 4;
+
 Value forEachDecodedRows(OpBuilder &b, Location loc, VectorRowDecoder &rows,
                          int64_t kvHeads, int64_t lanes, int64_t step,
                          Value init, RowsBody body, bool decode) {
@@ -353,25 +358,80 @@ Value forEachDecodedRows(OpBuilder &b, Location loc, VectorRowDecoder &rows,
         Value next = forEach(
             b, loc, indexConst(b, loc, kvHeads), state[0],
             [&](OpBuilder &b, Location loc, Value kvh, Value state) {
-              SmallVector<DecodedRow> decoded;
-              for (int64_t k = 0; k < step; ++k) {
-                DecodedRow r;
-                r.t = t0;
-                if (k > 0) {
-                  Value t = arith::AddIOp::create(b, loc, t0,
-                                                  indexConst(b, loc, k));
-                  r.valid = arith::CmpIOp::create(
-                      b, loc, arith::CmpIPredicate::ult, t, tokens);
-                  r.t = arith::MinUIOp::create(b, loc, t, last);
+              // Any rows: each row's page and slot looked up, its next
+              // range row prefetched where the sequence has it.
+              auto anyRows = [&](OpBuilder &b, Location loc) {
+                SmallVector<DecodedRow> decoded;
+                for (int64_t k = 0; k < step; ++k) {
+                  DecodedRow r;
+                  r.t = t0;
+                  if (k > 0) {
+                    Value t = arith::AddIOp::create(b, loc, t0,
+                                                    indexConst(b, loc, k));
+                    r.valid = arith::CmpIOp::create(
+                        b, loc, arith::CmpIPredicate::ult, t, tokens);
+                    r.t = arith::MinUIOp::create(b, loc, t, last);
+                  }
+                  rows.prefetchNextRange(b, loc, prefetch, r.t, kvh);
+                  r.row = rows.rowBytes(b, loc, r.t, kvh);
+                  if (decode)
+                    r.chunks = decodeChunks(b, loc, rows, r.row, lanes, 0,
+                                            numChunks);
+                  decoded.push_back(std::move(r));
                 }
-                rows.prefetchNextRange(b, loc, prefetch, r.t, kvh);
-                r.row = rows.rowBytes(b, loc, r.t, kvh);
-                if (decode)
-                  r.chunks =
-                      decodeChunks(b, loc, rows, r.row, lanes, 0, numChunks);
-                decoded.push_back(std::move(r));
+                return body(b, loc, kvh, decoded, state);
+              };
+              if (step < kMinRunRows)
+                return anyRows(b, loc);
+              // The step's rows at consecutive slots of one page (all but
+              // a page's or the cache's last step): one address, each row
+              // a slot further, and the next range's rows prefetched the
+              // same way where they are in one page too. The per-row
+              // table reads, address arithmetic and prefetch checks would
+              // otherwise take a third of a token's instructions.
+              const RowDecoder &decoder = rows.rowDecoder();
+              auto [run, page, slot] =
+                  decoder.rowsInOnePage(b, loc, t0, step, false);
+              auto ifRun = scf::IfOp::create(
+                  b, loc, TypeRange{state.getType()}, run,
+                  /*withElseRegion=*/true);
+              {
+                OpBuilder::InsertionGuard guard(b);
+                b.setInsertionPointToStart(ifRun.thenBlock());
+                auto [nextRun, nextPage, nextSlot] =
+                    decoder.rowsInOnePage(b, loc, t0, step, true);
+                scf::IfOp::create(
+                    b, loc, nextRun, [&](OpBuilder &b, Location loc) {
+                      for (int64_t k = 0; k < step; ++k)
+                        rows.prefetchRowAt(
+                            b, loc, prefetch, nextPage,
+                            arith::AddIOp::create(b, loc, nextSlot,
+                                                  indexConst(b, loc, k)),
+                            kvh);
+                      scf::YieldOp::create(b, loc);
+                    });
+                SmallVector<DecodedRow> decoded;
+                for (int64_t k = 0; k < step; ++k) {
+                  DecodedRow r;
+                  Value at = indexConst(b, loc, k);
+                  r.t = k ? arith::AddIOp::create(b, loc, t0, at).getResult()
+                          : t0;
+                  r.row = rows.rowBytesAt(
+                      page,
+                      k ? arith::AddIOp::create(b, loc, slot, at).getResult()
+                        : slot,
+                      kvh);
+                  if (decode)
+                    r.chunks = decodeChunks(b, loc, rows, r.row, lanes, 0,
+                                            numChunks);
+                  decoded.push_back(std::move(r));
+                }
+                scf::YieldOp::create(b, loc,
+                                     body(b, loc, kvh, decoded, state));
+                b.setInsertionPointToStart(ifRun.elseBlock());
+                scf::YieldOp::create(b, loc, anyRows(b, loc));
               }
-              return body(b, loc, kvh, decoded, state);
+              return ifRun.getResult(0);
             });
         scf::YieldOp::create(b, loc, next);
       });

@@ -116,6 +116,32 @@ RowDecoder::nextRangeRowAddress(OpBuilder &b, Location loc, Value t) const {
           tensor::ExtractOp::create(b, loc, slots_, ValueRange{at})};
 }
 
+std::tuple<Value, Value, Value>
+RowDecoder::rowsInOnePage(OpBuilder &b, Location loc, Value t, int64_t count,
+                          bool nextRange) const {
+  auto [page, slot] =
+      nextRange ? nextRangeRowAddress(b, loc, t) : rowAddress(b, loc, t);
+  Value lastOffset = indexConst(b, loc, count - 1);
+  Value tokens = getValueOrCreateConstantIndexOp(b, loc, access_.numTokens);
+  // The last row: inside the cache (this range), or the sequence (next).
+  Value last = arith::AddIOp::create(b, loc, t, lastOffset);
+  Value inside =
+      nextRange
+          ? arith::CmpIOp::create(
+                b, loc, arith::CmpIPredicate::ult,
+                arith::AddIOp::create(
+                    b, loc,
+                    arith::AddIOp::create(b, loc, access_.tokenOffset, tokens),
+                    last),
+                access_.sequenceTokens)
+          : arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, last,
+                                  tokens);
+  Value samePage = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::ult,
+      arith::AddIOp::create(b, loc, slot, lastOffset), pageSize_);
+  return {arith::AndIOp::create(b, loc, inside, samePage), page, slot};
+}
+
 Value RowDecoder::byteAt(OpBuilder &b, Location loc, Value t, Value kvHead,
                          Value offset) const {
   auto [page, slot] = rowAddress(b, loc, t);

@@ -87,6 +87,17 @@ public:
   /// only after precompute(..., DecodeUse::VectorRows)).
   std::pair<Value, Value> nextRangeRowAddress(OpBuilder &b, Location loc,
                                               Value t) const;
+  /// Rows t .. t + count - 1 (count >= 1) as one page and the slots
+  /// from `slot` on: {in one page, page, slot of t} (i1, index, index).
+  /// Consecutive rows fill a page's slots in order, so they are in one
+  /// page exactly when the first's slot + count - 1 is below the page
+  /// size; rows past the cache's tokens do not count as in it. With
+  /// `nextRange` the rows of the range that follows (only after
+  /// precompute(..., DecodeUse::VectorRows); rows past the sequence do
+  /// not count).
+  std::tuple<Value, Value, Value> rowsInOnePage(OpBuilder &b, Location loc,
+                                                Value t, int64_t count,
+                                                bool nextRange) const;
   const CacheAccess &access() const { return access_; }
 
   /// Who reads the rows, which decides what precompute() prepares.

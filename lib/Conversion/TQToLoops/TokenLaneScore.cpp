@@ -188,28 +188,32 @@ Value planeBytes(OpBuilder &b, Location loc, ArrayRef<Value> reads,
   return vector::ShuffleOp::create(b, loc, joined, joined, mask);
 }
 
-/// Sums of the four partial sums of each token: acc[g] holds token
-/// 4L + g's in lane L's four i32 lanes; lane 4L + g of the result holds
-/// its sum (an add of two interleaves per pair of groups, then of the
-/// pairs).
-Value sumTokenLanes(OpBuilder &b, Location loc, ArrayRef<Value> acc) {
-  auto interleave = [&](Value x, Value y, ArrayRef<int64_t> lanePattern) {
-    SmallVector<int64_t> mask;
-    for (int64_t lane = 0; lane < kLaneTokens; ++lane)
-      for (int64_t i : lanePattern)
-        mask.push_back(i < 4 ? 4 * lane + i : 16 + 4 * lane + (i - 4));
-    return vector::ShuffleOp::create(b, loc, x, y, mask).getResult();
-  };
-  // [x0 y0 x1 y1] + [x2 y2 x3 y3] = [x02 y02 x13 y13] per lane.
-  auto pairSums = [&](Value x, Value y) {
-    return arith::AddIOp::create(b, loc, interleave(x, y, {0, 4, 1, 5}),
-                                 interleave(x, y, {2, 6, 3, 7}))
-        .getResult();
-  };
-  Value ab = pairSums(acc[0], acc[1]), cd = pairSums(acc[2], acc[3]);
-  // [ab0 ab1 cd0 cd1] + [ab2 ab3 cd2 cd3] = [a b c d] per lane.
-  return arith::AddIOp::create(b, loc, interleave(ab, cd, {0, 1, 4, 5}),
-                               interleave(ab, cd, {2, 3, 6, 7}));
+/// A 16-lane shuffle of x and y taking, in every 128-bit lane, the i32
+/// lanes `lanePattern` (0-3: x's, 4-7: y's of that lane).
+Value interleave(OpBuilder &b, Location loc, Value x, Value y,
+                 ArrayRef<int64_t> lanePattern) {
+  SmallVector<int64_t> mask;
+  for (int64_t lane = 0; lane < kLaneTokens; ++lane)
+    for (int64_t i : lanePattern)
+      mask.push_back(i < 4 ? 4 * lane + i : 16 + 4 * lane + (i - 4));
+  return vector::ShuffleOp::create(b, loc, x, y, mask).getResult();
+}
+
+/// Partial sums of two groups x and y (four i32 lanes per token in each
+/// 128-bit lane) halved: [x0 y0 x1 y1] + [x2 y2 x3 y3] = [x02 y02 x13
+/// y13] per lane.
+Value pairSums(OpBuilder &b, Location loc, Value x, Value y) {
+  return arith::AddIOp::create(b, loc, interleave(b, loc, x, y, {0, 4, 1, 5}),
+                               interleave(b, loc, x, y, {2, 6, 3, 7}));
+}
+
+/// The tokens' sums from the pair sums of groups 0, 1 (ab) and 2, 3 (cd):
+/// [ab0 ab1 cd0 cd1] + [ab2 ab3 cd2 cd3] = [a b c d] per lane, so lane
+/// 4L + g holds token 4L + g's sum.
+Value tokenSums(OpBuilder &b, Location loc, Value ab, Value cd) {
+  return arith::AddIOp::create(b, loc,
+                               interleave(b, loc, ab, cd, {0, 1, 4, 5}),
+                               interleave(b, loc, ab, cd, {2, 3, 6, 7}));
 }
 
 } // namespace
@@ -296,25 +300,31 @@ FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
               Value zero = arith::ConstantOp::create(
                   b, loc, cast<TypedAttr>(b.getZeroAttr(sumType)));
               SmallVector<Value> totals(block);
-              size_t vectorIndex = 0;
               for (int64_t blk = 0; blk < blocks; ++blk) {
-                // acc[hh * kGroups + g]: head hh's partial sums of group
-                // g's tokens (4L + g in lane L).
+                // Group by group (four tokens, 4L + g in lane L), so only
+                // one group's accumulators are live while its rows are
+                // decoded: acc[hh * kGroups + g] is head hh's partial sums
+                // of group g.
                 SmallVector<Value> acc(block * kGroups, zero);
-                for (const Piece &piece : plan->pieces) {
-                  if (piece.block != blk)
-                    continue;
-                  for (int64_t g = 0; g < kGroups; ++g) {
+                // Pair sums of groups 0, 1 and 2, 3 per head, formed as
+                // soon as both groups are done.
+                SmallVector<Value> pairs(2 * block);
+                for (int64_t g = 0; g < kGroups; ++g) {
+                  int64_t vectorIndex = 0;
+                  for (const Piece &piece : plan->pieces) {
+                    if (piece.block != blk) {
+                      vectorIndex += piece.levels.size();
+                      continue;
+                    }
                     SmallVector<Value> planeVectors;
                     for (const PlaneWindow &w : piece.windows) {
                       SmallVector<Value> reads;
                       for (int64_t lane = 0; lane < kLaneTokens; ++lane)
-                        reads.push_back(
-                            rows[kLaneTokens * lane + g].row.read(
-                                b, loc, w.read, 16));
+                        reads.push_back(rows[kLaneTokens * lane + g].row.read(
+                            b, loc, w.read, 16));
                       planeVectors.push_back(planeBytes(b, loc, reads, w));
                     }
-                    for (auto [k, level] : llvm::enumerate(piece.levels)) {
+                    for (const LevelVector &level : piece.levels) {
                       Value index = SelectBitsOp::create(
                           b, loc, bytesType, planeVectors[0],
                           b.getDenseI8ArrayAttr(level.offsets[0]));
@@ -327,12 +337,11 @@ FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
                             arith::AndIOp::create(b, loc, index, lowMask),
                             arith::AndIOp::create(b, loc, high, highMask));
                       }
-                      Value levels =
-                          ByteLookupOp::create(b, loc, bytesType, index, lookupAttr);
+                      Value levels = ByteLookupOp::create(b, loc, bytesType,
+                                                          index, lookupAttr);
                       // The query bytes of the vector's 16 values, in
                       // every lane.
-                      Value at = indexConst(
-                          b, loc, 16 * int64_t(vectorIndex + k));
+                      Value at = indexConst(b, loc, 16 * vectorIndex++);
                       for (int64_t hh = 0; hh < block; ++hh) {
                         Value run = vector::TransferReadOp::create(
                             b, loc, VectorType::get({16}, b.getI8Type()),
@@ -349,12 +358,15 @@ FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
                       }
                     }
                   }
-                  vectorIndex += piece.levels.size();
+                  if (g % 2 == 1)
+                    for (int64_t hh = 0; hh < block; ++hh)
+                      pairs[2 * hh + g / 2] =
+                          pairSums(b, loc, acc[hh * kGroups + g - 1],
+                                   acc[hh * kGroups + g]);
                 }
                 for (int64_t hh = 0; hh < block; ++hh) {
-                  Value sums = sumTokenLanes(
-                      b, loc,
-                      ArrayRef<Value>(acc).slice(hh * kGroups, kGroups));
+                  Value sums =
+                      tokenSums(b, loc, pairs[2 * hh], pairs[2 * hh + 1]);
                   Value offset = tensor::ExtractOp::create(
                       b, loc, q.offsets,
                       ValueRange{c0, heads[hh], indexConst(b, loc, blk)});

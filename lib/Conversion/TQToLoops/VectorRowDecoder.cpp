@@ -459,6 +459,11 @@ RowBytes VectorRowDecoder::rowBytes(OpBuilder &b, Location loc, Value t,
   return RowBytes{decoder_->access().pages, {page, slot, kvHead}, Value()};
 }
 
+RowBytes VectorRowDecoder::rowBytesAt(Value page, Value slot,
+                                     Value kvHead) const {
+  return RowBytes{decoder_->access().pages, {page, slot, kvHead}, Value()};
+}
+
 Value VectorRowDecoder::loadRow(OpBuilder &b, Location loc,
                                 const RowBytes &row) const {
   // (A moved row has no whole row from its base on; periods never take
@@ -527,15 +532,21 @@ void VectorRowDecoder::prefetchNextRange(OpBuilder &b, Location loc,
                                            next, access.sequenceTokens);
   scf::IfOp::create(b, loc, inSequence, [&](OpBuilder &b, Location loc) {
     auto [page, slot] = decoder_->nextRangeRowAddress(b, loc, t);
-    // A row may straddle two cache lines: touch both ends.
-    for (int64_t at : {int64_t(0), rowBytes_ - 1})
-      memref::PrefetchOp::create(
-          b, loc, buffer,
-          ValueRange{page, slot, kvHead,
-                     arith::ConstantIndexOp::create(b, loc, at)},
-          /*isWrite=*/false, /*localityHint=*/3, /*isDataCache=*/true);
+    prefetchRowAt(b, loc, buffer, page, slot, kvHead);
     scf::YieldOp::create(b, loc);
   });
+}
+
+void VectorRowDecoder::prefetchRowAt(OpBuilder &b, Location loc, Value buffer,
+                                     Value page, Value slot,
+                                     Value kvHead) const {
+  // A row may straddle two cache lines: touch both ends.
+  for (int64_t at : {int64_t(0), rowBytes_ - 1})
+    memref::PrefetchOp::create(
+        b, loc, buffer,
+        ValueRange{page, slot, kvHead,
+                   arith::ConstantIndexOp::create(b, loc, at)},
+        /*isWrite=*/false, /*localityHint=*/3, /*isDataCache=*/true);
 }
 
 Value VectorRowDecoder::scalarInRow(OpBuilder &b, Location loc,

@@ -95,6 +95,9 @@ public:
 
   /// The packed bytes of row (t, kvHead) in the cache.
   RowBytes rowBytes(OpBuilder &b, Location loc, Value t, Value kvHead) const;
+  /// The packed bytes of the row at (page, slot) of the pool, head kvHead
+  /// (a row of a run in one page: RowDecoder::rowsInOnePage).
+  RowBytes rowBytesAt(Value page, Value slot, Value kvHead) const;
   /// All of a row's bytes: vector<row_bytes x i8>.
   Value loadRow(OpBuilder &b, Location loc, const RowBytes &row) const;
 
@@ -116,6 +119,10 @@ public:
   /// rows in cache.
   void prefetchNextRange(OpBuilder &b, Location loc, Value buffer, Value t,
                          Value kvHead) const;
+  /// Prefetches the row at (page, slot) of the pool, head kvHead (both
+  /// ends: a row may straddle two cache lines).
+  void prefetchRowAt(OpBuilder &b, Location loc, Value buffer, Value page,
+                     Value slot, Value kvHead) const;
 
 
   /// Values [first, first + count) of a row as vector<count x f32>, from

@@ -390,18 +390,38 @@ func.func @paged(%q: tensor<1x1x32xf32>, %pool: tensor<?x16x1x34xi8>, %table: te
 
 // The same cache read by the vector row decoder (lookup = tile): the
 // address walk covers twice the tokens, and while row t is scored, row t
-// of the range that follows is prefetched at walk position N + t.
+// of the range that follows is prefetched at walk position N + t. A step
+// of 4 rows inside the cache whose first row's slot + 3 is below the page
+// size takes that row's page and slot for all four (slot + k), and
+// prefetches the next range's four the same way where they too are in one
+// page; other steps look each row up.
 // CHECK-LABEL: func @paged_tile
 // CHECK-SAME: (%{{.*}}: tensor<1x1x32xf32>, %{{.*}}: tensor<?x16x1x34xi8>, %{{.*}}: tensor<?xi32>, %[[N:.*]]: index, %{{.*}}: index)
 // CHECK: %[[ROWS:.*]] = arith.addi %[[N]], %[[N]] : index
 // CHECK: tensor.empty(%[[ROWS]]) : tensor<?xindex>
 // CHECK: %[[WALK:.*]]:2 = scf.for
 // CHECK: scf.for %[[T:.*]] = %{{.*}} to %[[N]] step %c4
+// CHECK: %[[P0:.*]] = tensor.extract %[[WALK]]#0[%[[T]]] : tensor<?xindex>
+// CHECK: %[[S0:.*]] = tensor.extract %[[WALK]]#1[%[[T]]] : tensor<?xindex>
+// CHECK: %[[TL:.*]] = arith.addi %[[T]], %c3 : index
+// CHECK: arith.cmpi ult, %[[TL]], %[[N]] : index
+// CHECK: %[[SL:.*]] = arith.addi %[[S0]], %c3 : index
+// CHECK: arith.cmpi ult, %[[SL]], %{{.*}} : index
+// CHECK: scf.if
 // CHECK: %[[NEXT:.*]] = arith.addi %[[N]], %[[T]] : index
 // CHECK: %[[P:.*]] = tensor.extract %[[WALK]]#0[%[[NEXT]]] : tensor<?xindex>
 // CHECK: %[[S:.*]] = tensor.extract %[[WALK]]#1[%[[NEXT]]] : tensor<?xindex>
-// CHECK: memref.prefetch %{{.*}}[%[[P]], %[[S]], %{{.*}}, %c0{{.*}}], read
-// CHECK: tensor.extract %[[WALK]]#0[%[[T]]] : tensor<?xindex>
+// CHECK: scf.if
+// CHECK: memref.prefetch %{{.*}}[%[[P]], %{{.*}}, %{{.*}}, %c0{{.*}}], read
+// CHECK: %[[S3:.*]] = arith.addi %[[S]], %c3{{.*}} : index
+// CHECK: memref.prefetch %{{.*}}[%[[P]], %[[S3]], %{{.*}}, %c0{{.*}}], read
+// CHECK: %[[R3:.*]] = arith.addi %[[S0]], %c3{{.*}} : index
+// CHECK: vector.transfer_read %{{.*}}[%[[P0]], %[[R3]], %{{.*}}, %c2{{.*}}]{{.*}}: tensor<?x?x1x34xi8>, vector<16xi8>
+// CHECK: } else {
+// CHECK: %[[NEXT1:.*]] = arith.addi %[[N]], %[[T]] : index
+// CHECK: %[[P1:.*]] = tensor.extract %[[WALK]]#0[%[[NEXT1]]] : tensor<?xindex>
+// CHECK: %[[S1:.*]] = tensor.extract %[[WALK]]#1[%[[NEXT1]]] : tensor<?xindex>
+// CHECK: memref.prefetch %{{.*}}[%[[P1]], %[[S1]], %{{.*}}, %c0{{.*}}], read
 func.func @paged_tile(%q: tensor<1x1x32xf32>, %pool: tensor<?x16x1x34xi8>, %table: tensor<?xi32>, %n: index, %t0: index) -> tensor<1x1x?xf32> {
   %k = tq.from_pages %pool[%table], %n : tensor<?x16x1x34xi8>, tensor<?xi32> -> !tq.cache<?x1x32, #tq.format<"q8_0">>
   %kt = tq.slice_tokens %k[%t0, %n] : !tq.cache<?x1x32, #tq.format<"q8_0">> -> !tq.cache<?x1x32, #tq.format<"q8_0">>

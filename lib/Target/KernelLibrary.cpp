@@ -209,6 +209,15 @@ bool hasBf16(const llvm::TargetMachine &tm) {
          tm.getMCSubtargetInfo()->checkFeatures("+avx512bf16");
 }
 
+/// The one-row weighted sum's accumulators: `requested`, or for 0 as many
+/// as the CPU's vector registers allow with the rest of the loop live:
+/// 32 with AVX-512 (32 registers), 16 otherwise.
+int64_t accumulatorsFor(const llvm::TargetMachine &tm, int64_t requested) {
+  if (requested > 0)
+    return requested;
+  return hasAvx512(tm) ? 32 : 16;
+}
+
 /// The permute `options` ask for, or the widest the target CPU has.
 std::string centroidPermuteFor(const llvm::TargetMachine &tm,
                                const KernelLibraryOptions &options) {
@@ -269,7 +278,7 @@ void configurePipeline(TQPipelineOptions &pipeline,
   pipeline.splits = decode ? options.decodeSplits : 1;
   pipeline.maxUnrolledChunks = options.maxUnrolledChunks;
   pipeline.scoreRows = options.scoreRows;
-  pipeline.accumulators = options.accumulators;
+  pipeline.accumulators = accumulatorsFor(tm, options.accumulators);
   pipeline.scoreDot = options.scoreDot;
   pipeline.valueDot = options.valueDot;
   pipeline.vnni = hasVnni(tm);
@@ -618,7 +627,7 @@ bool compileKernels(MLIRContext &context,
 
 bool mlir::tq::writeKernelLibrary(MLIRContext &context,
                                   const std::vector<RuntimeKernelSpec> &specs,
-                                  const KernelLibraryOptions &options,
+                                  const KernelLibraryOptions &libraryOptions,
                                   const KernelProgress &progress,
                                   std::string &error,
                                   ArrayRef<ModuleOp> inputs) {
@@ -626,15 +635,19 @@ bool mlir::tq::writeKernelLibrary(MLIRContext &context,
     error = "no kernels to compile";
     return false;
   }
-  if (std::error_code ec =
-          llvm::sys::fs::create_directories(options.outputDir + "/obj")) {
-    error = "cannot create '" + options.outputDir + "': " + ec.message();
+  if (std::error_code ec = llvm::sys::fs::create_directories(
+          libraryOptions.outputDir + "/obj")) {
+    error = "cannot create '" + libraryOptions.outputDir +
+            "': " + ec.message();
     return false;
   }
   std::unique_ptr<llvm::TargetMachine> tm =
-      makeTargetMachine(options.cpu, error);
+      makeTargetMachine(libraryOptions.cpu, error);
   if (!tm)
     return false;
+  // Choices left to the CPU, made once (kernels.json records them).
+  KernelLibraryOptions options = libraryOptions;
+  options.accumulators = accumulatorsFor(*tm, options.accumulators);
 
   std::vector<std::string> objects;
   llvm::json::Array entries;
@@ -859,8 +872,12 @@ bool mlir::tq::kernelKnobs(const RuntimeKernelSpec &spec,
         "vector accumulators of the one-row weighted sum per token loop "
         "(more: fewer passes over the rows, more register pressure)";
     accumulators.legal = "integer >= 1";
-    accumulators.defaultValue = str(defaults.accumulators);
-    accumulators.values = {accumulators.defaultValue, "8", "24", "32"};
+    accumulators.defaultValue =
+        str(accumulatorsFor(*tm, defaults.accumulators));
+    accumulators.values = {accumulators.defaultValue};
+    for (const char *v : {"8", "16", "24", "32"})
+      if (v != accumulators.defaultValue)
+        accumulators.values.push_back(v);
     accumulators.onlyWith = "lookup=tile";
     knobs.push_back(accumulators);
   }

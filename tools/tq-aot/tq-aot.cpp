@@ -117,8 +117,8 @@ cl::opt<int64_t> scoreRows(
 cl::opt<int64_t> accumulators(
     "accumulators", cl::cat(toolOptions),
     cl::desc("vector accumulators of the one-row weighted sum per token "
-             "loop"),
-    cl::init(16));
+             "loop (0: 32 where --chip has AVX-512, else 16)"),
+    cl::init(0));
 cl::opt<std::string> scoreDot(
     "score-dot", cl::cat(toolOptions),
     cl::desc("dot products of the fused score: f32, i8 (key levels as "
@@ -292,8 +292,9 @@ int main(int argc, char **argv) {
   if (window < 0 || tileSize < 0 || splits <= 0 || maxUnrolledChunks < 0)
     fail("--window, --tile-size and --max-unrolled-chunks must be >= 0, "
          "--splits > 0");
-  if (scoreRows < 1 || accumulators < 1)
-    fail("--score-rows and --accumulators must be >= 1");
+  if (scoreRows < 1 || accumulators < 0)
+    fail("--score-rows must be >= 1 and --accumulators >= 0 (0: by the "
+         "CPU)");
   if (scoreDot != "f32" && scoreDot != "i8" && scoreDot != "auto")
     fail("--score-dot must be f32, i8 or auto, got '" + scoreDot + "'");
   if (scoreLanes != "rows" && scoreLanes != "tokens")

@@ -804,7 +804,7 @@ bool mlir::tq::kernelKnobs(const RuntimeKernelSpec &spec,
   tile.defaultValue = str(decode ? defaults.decodeTileSize
                                  : defaults.prefillTileSize);
   tile.values = {tile.defaultValue};
-  for (int64_t v : decode ? std::vector<int64_t>{64, 128, 512, 1024}
+  for (int64_t v : decode ? std::vector<int64_t>{64, 128, 256, 1024}
                           : std::vector<int64_t>{16, 32, 128, 256})
     tile.values.push_back(str(v));
   knobs.push_back(tile);

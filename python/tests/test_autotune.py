@@ -16,7 +16,7 @@ from tqc import tuning
 from tqc.autotune import variants
 
 SPEC = tqc.KernelSpec("decode", "turbo3_0", head_dim=64, gqa=2)
-KNOBS = {"tile_size": [256, 64], "splits": [4, 2], "lookup": ["tile"],
+KNOBS = {"tile_size": [512, 64], "splits": [4, 2], "lookup": ["tile"],
          "centroid_permute": ["avx2"], "score_rows": [4],
          "accumulators": [16]}
 CPU = "x86-64-v3"
@@ -26,7 +26,7 @@ def test_variants():
     grid = variants(SPEC, KNOBS, cpu=CPU, strategy="grid")
     assert len(grid) == 4
     axes = variants(SPEC, KNOBS, cpu=CPU, strategy="axes")
-    assert axes[0] == {"tile_size": "256", "splits": "4", "lookup": "tile",
+    assert axes[0] == {"tile_size": "512", "splits": "4", "lookup": "tile",
                        "centroid_permute": "avx2", "score_rows": "4",
                        "accumulators": "16", "score_dot": "f32",
                        "score_lanes": "rows", "value_dot": "f32"}
@@ -35,7 +35,7 @@ def test_variants():
         variants(SPEC, {"unroll": [1]}, cpu=CPU)
     # max_unrolled_chunks only matters with the tile lookup: one variant.
     long = tqc.KernelSpec("decode", "tqprod3", head_dim=256)
-    vs = variants(long, {"tile_size": [256], "splits": [4],
+    vs = variants(long, {"tile_size": [512], "splits": [4],
                          "lookup": ["select"], "centroid_permute": ["avx2"]},
                   cpu=CPU, strategy="grid")
     assert len(vs) == 1 and vs[0]["max_unrolled_chunks"] == "48"
@@ -46,7 +46,7 @@ def test_wrong_and_failing_variants_are_never_chosen(tmp_path):
 
     def compile_fn(knobs, out_dir):
         compiled.append(knobs)
-        if knobs["splits"] == "2" and knobs["tile_size"] == "256":
+        if knobs["splits"] == "2" and knobs["tile_size"] == "512":
             raise tqc.CompileError("injected: this variant does not compile")
         return tqc.compile(kind="decode", k_format="turbo3_0", head_dim=64,
                            gqa=2, cpu=CPU, knobs=knobs, output_dir=out_dir)
@@ -78,23 +78,23 @@ def test_wrong_and_failing_variants_are_never_chosen(tmp_path):
     by = {(r.knobs["tile_size"], r.knobs["splits"], r.context): r
           for r in recs}
     for ctx in (512, 1024):
-        assert by[(256, 2, ctx)].status == "compile_error"
-        assert math.isinf(by[(256, 2, ctx)].seconds)
-        assert "injected" in by[(256, 2, ctx)].detail
+        assert by[(512, 2, ctx)].status == "compile_error"
+        assert math.isinf(by[(512, 2, ctx)].seconds)
+        assert "injected" in by[(512, 2, ctx)].detail
         assert by[(64, 2, ctx)].status == "wrong"
         assert math.isinf(by[(64, 2, ctx)].seconds)
-        assert by[(256, 4, ctx)].ok and by[(64, 4, ctx)].ok
+        assert by[(512, 4, ctx)].ok and by[(64, 4, ctx)].ok
         # Each time comes with its rounds' spread; failures have none.
-        for ok in (by[(256, 4, ctx)], by[(64, 4, ctx)]):
+        for ok in (by[(512, 4, ctx)], by[(64, 4, ctx)]):
             assert ok.spread is not None and ok.spread >= 1.0
             assert json.loads(ok.detail)["samples"] == 2
         assert by[(64, 2, ctx)].spread is None
-        assert by[(256, 2, ctx)].spread is None
+        assert by[(512, 2, ctx)].spread is None
     for ctx in (300, 700):
         assert result.best[ctx].status == "ok"
         assert (result.best[ctx].knobs["tile_size"],
-                result.best[ctx].knobs["splits"]) in ((256, 4), (64, 4))
-        assert result.default[ctx].knobs["tile_size"] == 256
+                result.best[ctx].knobs["splits"]) in ((512, 4), (64, 4))
+        assert result.default[ctx].knobs["tile_size"] == 512
     assert result.measured == 4
     assert any("WRONG" in line for line in lines)
     assert any("best" in line and "spread" in line for line in lines)
@@ -109,7 +109,7 @@ def test_wrong_and_failing_variants_are_never_chosen(tmp_path):
                          compile_fn=compile_fn, progress=False)
     assert compiled == [] and again.measured == 0
     assert again.best[700].id == result.best[700].id
-    more = dict(KNOBS, tile_size=[256, 64, 128])
+    more = dict(KNOBS, tile_size=[512, 64, 128])
     again = tqc.autotune(SPEC, contexts=[700], db=db_path, knobs=more,
                          strategy="grid", rounds=2, num_kv_heads=2,
                          flush_mib=1, threads=1, cpu=CPU,
@@ -130,7 +130,7 @@ def test_tune_command(tmp_path, capsys):
                  "64", "--gqa", "2", "--cpu", CPU]) == 0
     out = capsys.readouterr().out
     assert "tq_decode_turbo3_0_turbo3_0_d64_g2" in out
-    assert "tile_size: 256, 64" in out
+    assert "tile_size: 512, 64" in out
     db = str(tmp_path / "cli.db")
     assert main(["--db", db, "--k-format", "turbo3_0", "--head-dim", "64",
                  "--gqa", "2", "--cpu", CPU, "--contexts", "200",
@@ -153,7 +153,7 @@ def test_ggml_kernels_are_tuned_through_the_engine_abi(tmp_path, kind):
     # lookup finds.
     spec = tqc.KernelSpec(kind, "turbo3_0", head_dim=64, gqa=2)
     assert spec.name.startswith("tq_ggml_")
-    knob_values = {"tile_size": [256, 64] if kind == "ggml_decode"
+    knob_values = {"tile_size": [512, 64] if kind == "ggml_decode"
                    else [64, 32], "lookup": ["tile"],
                    "centroid_permute": ["avx2"], "score_rows": [4]}
     if kind == "ggml_decode":
@@ -203,7 +203,7 @@ def test_tune_tolerance(tmp_path, capsys):
 def test_winner_is_confirmed_against_the_default(confirm):
     # The default is made slow, so the other variant wins the first pass;
     # with confirm rounds the two are timed again head to head.
-    knobs = dict(KNOBS, tile_size=[256, 64], splits=[4])
+    knobs = dict(KNOBS, tile_size=[512, 64], splits=[4])
     calls = {}
 
     def wrap(knobs, call):
@@ -211,7 +211,7 @@ def test_winner_is_confirmed_against_the_default(confirm):
 
         def counted():
             calls[key] = calls.get(key, 0) + 1
-            if key == "256":
+            if key == "512":
                 time.sleep(0.002)
             return call()
         return counted
@@ -222,7 +222,7 @@ def test_winner_is_confirmed_against_the_default(confirm):
                  flush_mib=1, threads=1, jobs=2, cpu=CPU,
                  wrap_attention=wrap, progress=lines.append)
     # One checking call, 2 rounds, then `confirm` head-to-head calls each.
-    assert calls == {"256": 3 + confirm, "64": 3 + confirm}
+    assert calls == {"512": 3 + confirm, "64": 3 + confirm}
     assert any("confirming" in line for line in lines) == bool(confirm)
     with pytest.raises(ValueError, match="confirm_rounds"):
         tqc.autotune(SPEC, contexts=[300], knobs=knobs, confirm_rounds=-1,

@@ -123,7 +123,7 @@ def test_knobs_from_the_compiler():
     names = [k.name for k in tqc.knobs(SPEC)]
     assert names[:3] == ["tile_size", "splits", "lookup"]
     tile = tqc.knobs(SPEC)[0]
-    assert tile.default == "256" and tile.values[0] == "256"
+    assert tile.default == "512" and tile.values[0] == "512"
     prefill = {k.name: k for k in tqc.knobs(PREFILL)}
     assert "splits" not in prefill and prefill["tile_size"].default == "64"
     # No codebook: no lut, no permute.
@@ -216,5 +216,5 @@ def test_compile_with_knobs_and_tuning_db(tmp_path):
     lib = tqc.compile(kind="decode", k_format="turbo3_0", head_dim=64, gqa=2,
                       cpu="x86-64-v3", tuning_db=tmp_path / "t.db",
                       tuning_context=100, output_dir=tmp_path / "other")
-    assert lib.kernels[0].info["knobs"]["tile_size"] == "256"
+    assert lib.kernels[0].info["knobs"]["tile_size"] == "512"
     assert "context bucket 128: defaults" in lib.tuning_report[0]

@@ -98,7 +98,7 @@ cl::opt<float> softcap("softcap", cl::cat(toolOptions),
                        cl::desc("logit soft-cap (0: none)"), cl::init(0.0f));
 cl::opt<int64_t> tileSize(
     "tile-size", cl::cat(toolOptions),
-    cl::desc("KV tile of the flash loop (0: 256 for decode, 64 for "
+    cl::desc("KV tile of the flash loop (0: 512 for decode, 64 for "
              "prefill kernels)"),
     cl::init(0));
 cl::opt<int64_t> splits("splits", cl::cat(toolOptions),

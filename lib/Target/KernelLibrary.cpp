@@ -278,7 +278,9 @@ void configurePipeline(TQPipelineOptions &pipeline,
   pipeline.splits = decode ? options.decodeSplits : 1;
   pipeline.maxUnrolledChunks = options.maxUnrolledChunks;
   pipeline.scoreRows = options.scoreRows;
-  pipeline.accumulators = accumulatorsFor(tm, options.accumulators);
+  // writeKernelLibrary resolved 0 (by the CPU) for every kernel.
+  assert(options.accumulators > 0 && "accumulators resolved by the CPU");
+  pipeline.accumulators = options.accumulators;
   pipeline.scoreDot = options.scoreDot;
   pipeline.valueDot = options.valueDot;
   pipeline.vnni = hasVnni(tm);

@@ -158,8 +158,8 @@ double fastestParallelRun(int rounds,
 /// four times the last-level cache, whichever is larger, so the reads
 /// come from memory even where that cache holds hundreds of MiB.
 double probeBandwidth() {
-  const size_t bytes =
-      std::max<size_t>(size_t(512) << 20, 4 * ::tq::tools::lastLevelCacheBytes());
+  const size_t bytes = std::max<size_t>(
+      size_t(512) << 20, 4 * ::tq::tools::lastLevelCacheBytes());
   const size_t n = bytes / sizeof(uint64_t);
   std::vector<uint64_t> data(n, 1);
   const unsigned t = threadCount();

@@ -197,7 +197,8 @@ Value splatInt(OpBuilder &b, Location loc, VectorType type, int64_t v) {
           type, b.getIntegerAttr(type.getElementType(), v)));
 }
 
-/// tq.byte_lookup: with `vbmi` one vpermb per 64 lanes; else one vpshufb per 64 lanes (`vnni`: AVX512-BW, which
+/// tq.byte_lookup: with `vbmi` one vpermb per 64 lanes (the table repeated
+/// to 64 bytes); else one vpshufb per 64 lanes (`vnni`: AVX512-BW, which
 /// every VNNI CPU has) or per 32 (`avx2`), the table repeated to 16
 /// bytes in each 128-bit lane; vpshufb reads the low 4 index bits and
 /// zeroes lanes whose bit 7 is set, so the index is masked to its low 4
@@ -295,9 +296,11 @@ struct ExpandSelectBits : public OpRewritePattern<SelectBitsOp> {
                                        DenseElementsAttr::get(wide, v));
     };
     Value rotated = arith::OrIOp::create(
-        rewriter, loc, arith::ShRUIOp::create(rewriter, loc, each, constant(right)),
+        rewriter, loc,
+        arith::ShRUIOp::create(rewriter, loc, each, constant(right)),
         arith::ShLIOp::create(rewriter, loc, each, constant(left)));
-    rewriter.replaceOp(op, arith::TruncIOp::create(rewriter, loc, type, rotated));
+    rewriter.replaceOp(op,
+                       arith::TruncIOp::create(rewriter, loc, type, rotated));
     return success();
   }
 

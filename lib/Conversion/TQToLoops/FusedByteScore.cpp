@@ -39,10 +39,10 @@ using namespace mlir::tq;
 using namespace mlir::tq::fused;
 using namespace mlir::tq::bytescore;
 
-int32_t mlir::tq::bytescore::maxLevel(bool narrow) { return narrow ? 63 : 127; }
+int32_t bytescore::maxLevel(bool narrow) { return narrow ? 63 : 127; }
 
-float mlir::tq::bytescore::levelBytes(ArrayRef<float> levels, bool narrow,
-                 SmallVectorImpl<int8_t> &table) {
+float bytescore::levelBytes(ArrayRef<float> levels, bool narrow,
+                            SmallVectorImpl<int8_t> &table) {
   const int32_t m = maxLevel(narrow);
   float maxAbs = 0.0f;
   for (float c : levels)
@@ -54,10 +54,10 @@ float mlir::tq::bytescore::levelBytes(ArrayRef<float> levels, bool narrow,
   return scale;
 }
 
-bytescore::ByteQuery mlir::tq::bytescore::quantiseQuery(OpBuilder &b, Location loc, Value query,
-                        ArrayRef<int64_t> order, bool reordered,
-                        int64_t blockLen, int64_t blocks, float levelScale,
-                        int32_t levelOffset) {
+ByteQuery bytescore::quantiseQuery(OpBuilder &b, Location loc, Value query,
+                                   ArrayRef<int64_t> order, bool reordered,
+                                   int64_t blockLen, int64_t blocks,
+                                   float levelScale, int32_t levelOffset) {
   auto type = cast<RankedTensorType>(query.getType());
   const int64_t width = type.getDimSize(2);
   auto f32Row = VectorType::get({width}, b.getF32Type());

@@ -131,8 +131,8 @@ std::optional<Plan> planFor(const ::tq::quant::FormatSpec &spec) {
           // Every field of the run inside the half's 8 bytes, which lie
           // inside the 16 read.
           const int64_t lastBit = bitOf(first + h * span + span - 1) + p.bits;
-          if (w.half[h] < 0 || w.half[h] > 8 || bitOf(first + h * span) < 8 * at ||
-              lastBit > 8 * (at + 8))
+          if (w.half[h] < 0 || w.half[h] > 8 ||
+              bitOf(first + h * span) < 8 * at || lastBit > 8 * (at + 8))
             return std::nullopt;
         }
         piece.windows.push_back(w);
@@ -176,8 +176,8 @@ Value planeBytes(OpBuilder &b, Location loc, ArrayRef<Value> reads,
       mask[i] = i;
     return vector::ShuffleOp::create(b, loc, x, y, mask).getResult();
   };
-  Value joined = join(join(reads[0], reads[1], 16), join(reads[2], reads[3], 16),
-                      32);
+  Value joined =
+      join(join(reads[0], reads[1], 16), join(reads[2], reads[3], 16), 32);
   if (w.identity())
     return joined;
   SmallVector<int64_t> mask;
@@ -280,17 +280,17 @@ FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
       b, loc, rowsDecoder, kvHeads, /*lanes=*/64, kStepTokens, init,
       [&](OpBuilder &b, Location loc, Value kvh, ArrayRef<DecodedRow> rows,
           Value scores) {
-        // Scale of block blk of the step's tokens.
+        // Scale of block blk of the step's tokens, token t in lane t.
+        SmallVector<int64_t> tokenLanes;
+        for (int64_t t = 0; t < kStepTokens; ++t)
+          tokenLanes.push_back(t);
         SmallVector<Value> blockScales;
         for (int64_t blk = 0; blk < blocks; ++blk) {
           SmallVector<Value> perRow;
           for (const DecodedRow &row : rows)
             perRow.push_back(
                 rowsDecoder.scaleOfBlock(b, loc, row.row, row.t, kvh, blk));
-          SmallVector<int64_t> lanes;
-          for (int64_t t = 0; t < kStepTokens; ++t)
-            lanes.push_back(t);
-          blockScales.push_back(spreadScalars(b, loc, perRow, lanes));
+          blockScales.push_back(spreadScalars(b, loc, perRow, tokenLanes));
         }
         return forEachHeadBlock(
             b, loc, kvh, group, block, scores,

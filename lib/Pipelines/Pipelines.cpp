@@ -49,6 +49,10 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
   lowering.narrowLevels = options.narrowLevels;
   lowering.valueDot = options.valueDot;
   lowering.scoreLanes = options.scoreLanes;
+  // tq.select_bits is one instruction only where the lowering below has
+  // VBMI.
+  lowering.selectFields =
+      options.vbmi && StringRef(laneLookupIsa(options)).starts_with("avx512");
   pm.addPass(createTQLowerToLoops(lowering));
   // exp as an inline polynomial instead of a libm call, so the softmax
   // loops vectorise.

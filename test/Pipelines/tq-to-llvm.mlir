@@ -29,9 +29,12 @@
 // lane lookup into avx512vnni (the byte ops' vpshufb / vpdpbusd), and
 // leaves other permutes alone (their byte ops stay portable);
 // score-lanes reaches tq-lower-to-loops, and vbmi the lane lookup only
-// with an AVX-512 isa (vpmultishiftqb and vpermb are AVX-512).
-// BYTES: tq-lower-to-loops{{{.*}}score-dot=i8 score-lanes=tokens{{.*}}},
+// with an AVX-512 isa (vpmultishiftqb and vpermb are AVX-512), where it
+// also makes the integer paths' index decode gather fields by
+// tq.select_bits (select-fields).
+// BYTES: tq-lower-to-loops{{{.*}}score-dot=i8 score-lanes=tokens score-rows=4 select-fields=true{{.*}}},
 // BYTES: tq-lower-lane-lookup{isa=avx512vnni vbmi=true},
+// NOVNNI: tq-lower-to-loops{{{.*}}select-fields=false{{.*}}},
 // NOVNNI: tq-lower-lane-lookup{isa=avx2 vbmi=false},
 
 // value-dot reaches tq-lower-to-loops; bf16 (AVX512-BF16) makes the lane
@@ -41,7 +44,7 @@
 // PAIRS: tq-lower-lane-lookup{isa=avx512bf16 vbmi=false},
 // PAIRS: convert-vector-to-llvm{{{.*}}enable-x86vector=true{{.*}}},
 
-// UNROLL: tq-lower-to-loops{accumulators=24 max-unrolled-chunks=7 narrow-levels=false score-dot=f32 score-lanes=rows score-rows=2 value-dot=f32},
+// UNROLL: tq-lower-to-loops{accumulators=24 max-unrolled-chunks=7 narrow-levels=false score-dot=f32 score-lanes=rows score-rows=2 select-fields=false value-dot=f32},
 
 // STAGES: builtin.module(
 // STAGES-NEXT: tq-decompose-attention,
@@ -50,7 +53,7 @@
 // STAGES-NEXT: tq-tile-flash-attention{splits=1 tile-size=64},
 // STAGES-NEXT: canonicalize{{.*}},
 // STAGES-NEXT: cse,
-// STAGES-NEXT: tq-lower-to-loops{accumulators=16 max-unrolled-chunks=48 narrow-levels=false score-dot=f32 score-lanes=rows score-rows=4 value-dot=f32},
+// STAGES-NEXT: tq-lower-to-loops{accumulators=16 max-unrolled-chunks=48 narrow-levels=false score-dot=f32 score-lanes=rows score-rows=4 select-fields=false value-dot=f32},
 // STAGES-NEXT: tq-approximate-math{native-fma-floor=false},
 // STAGES-NEXT: canonicalize{{.*}},
 // STAGES-NEXT: cse,

@@ -24,7 +24,11 @@
 // bit for bit, bf16 to within rounding. The int8 score laid out by tokens
 // (score-lanes=tokens: tq.select_bits, vpmultishiftqb and vpermb where the
 // host has AVX512-VBMI) must also give the row layout's output bit for
-// bit.
+// bit. On a host with AVX512-VBMI the native AVX-512 kernels also gather
+// index fields by tq.select_bits (select-fields: vpmultishiftqb and a bit
+// select, the bits above the index left for the lookups to ignore) and
+// look the pair sum's words up as bytes (vpermb): the same outputs bit
+// for bit as the portable ops' shifts, masks and word selects.
 //
 //===----------------------------------------------------------------------===//
 

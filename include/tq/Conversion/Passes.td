@@ -81,7 +81,15 @@ def TQLowerToLoops : Pass<"tq-lower-to-loops", "::mlir::ModuleOp"> {
            "tokens a vector, the packed index fields gathered by "
            "tq.select_bits: no per-row reduction; formats whose index "
            "planes are 1, 2 or 4 bits wide, at most two, a single scale "
-           "per row; others keep rows)">
+           "per row; others keep rows)">,
+    Option<"selectFields", "select-fields", "bool", /*default=*/"false",
+           "The integer score's and pair weighted sum's index decode "
+           "gathers each index plane's fields with tq.select_bits and "
+           "joins the planes with bit selects (indices exact in their low "
+           "bits, which the table lookups read); for targets where "
+           "tq.select_bits is one instruction (tq-lower-lane-lookup "
+           "vbmi). Formats whose planes are 1, 2 or 4 bits wide with "
+           "2^bits levels; others keep the shift-and-mask decode">
   ];
 }
 

@@ -163,6 +163,7 @@ FailureOr<Value> mlir::tq::emitFusedByteScore(OpBuilder &b, Location loc,
       VectorRowDecoder::getForScaledCodes(keys.rowDecoder());
   if (failed(codes))
     return failure();
+  codes->selectFields(options.selectFields);
   const int64_t width = codes->width();
   const int64_t lanes = codes->blockChunkLanes();
   const int64_t blocks = codes->scaleBlocks();

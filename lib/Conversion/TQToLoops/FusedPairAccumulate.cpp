@@ -313,6 +313,7 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
   if (failed(decoded))
     return failure();
   VectorRowDecoder &codes = *decoded;
+  codes.selectFields(options.selectFields);
   const int64_t width = codes.width();
   const int64_t lanes = codes.blockChunkLanes();
 

@@ -129,6 +129,7 @@ struct TQLowerToLoopsPass
         scoreDot == "i8" ? ScoreDot::I8 : ScoreDot::F32;
     options.narrowLevels = narrowLevels;
     options.tokenLaneScore = scoreLanes == "tokens";
+    options.selectFields = selectFields;
     options.valueDot = valueDot == "bf16"  ? ValueDot::BF16
                        : valueDot == "i16" ? ValueDot::I16
                                            : ValueDot::F32;

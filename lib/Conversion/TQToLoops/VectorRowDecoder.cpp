@@ -882,11 +882,90 @@ Value VectorRowDecoder::planeCodes(OpBuilder &b, Location loc,
   return field;
 }
 
+Value VectorRowDecoder::selectCodes(OpBuilder &b, Location loc,
+                                    const RowBytes &row,
+                                    ArrayRef<int64_t> values) const {
+  const int64_t count = values.size();
+  // Whole rows (no decode period's moved planes), 64-bit lanes of values.
+  if (row.base || !row.planeBase.empty() || count % 8 != 0 || rowBytes_ < 8)
+    return {};
+  // Planes of 1, 2 or 4 bits (a field never straddles a byte), each
+  // above the previous ones' bits, and a table of exactly 2^bits levels:
+  // the lookups then ignore the bits above the index.
+  int64_t indexBits = 0;
+  for (const PlaneLanes &lanes : planes_) {
+    const int64_t bits = llvm::popcount(uint32_t(lanes.mask));
+    if ((bits != 1 && bits != 2 && bits != 4) ||
+        lanes.indexShift != indexBits)
+      return {};
+    indexBits += bits;
+  }
+  const auto &codebook = decoder_->spec().codebook;
+  if (!codebook || int64_t(codebook->centroids.size()) != (1 << indexBits))
+    return {};
+  auto bytesType = VectorType::get({count}, b.getI8Type());
+  auto splat = [&](int64_t v) -> Value {
+    return arith::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(bytesType, b.getI8IntegerAttr(v)));
+  };
+  // Per plane: each 64-bit lane of the result reads an 8-byte window of
+  // the row that holds its 8 values' fields (inside the row), and every
+  // byte selects its field to the plane's index position.
+  SmallVector<Value> fields;
+  for (const PlaneLanes &lanes : planes_) {
+    SmallVector<int64_t> at = gather<int64_t>(lanes.bytes, values);
+    SmallVector<int32_t> shifts = gather<int32_t>(lanes.shifts, values);
+    SmallVector<int64_t> window;
+    for (int64_t m = 0; m < count; m += 8) {
+      ArrayRef<int64_t> lane = ArrayRef<int64_t>(at).slice(m, 8);
+      const int64_t lo = *llvm::min_element(lane),
+                    hi = *llvm::max_element(lane);
+      if (hi - lo >= 8)
+        return {};
+      window.push_back(std::min(lo, rowBytes_ - 8));
+    }
+    const int64_t first = *llvm::min_element(window);
+    const int64_t span = *llvm::max_element(window) + 8 - first;
+    Value bytes = planeRow(row, lanes).read(b, loc, first, span);
+    SmallVector<int64_t> spread;
+    SmallVector<int8_t> offsets;
+    for (int64_t l = 0; l < count; ++l) {
+      const int64_t w = window[l / 8];
+      spread.push_back(w - first + l % 8);
+      const int64_t bit = 8 * (at[l] - w) + shifts[l] - lanes.indexShift;
+      offsets.push_back(int8_t(((bit % 64) + 64) % 64));
+    }
+    Value data = span == count && llvm::equal(spread, llvm::seq<int64_t>(
+                                                          0, count))
+                     ? bytes
+                     : vector::ShuffleOp::create(
+                           b, loc, bytesType, bytes, bytes,
+                           b.getDenseI64ArrayAttr(spread))
+                           .getResult();
+    fields.push_back(SelectBitsOp::create(b, loc, bytesType, data,
+                                          b.getDenseI8ArrayAttr(offsets)));
+  }
+  // index = (below & m) | (field & ~m), m the bits below each plane's.
+  Value index = fields.front();
+  for (auto [lanes, field] :
+       llvm::zip(ArrayRef<PlaneLanes>(planes_).drop_front(),
+                 ArrayRef<Value>(fields).drop_front())) {
+    const int64_t below = (1 << lanes.indexShift) - 1;
+    index = arith::OrIOp::create(
+        b, loc, arith::AndIOp::create(b, loc, index, splat(below)),
+        arith::AndIOp::create(b, loc, field, splat(int8_t(~below))));
+  }
+  return index;
+}
+
 Value VectorRowDecoder::decodeCodes(OpBuilder &b, Location loc,
                                     const RowBytes &row, int64_t first,
                                     int64_t count) const {
   assert(hasCodes() && "decodeCodes of a format without codes");
   ArrayRef<int64_t> values = ArrayRef<int64_t>(order_).slice(first, count);
+  if (selectFields_)
+    if (Value index = selectCodes(b, loc, row, values))
+      return index;
   Value index;
   for (const PlaneLanes &lanes : planes_) {
     Value field = planeCodes(b, loc, row, lanes, values);

@@ -4,12 +4,15 @@
 // vdpbf16ps). With isa=avx2 (and avx512 without VNNI) a table of up to
 // 16 words is looked up by 256-bit vpshufb on its bytes per 16 lanes, and
 // an i16 pair_dot is vpmaddwd and an add per 8 lanes; words looked up from
-// bytes widened with zeros become two byte lookups there. isa=none gets the
+// bytes widened with zeros become two byte lookups there, and with
+// AVX-512 too (a vpshufb or vpermb is one uop, a vpermw two on Intel's
+// cores). isa=none gets the
 // portable form: a select tree on words; widening to the accumulator's
 // type, a multiply and the sum of each pair.
 
 // RUN: tq-opt %s -split-input-file --tq-lower-lane-lookup=isa=avx512bf16 | FileCheck %s --check-prefix=BF16
 // RUN: tq-opt %s -split-input-file --tq-lower-lane-lookup=isa=avx512vnni | FileCheck %s --check-prefix=VNNI
+// RUN: tq-opt %s -split-input-file --tq-lower-lane-lookup="isa=avx512vnni vbmi=true" | FileCheck %s --check-prefix=VBMI
 // RUN: tq-opt %s -split-input-file --tq-lower-lane-lookup=isa=avx2 | FileCheck %s --check-prefix=AVX2
 // RUN: tq-opt %s -split-input-file --tq-lower-lane-lookup=isa=avx512 | FileCheck %s --check-prefix=AVX2
 // RUN: tq-opt %s -split-input-file --tq-lower-lane-lookup=isa=avxvnni | FileCheck %s --check-prefix=AVXVNNI
@@ -125,7 +128,8 @@ func.func @sixteen_words(%idx: vector<16xi16>, %idx32: vector<16xi16>) -> (vecto
 // and high bytes (one vpshufb per 32 lanes each) and the same shuffle with
 // the high bytes in place of the zeros; no word lookup is left. Table
 // [-511, 300, 40, 511] is 0xFE01, 0x012C, 0x0028, 0x01FF: low bytes
-// [1, 44, 40, -1], high bytes [-2, 1, 0, 1]. VNNI keeps vpermw.
+// [1, 44, 40, -1], high bytes [-2, 1, 0, 1]. With AVX512-VNNI one
+// 512-bit vpshufb each, with AVX512-VBMI one vpermb each (no index mask).
 // AVX2-LABEL: func @widened_bytes
 // AVX2-DAG: %[[LT:.*]] = arith.constant dense<[1, 44, 40, -1, 1, 44, 40, -1,
 // AVX2-DAG: %[[HT:.*]] = arith.constant dense<[-2, 1, 0, 1, -2, 1, 0, 1,
@@ -140,8 +144,19 @@ func.func @sixteen_words(%idx: vector<16xi16>, %idx32: vector<16xi16>) -> (vecto
 // AVXVNNI-NOT: arith.muli
 // AVXVNNI-COUNT-4: llvm.call_intrinsic "llvm.x86.avx2.pshuf.b"
 // VNNI-LABEL: func @widened_bytes
-// VNNI: llvm.x86.avx512.permvar.hi.512
-// VNNI-NOT: pshuf.b
+// VNNI-NOT: permvar.hi
+// VNNI-COUNT-2: llvm.call_intrinsic "llvm.x86.avx512.pshuf.b.512"
+// VNNI: vector.shuffle %{{.*}}, %{{.*}} [0, 64, 1, 65,
+// VNNI-NOT: permvar.hi
+// VNNI: return
+// VBMI-LABEL: func @widened_bytes
+// VBMI-NOT: arith.andi
+// VBMI-DAG: %[[LT:.*]] = arith.constant dense<[1, 44, 40, -1, 1, 44, 40, -1,
+// VBMI-DAG: %[[HT:.*]] = arith.constant dense<[-2, 1, 0, 1, -2, 1, 0, 1,
+// VBMI-DAG: llvm.call_intrinsic "llvm.x86.avx512.permvar.qi.512"(%[[LT]], %arg0)
+// VBMI-DAG: llvm.call_intrinsic "llvm.x86.avx512.permvar.qi.512"(%[[HT]], %arg0)
+// VBMI-NOT: permvar.hi
+// VBMI: return
 // PORTABLE-LABEL: func @widened_bytes
 // PORTABLE-NOT: llvm.call_intrinsic
 // PORTABLE: arith.select {{.*}} : vector<32xi1>, vector<32xi16>

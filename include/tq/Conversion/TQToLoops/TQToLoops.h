@@ -67,6 +67,10 @@ struct TQToLoopsOptions {
   /// per vector summed by a shuffle tree; formats whose index planes
   /// fit it (see TokenLaneScore.cpp), others keep the row lanes.
   bool tokenLaneScore = false;
+  /// The integer paths' index decode gathers fields with tq.select_bits
+  /// (VectorRowDecoder::selectFields): for targets where it is one
+  /// instruction (AVX512-VBMI's vpmultishiftqb).
+  bool selectFields = false;
 };
 
 /// Patterns lowering every tq op except tq.attention and tq.quantize to

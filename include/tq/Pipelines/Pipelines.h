@@ -102,8 +102,10 @@ struct TQPipelineOptions : public PassPipelineOptions<TQPipelineOptions> {
       *this, "vbmi",
       llvm::cl::desc("The target has AVX512-VBMI: with centroid-permute="
                      "avx512 tq.select_bits becomes vpmultishiftqb and byte "
-                     "lookups vpermb (tq-lower-lane-lookup vbmi); tq-aot "
-                     "sets it from the CPU"),
+                     "lookups vpermb (tq-lower-lane-lookup vbmi), and the "
+                     "integer paths' index decode gathers fields by "
+                     "tq.select_bits (tq-lower-to-loops select-fields); "
+                     "tq-aot sets it from the CPU"),
       llvm::cl::init(false)};
   PassOptions::Option<bool> nativeFmaFloor{
       *this, "native-fma-floor",

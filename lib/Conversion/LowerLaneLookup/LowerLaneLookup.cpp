@@ -100,17 +100,38 @@ Value concatLanes(OpBuilder &b, Location loc, SmallVector<Value> parts) {
   return parts.front();
 }
 
+/// One call of `intrinsic` per part, the results (of `partType`)
+/// concatenated: operand k is split into parts of lanes[k] lanes, or, with
+/// lanes[k] = 0, passed whole to every call. Every split operand has the
+/// same power-of-two count of parts.
+Value intrinsicParts(OpBuilder &b, Location loc, StringRef intrinsic,
+                     Type partType, ArrayRef<Value> operands,
+                     ArrayRef<int64_t> lanes) {
+  SmallVector<SmallVector<Value>> split;
+  size_t count = 1;
+  for (auto [operand, width] : llvm::zip_equal(operands, lanes)) {
+    split.push_back(width ? splitLanes(b, loc, operand, width)
+                          : SmallVector<Value>{operand});
+    count = std::max(count, split.back().size());
+  }
+  SmallVector<Value> parts;
+  for (size_t k = 0; k < count; ++k) {
+    SmallVector<Value> args;
+    for (const SmallVector<Value> &s : split)
+      args.push_back(s.size() == 1 ? s.front() : s[k]);
+    parts.push_back(LLVM::CallIntrinsicOp::create(
+                        b, loc, partType, b.getStringAttr(intrinsic), args)
+                        .getResult(0));
+  }
+  return concatLanes(b, loc, std::move(parts));
+}
+
 /// One call of the register-permute `intrinsic` (table, index part) per
 /// `partLanes` lanes of `index`, the results concatenated.
 Value permuteParts(OpBuilder &b, Location loc, Value table, Value index,
                    int64_t partLanes, StringRef intrinsic) {
-  SmallVector<Value> parts;
-  for (Value part : splitLanes(b, loc, index, partLanes))
-    parts.push_back(LLVM::CallIntrinsicOp::create(b, loc, table.getType(),
-                                                  b.getStringAttr(intrinsic),
-                                                  ValueRange{table, part})
-                        .getResult(0));
-  return concatLanes(b, loc, std::move(parts));
+  return intrinsicParts(b, loc, intrinsic, table.getType(), {table, index},
+                        {0, partLanes});
 }
 
 /// A constant vector<lanes x element> of `table` repeated (a register
@@ -265,18 +286,11 @@ struct ExpandSelectBits : public OpRewritePattern<SelectBitsOp> {
     if (ops.vbmi && splitsInto(n, 64)) {
       Value control = arith::ConstantOp::create(
           rewriter, loc, DenseElementsAttr::get(type, offsets));
-      SmallVector<Value> parts;
-      SmallVector<Value> controls = splitLanes(rewriter, loc, control, 64);
-      SmallVector<Value> sources =
-          splitLanes(rewriter, loc, op.getSource(), 64);
-      for (auto [c, x] : llvm::zip_equal(controls, sources))
-        parts.push_back(LLVM::CallIntrinsicOp::create(
-                            rewriter, loc, c.getType(),
-                            rewriter.getStringAttr(
-                                "llvm.x86.avx512.pmultishift.qb.512"),
-                            ValueRange{c, x})
-                            .getResult(0));
-      rewriter.replaceOp(op, concatLanes(rewriter, loc, std::move(parts)));
+      rewriter.replaceOp(
+          op, intrinsicParts(rewriter, loc,
+                             "llvm.x86.avx512.pmultishift.qb.512",
+                             VectorType::get({64}, rewriter.getI8Type()),
+                             {control, op.getSource()}, {64, 64}));
       return success();
     }
     auto qwords = VectorType::get({n / 8}, rewriter.getI64Type());
@@ -322,18 +336,14 @@ Value mapParts(OpBuilder &b, Location loc, Value acc, Value lhs, Value rhs,
   return concatLanes(b, loc, std::move(parts));
 }
 
-/// One call of the VNNI `intrinsic` per `width` lanes of acc (mapParts).
+/// One call of the VNNI `intrinsic` per `width` lanes of acc (lhs and rhs
+/// hold `perLane` elements a lane).
 Value vnniParts(OpBuilder &b, Location loc, StringRef intrinsic, Value acc,
                 Value lhs, Value rhs, int64_t width, int64_t perLane) {
   auto accType = VectorType::get(
       {width}, cast<VectorType>(acc.getType()).getElementType());
-  return mapParts(b, loc, acc, lhs, rhs, width, perLane,
-                  [&](Value a, Value l, Value r) {
-                    return LLVM::CallIntrinsicOp::create(
-                               b, loc, accType, b.getStringAttr(intrinsic),
-                               ValueRange{a, l, r})
-                        .getResult(0);
-                  });
+  return intrinsicParts(b, loc, intrinsic, accType, {acc, lhs, rhs},
+                        {width, perLane * width, perLane * width});
 }
 
 /// The widest of 16, 8 or 4 lanes that divides `lanes` into a power-of-two

@@ -568,7 +568,11 @@ def TQ_WordLookupOp : TQ_Op<"word_lookup",
     `avx512bf16` to one `vpermw` per 32 lanes of the table repeated to 32
     words, or with `isa=avx2`, `avxvnni` (or `avx512` without VNNI) to `vpshufb` per
     16 lanes on the table's bytes (one for up to 8 words, two and a blend
-    for 16).
+    for 16). On every x86 isa a lookup of bytes widened to words with
+    zeros (the pair sum's indices, at most 16 words) becomes two
+    `tq.byte_lookup` of the bytes (the table's low and high bytes) and
+    the widening shuffle: a `vpermw` is two uops on Intel's AVX-512
+    cores.
 
     ```mlir
     %l = tq.word_lookup %idx [-127, -40, 40, 127] : vector<32xi16>

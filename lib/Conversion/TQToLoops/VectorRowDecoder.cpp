@@ -887,7 +887,8 @@ Value VectorRowDecoder::selectCodes(OpBuilder &b, Location loc,
                                     ArrayRef<int64_t> values) const {
   const int64_t count = values.size();
   // Whole rows (no decode period's moved planes), 64-bit lanes of values.
-  if (row.base || !row.planeBase.empty() || count % 8 != 0 || rowBytes_ < 8)
+  if (planes_.empty() || row.base || !row.planeBase.empty() ||
+      count % 8 != 0 || rowBytes_ < 8)
     return {};
   // Planes of 1, 2 or 4 bits (a field never straddles a byte), each
   // above the previous ones' bits, and a table of exactly 2^bits levels:

@@ -41,6 +41,11 @@ void mlir::tq::buildTQFusionPipeline(OpPassManager &pm,
 void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
                                      const TQPipelineOptions &options) {
   buildTQFusionPipeline(pm, options);
+  // The lane lookup's isa, and VBMI where it is an AVX-512 one
+  // (vpmultishiftqb and vpermb are AVX-512): the loop lowering gathers
+  // index fields by tq.select_bits only where that is one instruction.
+  const std::string isa = laneLookupIsa(options);
+  const bool vbmi = options.vbmi && StringRef(isa).starts_with("avx512");
   TQLowerToLoopsOptions lowering;
   lowering.maxUnrolledChunks = options.maxUnrolledChunks;
   lowering.scoreRows = options.scoreRows;
@@ -49,10 +54,7 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
   lowering.narrowLevels = options.narrowLevels;
   lowering.valueDot = options.valueDot;
   lowering.scoreLanes = options.scoreLanes;
-  // tq.select_bits is one instruction only where the lowering below has
-  // VBMI.
-  lowering.selectFields =
-      options.vbmi && StringRef(laneLookupIsa(options)).starts_with("avx512");
+  lowering.selectFields = vbmi;
   pm.addPass(createTQLowerToLoops(lowering));
   // exp as an inline polynomial instead of a libm call, so the softmax
   // loops vectorise.
@@ -78,9 +80,8 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
   // Centroid lookups become selects or register permutes (after
   // bufferization: the permute intrinsics declare no memory effects).
   TQLowerLaneLookupOptions laneLookup;
-  laneLookup.isa = laneLookupIsa(options);
-  laneLookup.vbmi =
-      options.vbmi && StringRef(laneLookup.isa).starts_with("avx512");
+  laneLookup.isa = isa;
+  laneLookup.vbmi = vbmi;
   pm.addPass(createTQLowerLaneLookup(laneLookup));
   // Copies through strided views would otherwise call memrefCopy from
   // MLIR's runtime library; kernels stay self-contained.

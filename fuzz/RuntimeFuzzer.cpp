@@ -92,7 +92,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   c.head_dim = in.below(4) ? dims[in.below(2)] : dims[in.below(5)];
   c.num_kv_heads = mostly(in, 1u + in.below(3));
   c.page_size = mostly(in, 1u + in.below(16));
-  c.layout = mostly(in, in.below(2) ? TQ_LAYOUT_PAGED : TQ_LAYOUT_CONTIGUOUS);
+  c.layout = mostly(in, (in.below(2) ? TQ_LAYOUT_PAGED : TQ_LAYOUT_CONTIGUOUS) |
+                            (in.below(2) ? TQ_LAYOUT_HEAD_MAJOR : 0u));
   c.k_row_bytes = mostly(in, rowBytesOf(c.k_format, c.head_dim));
   c.v_row_bytes = mostly(in, rowBytesOf(c.v_format, c.head_dim));
   c.num_pages = in.below(9);

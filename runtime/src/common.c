@@ -68,7 +68,7 @@ tq_status tq_check_cache(const tq_kv_cache_v0 *c) {
     return tq_fail(TQ_STATUS_OVERFLOW,
                    "cache: num_pages x page_size x num_kv_heads x row bytes "
                    "overflows int64");
-  if (c->layout == TQ_LAYOUT_PAGED) {
+  if (tq_layout_kind(c) == TQ_LAYOUT_PAGED) {
     if (!c->indptr || !c->indices || !c->last_page_len)
       return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
                      "paged cache: indptr, indices and last_page_len must "
@@ -99,7 +99,7 @@ tq_status tq_check_cache(const tq_kv_cache_v0 *c) {
                          "(num_pages %llu)",
                          p, c->indices[p], (unsigned long long)c->num_pages);
     }
-  } else if (c->layout == TQ_LAYOUT_CONTIGUOUS) {
+  } else if (tq_layout_kind(c) == TQ_LAYOUT_CONTIGUOUS) {
     if (!c->seq_lens)
       return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
                      "contiguous cache: seq_lens must be set");
@@ -117,7 +117,8 @@ tq_status tq_check_cache(const tq_kv_cache_v0 *c) {
   } else {
     return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
                    "cache: layout %u is neither TQ_LAYOUT_PAGED nor "
-                   "TQ_LAYOUT_CONTIGUOUS",
+                   "TQ_LAYOUT_CONTIGUOUS (either optionally | "
+                   "TQ_LAYOUT_HEAD_MAJOR)",
                    c->layout);
   }
   return TQ_STATUS_OK;
@@ -252,7 +253,7 @@ tq_status tq_check_append_call(const tq_kv_cache_v0 *c, uint32_t seq,
                    "append: k_rows and v_rows must be set");
   /* The tokens the sequence's pages hold. */
   const uint64_t capacity =
-      c->layout == TQ_LAYOUT_CONTIGUOUS
+      tq_layout_kind(c) == TQ_LAYOUT_CONTIGUOUS
           ? c->page_size
           : (uint64_t)(c->indptr[seq + 1] - c->indptr[seq]) * c->page_size;
   if (start > capacity || num_rows > capacity - start)

@@ -15,6 +15,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The cache's page ownership (TQ_LAYOUT_PAGED or TQ_LAYOUT_CONTIGUOUS),
+ * without the TQ_LAYOUT_HEAD_MAJOR flag. */
+static inline uint32_t tq_layout_kind(const tq_kv_cache_v0 *c) {
+  return c->layout & ~TQ_LAYOUT_HEAD_MAJOR;
+}
+
 /* <name>_info, written by tq-aot: int64 entries. GPU kernels append the
  * floats of one query head's split partial (attention: V's padded dim + 2,
  * plus the padded dim again for a QJL V; append: the format's padded dim)

@@ -328,6 +328,16 @@ static tq_status launch_append(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
              : TQ_STATUS_DEVICE_ERROR;
 }
 
+/* The GPU kernels index pools token-major: a head-major cache is refused
+ * by name rather than read wrong. */
+static tq_status check_token_major(const tq_kv_cache_v0 *c) {
+  if (c && (c->layout & TQ_LAYOUT_HEAD_MAJOR))
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "cache: TQ_LAYOUT_HEAD_MAJOR is a CPU runtime layout; the "
+                   "GPU kernels read [page][slot][kv head] pools");
+  return TQ_STATUS_OK;
+}
+
 tq_status tq_gpu_append(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
                         uint32_t seq, uint64_t start, uint32_t num_rows,
                         const float *k_rows, const float *v_rows) {
@@ -335,6 +345,8 @@ tq_status tq_gpu_append(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
     return TQ_STATUS_INVALID_ARGUMENT;
   tq_status status =
       tq_check_append_call(c, seq, start, num_rows, k_rows, v_rows);
+  if (status == TQ_STATUS_OK)
+    status = check_token_major(c);
   if (status != TQ_STATUS_OK)
     return status;
   if (num_rows == 0) {
@@ -355,7 +367,7 @@ tq_status tq_gpu_append(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
   int32_t own = (int32_t)seq;
   const int32_t *pages = &own;
   int64_t num_pages = 1;
-  if (c->layout == TQ_LAYOUT_PAGED) {
+  if (tq_layout_kind(c) == TQ_LAYOUT_PAGED) {
     pages = c->indices + c->indptr[seq];
     num_pages = c->indptr[seq + 1] - c->indptr[seq];
   }
@@ -427,6 +439,8 @@ tq_status tq_gpu_attention(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
   if (!rt || !p)
     return TQ_STATUS_INVALID_ARGUMENT;
   tq_status status = tq_check_attention_call(c, p, q, out);
+  if (status == TQ_STATUS_OK)
+    status = check_token_major(c);
   if (status != TQ_STATUS_OK)
     return status;
   const uint32_t group = p->num_q_heads / c->num_kv_heads;
@@ -475,7 +489,7 @@ tq_status tq_gpu_attention(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
   /* Host metadata: indptr, indices, seq_lens, row_seq, row_pos (int32). */
   const uint32_t seqs = c->num_seqs;
   const uint64_t num_indices =
-      c->layout == TQ_LAYOUT_PAGED ? (uint64_t)c->indptr[seqs] : seqs;
+      tq_layout_kind(c) == TQ_LAYOUT_PAGED ? (uint64_t)c->indptr[seqs] : seqs;
   const uint64_t ints = (seqs + 1) + (num_indices ? num_indices : 1) + seqs +
                         2 * rows;
   uint64_t partial_floats;
@@ -502,7 +516,7 @@ tq_status tq_gpu_attention(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
     uint64_t tokens = 0;
     tq_kv_cache_tokens(c, s, &tokens);
     seq_lens[s] = (int32_t)tokens;
-    if (c->layout == TQ_LAYOUT_PAGED) {
+    if (tq_layout_kind(c) == TQ_LAYOUT_PAGED) {
       indptr[s] = c->indptr[s];
     } else {
       indptr[s] = (int32_t)s;
@@ -515,8 +529,8 @@ tq_status tq_gpu_attention(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
       row_pos[r] = (int32_t)tokens - n + i;
     }
   }
-  indptr[seqs] = c->layout == TQ_LAYOUT_PAGED ? c->indptr[seqs] : (int32_t)seqs;
-  if (c->layout == TQ_LAYOUT_PAGED && num_indices)
+  indptr[seqs] = tq_layout_kind(c) == TQ_LAYOUT_PAGED ? c->indptr[seqs] : (int32_t)seqs;
+  if (tq_layout_kind(c) == TQ_LAYOUT_PAGED && num_indices)
     memcpy(indices, c->indices, (size_t)num_indices * sizeof(int32_t));
   int failed = tq_gpu_htod(&rt->driver, rt->workspace, host, int_bytes);
   rt->allocator.release(rt->allocator.user, host);

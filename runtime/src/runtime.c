@@ -161,7 +161,7 @@ tq_status tq_kv_cache_tokens(const tq_kv_cache_v0 *cache, uint32_t seq,
     return tq_fail(TQ_STATUS_OUT_OF_RANGE,
                    "tq_kv_cache_tokens: sequence %u of a cache of %u", seq,
                    cache->num_seqs);
-  if (cache->layout == TQ_LAYOUT_CONTIGUOUS) {
+  if (tq_layout_kind(cache) == TQ_LAYOUT_CONTIGUOUS) {
     *out_tokens = (uint64_t)cache->seq_lens[seq];
     return TQ_STATUS_OK;
   }
@@ -207,20 +207,28 @@ static tq_status lookup(tq_runtime *rt, const char *name, int64_t version,
 
 /*--- Views -------------------------------------------------------------*/
 
-/* Pool view of one kv head: [pages][page_size][1][row_bytes]. */
+/* Pool view of one kv head: [pages][page_size][1][row_bytes], its slots
+ * num_kv_heads rows apart, or (TQ_LAYOUT_HEAD_MAJOR) one row apart in the
+ * head's part of each page. */
 static memref4 pool_view(const tq_kv_cache_v0 *c, uint8_t *base,
                          uint32_t row_bytes, uint32_t kv_head) {
+  const bool head_major = (c->layout & TQ_LAYOUT_HEAD_MAJOR) != 0;
   memref4 m;
   m.allocated = m.aligned = base;
-  m.offset = (int64_t)kv_head * row_bytes;
   m.sizes[0] = (int64_t)c->num_pages;
   m.sizes[1] = c->page_size;
   m.sizes[2] = 1;
   m.sizes[3] = row_bytes;
   m.strides[3] = 1;
   m.strides[2] = row_bytes;
-  m.strides[1] = (int64_t)c->num_kv_heads * row_bytes;
-  m.strides[0] = m.strides[1] * c->page_size;
+  m.strides[0] = (int64_t)c->num_kv_heads * row_bytes * c->page_size;
+  if (head_major) {
+    m.offset = (int64_t)kv_head * row_bytes * c->page_size;
+    m.strides[1] = row_bytes;
+  } else {
+    m.offset = (int64_t)kv_head * row_bytes;
+    m.strides[1] = (int64_t)c->num_kv_heads * row_bytes;
+  }
   return m;
 }
 
@@ -245,7 +253,7 @@ static memref1 table_view(const tq_kv_cache_v0 *c, const int32_t *identity,
                           uint32_t seq) {
   memref1 m;
   m.strides[0] = 1;
-  if (c->layout == TQ_LAYOUT_CONTIGUOUS) {
+  if (tq_layout_kind(c) == TQ_LAYOUT_CONTIGUOUS) {
     m.allocated = m.aligned = (void *)(uintptr_t)identity;
     m.offset = seq;
     m.sizes[0] = 1;
@@ -465,7 +473,8 @@ static uint64_t split_tokens(const attention_job *job, uint32_t s,
     parts = most;
   if (parts < 2)
     return 0;
-  const uint64_t align = c->layout == TQ_LAYOUT_PAGED ? c->page_size : 1;
+  const uint64_t align =
+      tq_layout_kind(c) == TQ_LAYOUT_PAGED ? c->page_size : 1;
   const uint64_t per = (tokens + parts - 1) / parts;
   return (per + align - 1) / align * align;
 }
@@ -626,7 +635,7 @@ static item_views views_of(const attention_job *job, uint32_t seq,
 static void start_at(const tq_kv_cache_v0 *c, item_views *w, uint64_t t0) {
   if (t0 == 0)
     return;
-  if (c->layout == TQ_LAYOUT_CONTIGUOUS) {
+  if (tq_layout_kind(c) == TQ_LAYOUT_CONTIGUOUS) {
     w->k.offset += (int64_t)t0 * w->k.strides[1];
     w->v.offset += (int64_t)t0 * w->v.strides[1];
     w->k.sizes[1] -= (int64_t)t0;

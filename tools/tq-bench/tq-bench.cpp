@@ -92,6 +92,12 @@ cl::opt<std::string> flushMiBOpt(
              "finds its KV in memory as a model's layer does; 'auto': twice "
              "the last-level cache, at least 64 (0: keep caches warm)"),
     cl::init("auto"));
+cl::opt<bool> headMajor(
+    "head-major", cl::cat(toolOptions),
+    cl::desc("tqc's pools head-major (TQ_LAYOUT_HEAD_MAJOR: each KV head's "
+             "rows consecutive); =false: a token's heads adjacent, as in "
+             "llama.cpp's cache"),
+    cl::init(true));
 cl::opt<bool> skipNaive("skip-naive", cl::cat(toolOptions),
                         cl::desc("skip the dequantise-then-attend baseline"));
 cl::opt<unsigned> prefillRows(
@@ -390,8 +396,8 @@ std::vector<Variant> parseVariants(const std::string &text,
 }
 
 /// A contiguous cache of one sequence of `tokens` rows in `format`: its K
-/// pool holds 1024 distinct encoded Gaussian rows tiled over the context,
-/// its V pool a copy. Shared by the kernels timed over it.
+/// pool holds 1024 distinct encoded Gaussian rows tiled over the context
+/// (per head, head-major with --head-major), its V pool a copy. Shared by the kernels timed over it.
 struct Pools {
   Pools(const std::string &format, uint64_t tokens);
   size_t rowBytes;
@@ -414,8 +420,10 @@ Pools::Pools(const std::string &format, uint64_t tokens) {
   }
   k.resize(tokens * tokenBytes);
   for (uint64_t t = 0; t < tokens; ++t)
-    std::memcpy(&k[t * tokenBytes], &distinct[(t % 1024) * tokenBytes],
-                tokenBytes);
+    for (size_t h = 0; h < kvHeads; ++h)
+      std::memcpy(&k[headMajor ? (h * tokens + t) * rowBytes
+                               : t * tokenBytes + h * rowBytes],
+                  &distinct[(t % 1024) * tokenBytes + h * rowBytes], rowBytes);
   v = k;
 }
 
@@ -487,7 +495,8 @@ Case::Case(tq_runtime *rt, std::string formatName, std::string kernelName,
   cache_.head_dim = headDim;
   cache_.num_kv_heads = kvHeads;
   cache_.page_size = uint32_t(tokens);
-  cache_.layout = TQ_LAYOUT_CONTIGUOUS;
+  cache_.layout =
+      TQ_LAYOUT_CONTIGUOUS | (headMajor ? TQ_LAYOUT_HEAD_MAJOR : 0u);
   cache_.k_row_bytes = cache_.v_row_bytes = uint32_t(pools_->rowBytes);
   cache_.num_pages = 1;
   cache_.k_pages = pools_->k.data();
@@ -832,7 +841,10 @@ int main(int argc, char **argv) {
   md << "## Decode, " << date << ", " << llvm::sys::getHostCPUName() << ", "
      << threadCount() << " threads\n\n"
      << "head dim " << headDim << ", " << qHeads << " query heads, " << kvHeads
-     << " KV heads, one query; " << repeat
+     << " KV heads, one query; tqc's pools "
+     << (headMajor ? "head-major (TQ_LAYOUT_HEAD_MAJOR)"
+                   : "token-major (a token's heads adjacent)")
+     << "; " << repeat
      << (repeat == 1 ? " round" : " rounds")
      << ", each timing every kernel of a context once (round-robin)"
      << (*flushMiB ? ", caches flushed before every call (" +

@@ -2,7 +2,7 @@
 //
 //   tq-run attention --k-format F --v-format G --head-dim D --q-heads H
 //          --kv-heads KH [--causal] [--window W] [--softcap C] [--scale S]
-//          [--page-size P] [--library DIR] [--num-threads N]
+//          [--page-size P] [--head-major] [--library DIR] [--num-threads N]
 //          --q Q.f32 --k K.f32 --v V.f32 --out O.f32
 //
 // Q is [n_q][H][D], K and V are [n_kv][KH][D] (little-endian float32,
@@ -73,6 +73,10 @@ cl::opt<float> scale("scale", cl::cat(toolOptions),
                      cl::init(0.0f));
 cl::opt<unsigned> pageSize("page-size", cl::cat(toolOptions),
                            cl::desc("tokens per page"), cl::init(16));
+cl::opt<bool> headMajor(
+    "head-major", cl::cat(toolOptions),
+    cl::desc("pages head-major (TQ_LAYOUT_HEAD_MAJOR: [kv head][slot] "
+             "instead of [slot][kv head])"));
 cl::opt<std::string> library("library", cl::cat(toolOptions),
                              cl::desc("tq-aot kernel library directory"));
 cl::opt<unsigned> threads("num-threads", cl::cat(toolOptions),
@@ -261,7 +265,7 @@ int main(int argc, char **argv) {
   cache.head_dim = headDim;
   cache.num_kv_heads = kvHeads;
   cache.page_size = pageSize;
-  cache.layout = TQ_LAYOUT_PAGED;
+  cache.layout = TQ_LAYOUT_PAGED | (headMajor ? TQ_LAYOUT_HEAD_MAJOR : 0u);
   cache.k_row_bytes = uint32_t(kf->rowBytes());
   cache.v_row_bytes = uint32_t(vf->rowBytes());
   cache.num_pages = pages;
@@ -313,10 +317,13 @@ int main(int argc, char **argv) {
     auto gather = [&](const std::vector<uint8_t> &pool, size_t rowBytes) {
       std::vector<uint8_t> rows(nkv * kvHeads * rowBytes);
       for (size_t t = 0; t < nkv; ++t) {
-        size_t page = size_t(indices[t / pageSize]);
-        const uint8_t *src =
-            &pool[((page * pageSize + t % pageSize) * kvHeads) * rowBytes];
-        std::memcpy(&rows[t * kvHeads * rowBytes], src, kvHeads * rowBytes);
+        size_t page = size_t(indices[t / pageSize]), slot = t % pageSize;
+        for (size_t h = 0; h < kvHeads; ++h) {
+          size_t row = headMajor ? (page * kvHeads + h) * pageSize + slot
+                                 : (page * pageSize + slot) * kvHeads + h;
+          std::memcpy(&rows[(t * kvHeads + h) * rowBytes],
+                      &pool[row * rowBytes], rowBytes);
+        }
       }
       return rows;
     };

@@ -58,6 +58,8 @@ struct Batch {
   std::vector<unsigned> lengths, queries;
   uint32_t pageSize;
   bool contiguous = false;
+  /// TQ_LAYOUT_HEAD_MAJOR: pages [kv head][slot] instead of [slot][kv head].
+  bool headMajor = false;
 
   std::vector<std::vector<float>> k, v; // per sequence [len][KH][D]
   std::vector<uint8_t> kPool, vPool;
@@ -108,7 +110,8 @@ struct Batch {
     cache.head_dim = dim;
     cache.num_kv_heads = kvHeads;
     cache.page_size = pageSize;
-    cache.layout = contiguous ? TQ_LAYOUT_CONTIGUOUS : TQ_LAYOUT_PAGED;
+    cache.layout = (contiguous ? TQ_LAYOUT_CONTIGUOUS : TQ_LAYOUT_PAGED) |
+                   (headMajor ? TQ_LAYOUT_HEAD_MAJOR : 0u);
     cache.k_row_bytes = uint32_t(kf.rowBytes());
     cache.v_row_bytes = uint32_t(vf.rowBytes());
     cache.num_pages = numPages;
@@ -307,15 +310,17 @@ TEST_F(RuntimeTest, CausalWindowSoftcap) {
   checkAttention(r.rt, b, true, 8, 20.0f);
 }
 
-/// Page sizes 1, 16 and 128, and the contiguous layout: identical output.
+/// Page sizes 1, 16 and 128, and the contiguous layout, each token-major
+/// and head-major: identical output.
 TEST_F(RuntimeTest, PagedAndContiguousAgree) {
   Runtime r(plain);
   std::vector<float> first;
-  for (int variant = 0; variant < 4; ++variant) {
-    Batch b = ragged("turbo3_0", "q8_0", 64, 3, variant == 0   ? 1
-                                               : variant == 1 ? 16
-                                                              : 128);
-    b.contiguous = variant == 3;
+  for (int variant = 0; variant < 8; ++variant) {
+    Batch b = ragged("turbo3_0", "q8_0", 64, 3, variant % 4 == 0   ? 1
+                                               : variant % 4 == 1 ? 16
+                                                                  : 128);
+    b.contiguous = variant % 4 == 3;
+    b.headMajor = variant >= 4;
     b.build(5);
     b.append(r.rt);
     std::vector<float> out = checkAttention(r.rt, b, false, 0, 0.0f);
@@ -347,15 +352,21 @@ void checkSplitDecode(const std::string &library, Batch &b, unsigned threads,
 
 /// One sequence with 2 kv heads on 4 or 8 threads: its decode's tokens are
 /// split into page-aligned parts (2 or 4) whose outputs merge by their
-/// log-sum-exp, on both layouts.
+/// log-sum-exp, on both layouts (and head-major, where a part of a
+/// contiguous cache starts a head's rows further on).
 TEST_F(RuntimeTest, DecodeSplitsTokensOverIdleThreads) {
   for (unsigned threads : {4u, 8u})
-    for (uint32_t pageSize : {16u, 0u}) {
+    for (uint32_t pageSize : {16u, 0u})
+      for (bool headMajor : {false, true}) {
+      if (headMajor && threads == 8)
+        continue;
       SCOPED_TRACE(std::to_string(threads) + " threads, " +
-                   (pageSize ? "paged" : "contiguous"));
+                   (pageSize ? "paged" : "contiguous") +
+                   (headMajor ? ", head-major" : ""));
       Batch b = ragged("turbo3_0", "turbo3_0", 64, 3,
                        pageSize ? pageSize : 1536);
       b.contiguous = pageSize == 0;
+      b.headMajor = headMajor;
       b.lengths = {1500};
       b.queries = {1};
       b.build(21);
@@ -383,10 +394,14 @@ TEST_F(RuntimeTest, WindowDecodesAreNotSplit) {
   checkSplitDecode(masked, b, 4, true, 8, 20.0f, /*expectSplit=*/false);
 }
 
-/// Append writes the library's bytes into the right slots and nothing else.
+/// Append writes the library's bytes into the right slots and nothing else,
+/// token-major and head-major.
 TEST_F(RuntimeTest, AppendWritesLibraryBytesInPlace) {
+  for (bool headMajor : {false, true}) {
+  SCOPED_TRACE(headMajor ? "head-major" : "token-major");
   Runtime r(plain);
   Batch b = ragged("polar4", "q8_0", 96, 1, 16);
+  b.headMajor = headMajor;
   b.build(3);
   std::vector<uint8_t> before = b.kPool;
   b.append(r.rt);
@@ -396,7 +411,9 @@ TEST_F(RuntimeTest, AppendWritesLibraryBytesInPlace) {
     for (unsigned t = 0; t < b.lengths[s]; ++t)
       for (unsigned h = 0; h < b.kvHeads; ++h) {
         size_t page = size_t(b.indices[size_t(b.indptr[s]) + t / b.pageSize]);
-        size_t at = ((page * b.pageSize + t % b.pageSize) * b.kvHeads + h) *
+        size_t slot = t % b.pageSize;
+        size_t at = (headMajor ? (page * b.kvHeads + h) * b.pageSize + slot
+                               : (page * b.pageSize + slot) * b.kvHeads + h) *
                     kf.rowBytes();
         std::vector<uint8_t> want(kf.rowBytes());
         ASSERT_TRUE(kf.encodeRow(std::span<const float>(b.k[s]).subspan(
@@ -411,6 +428,7 @@ TEST_F(RuntimeTest, AppendWritesLibraryBytesInPlace) {
   for (size_t i = 0; i < b.kPool.size(); ++i)
     if (!written[i])
       ASSERT_EQ(b.kPool[i], before[i]) << "byte " << i << " was touched";
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -541,6 +559,9 @@ TEST_F(RuntimeTest, MalformedDescriptorsAreRejected) {
   c = good.cache;
   c.layout = 9;
   expectBoth(c, TQ_STATUS_INVALID_ARGUMENT, "layout");
+  c = good.cache;
+  c.layout = 2u | TQ_LAYOUT_HEAD_MAJOR; // the flag on no known layout
+  expectBoth(c, TQ_STATUS_INVALID_ARGUMENT, "layout with the head-major flag");
   c = good.cache;
   c.head_dim = 0;
   expectBoth(c, TQ_STATUS_INVALID_ARGUMENT, "head dim 0");
@@ -690,6 +711,8 @@ TEST_F(RuntimeTest, ArgumentChecksSayTheirCause) {
   c = good.cache;
   c.layout = 9;
   says(attention(c, p), TQ_STATUS_INVALID_ARGUMENT, "layout 9");
+  c.layout = 0x200u; // an unknown flag
+  says(attention(c, p), TQ_STATUS_INVALID_ARGUMENT, "layout 512");
   std::vector<int32_t> badIndices = good.indices;
   badIndices[1] = int32_t(good.numPages);
   c = good.cache;

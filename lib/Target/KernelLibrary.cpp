@@ -211,11 +211,36 @@ bool hasBf16(const llvm::TargetMachine &tm) {
 
 /// The one-row weighted sum's accumulators: `requested`, or for 0 as many
 /// as the CPU's vector registers allow with the rest of the loop live:
-/// 32 with AVX-512 (32 registers), 16 otherwise.
-int64_t accumulatorsFor(const llvm::TargetMachine &tm, int64_t requested) {
+/// 32 with AVX-512 (32 registers), 16 otherwise. With `spec` (a decode
+/// kernel), AVX-512 takes 32 only where they cover the head's whole row
+/// in one pass (V's dim x group <= 32 vectors of 16 lanes; some spill)
+/// and 16 where it needs several passes anyway (then none spill):
+/// measured on Emerald Rapids, 2 threads, at head dim 256 x group 4 16
+/// beat 32 by 7-9% with token-lane scores (turbo3_0), at 128 x 4 32 beat
+/// 16 by 3-5% (polar4, turbo4_0; docs/perf/cpu.md, session #20).
+int64_t accumulatorsFor(const llvm::TargetMachine &tm, int64_t requested,
+                        const RuntimeKernelSpec *spec = nullptr) {
   if (requested > 0)
     return requested;
-  return hasAvx512(tm) ? 32 : 16;
+  if (!hasAvx512(tm))
+    return 16;
+  const int64_t lanes = 16, registers = 32;
+  if (spec && int64_t(spec->vDim()) * spec->group > lanes * registers)
+    return 16;
+  return registers;
+}
+
+/// The int8 decode score's lanes: `requested`, or for "auto" tokens where
+/// the CPU has AVX-512 with VBMI (the fields gathered by vpmultishiftqb),
+/// rows elsewhere. Measured on Emerald Rapids with head-major pools, 2
+/// threads over flushed caches, 64K tokens, 32/8 heads, d128: turbo3_0
+/// 8-11% faster, polar4 1-5%, turbo4_0 0-1% (docs/perf/cpu.md, session
+/// #20); on token-major pools no faster (session #19).
+std::string scoreLanesFor(const llvm::TargetMachine &tm,
+                          const std::string &requested) {
+  if (requested != "auto")
+    return requested;
+  return hasAvx512(tm) && hasVbmi(tm) ? "tokens" : "rows";
 }
 
 /// The permute `options` ask for, or the widest the target CPU has.
@@ -649,7 +674,21 @@ bool mlir::tq::writeKernelLibrary(MLIRContext &context,
     return false;
   // Choices left to the CPU, made once (kernels.json records them).
   KernelLibraryOptions options = libraryOptions;
+  const bool accumulatorsByShape = options.accumulators == 0;
   options.accumulators = accumulatorsFor(*tm, options.accumulators);
+  options.scoreLanes = scoreLanesFor(*tm, options.scoreLanes);
+  // A decode kernel whose shape wants other accumulators than the
+  // library's default gets them as its own knob (unless it has one).
+  if (accumulatorsByShape)
+    for (const RuntimeKernelSpec &spec : specs) {
+      if (!isAttentionKind(spec.kind) || !isDecodeKind(spec))
+        continue;
+      const int64_t own = accumulatorsFor(*tm, 0, &spec);
+      if (own == options.accumulators)
+        continue;
+      KnobValues &knobs = options.kernelKnobs[spec.name()];
+      knobs.try_emplace("accumulators", std::to_string(own));
+    }
 
   std::vector<std::string> objects;
   llvm::json::Array entries;
@@ -875,7 +914,7 @@ bool mlir::tq::kernelKnobs(const RuntimeKernelSpec &spec,
         "(more: fewer passes over the rows, more register pressure)";
     accumulators.legal = "integer >= 1";
     accumulators.defaultValue =
-        str(accumulatorsFor(*tm, defaults.accumulators));
+        str(accumulatorsFor(*tm, defaults.accumulators, &spec));
     accumulators.values = {accumulators.defaultValue};
     for (const char *v : {"8", "16", "24", "32"})
       if (v != accumulators.defaultValue)
@@ -916,7 +955,7 @@ bool mlir::tq::kernelKnobs(const RuntimeKernelSpec &spec,
         "token lanes keep rows. The scores are the same bit for bit, so "
         "the tuner tries tokens where the CPU has AVX512-VBMI";
     lanes.legal = "rows, tokens";
-    lanes.defaultValue = defaults.scoreLanes;
+    lanes.defaultValue = scoreLanesFor(*tm, defaults.scoreLanes);
     lanes.values = {lanes.defaultValue};
     if (hasVbmi(*tm))
       lanes.values.push_back("tokens");

@@ -117,7 +117,8 @@ cl::opt<int64_t> scoreRows(
 cl::opt<int64_t> accumulators(
     "accumulators", cl::cat(toolOptions),
     cl::desc("vector accumulators of the one-row weighted sum per token "
-             "loop (0: 32 where --chip has AVX-512, else 16)"),
+             "loop (0: 32 where --chip has AVX-512 and they hold a decode "
+             "kernel's row in one pass, V's dim x group <= 512, else 16)"),
     cl::init(0));
 cl::opt<std::string> scoreDot(
     "score-dot", cl::cat(toolOptions),
@@ -134,8 +135,9 @@ cl::opt<std::string> scoreLanes(
              "a row, summed by a shuffle tree), tokens (four tokens a "
              "vector, the packed index fields gathered by vpmultishiftqb "
              "where the CPU has AVX512-VBMI, else by shifts; turbo and "
-             "polar formats, others keep rows); the scores are the same"),
-    cl::init("rows"));
+             "polar formats, others keep rows); the scores are the same; "
+             "auto: tokens where --chip has AVX-512 with VBMI, else rows"),
+    cl::init("auto"));
 cl::opt<std::string> valueDot(
     "value-dot", cl::cat(toolOptions),
     cl::desc("multiply-adds of the weighted sum: f32, bf16 (bf16 "
@@ -297,8 +299,9 @@ int main(int argc, char **argv) {
          "CPU)");
   if (scoreDot != "f32" && scoreDot != "i8" && scoreDot != "auto")
     fail("--score-dot must be f32, i8 or auto, got '" + scoreDot + "'");
-  if (scoreLanes != "rows" && scoreLanes != "tokens")
-    fail("--score-lanes must be rows or tokens, got '" + scoreLanes + "'");
+  if (scoreLanes != "rows" && scoreLanes != "tokens" && scoreLanes != "auto")
+    fail("--score-lanes must be rows, tokens or auto, got '" + scoreLanes +
+         "'");
   if (valueDot != "f32" && valueDot != "bf16" && valueDot != "i16" &&
       valueDot != "auto")
     fail("--value-dot must be f32, bf16, i16 or auto, got '" + valueDot +

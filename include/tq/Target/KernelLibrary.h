@@ -49,8 +49,10 @@ struct KernelLibraryOptions {
   int64_t maxUnrolledChunks = 48;
   /// KV rows per fused score step (at most) and accumulators of the
   /// one-row weighted sum (see tq-lower-to-loops; 0: 32 where the CPU has
-  /// AVX-512's 32 vector registers, else 16 — measured 4-8% faster decode
-  /// at 32 on Emerald Rapids, docs/perf/cpu.md).
+  /// AVX-512's 32 vector registers and they cover a decode kernel's row in
+  /// one pass (V's dim x group <= 512), else 16 — measured 4-8% faster
+  /// decode at 32 on Emerald Rapids at d128 x 4, 7-9% slower at d256 x 4,
+  /// docs/perf/cpu.md).
   int64_t scoreRows = 4;
   int64_t accumulators = 0;
   /// Dot products of the fused score: f32 or i8 (see tq-lower-to-loops'
@@ -60,10 +62,11 @@ struct KernelLibraryOptions {
   /// (see tq-lower-to-loops' value-dot; formats it does not apply to keep
   /// f32).
   std::string valueDot = "f32";
-  /// Lanes of the int8 decode score: rows or tokens (see
-  /// tq-lower-to-loops' score-lanes; the same scores, tokens measured no
-  /// faster on Emerald Rapids, docs/perf/cpu.md).
-  std::string scoreLanes = "rows";
+  /// Lanes of the int8 decode score: rows, tokens or auto (tokens where
+  /// the CPU has AVX-512 with VBMI, else rows; see tq-lower-to-loops'
+  /// score-lanes: the same scores, tokens measured 1-11% faster on
+  /// Emerald Rapids with head-major pools, docs/perf/cpu.md).
+  std::string scoreLanes = "auto";
   /// Build the naive pipeline instead (every cached row dequantised and
   /// un-rotated, no codebook fusion, no tiling): the dequantise-then-attend
   /// baseline of tq-bench.

@@ -856,8 +856,8 @@ public:
   KVCache(const std::string &kFormat, const std::string &vFormat,
           int64_t headDim, int64_t numKvHeads, const std::string &layout,
           int64_t pageSize, int64_t numPages, int64_t numSeqs,
-          nb::handle kPages, nb::handle vPages)
-      : kFormat_(kFormat), vFormat_(vFormat) {
+          nb::handle kPages, nb::handle vPages, bool headMajor)
+      : kFormat_(kFormat), vFormat_(vFormat), headMajor_(headMajor) {
     if (layout == "paged")
       layout_ = TQ_LAYOUT_PAGED;
     else if (layout == "contiguous")
@@ -908,7 +908,7 @@ public:
     c.head_dim = headDim_;
     c.num_kv_heads = numKvHeads_;
     c.page_size = pageSize_;
-    c.layout = layout_;
+    c.layout = layout_ | (headMajor_ ? TQ_LAYOUT_HEAD_MAJOR : 0u);
     c.k_row_bytes = kRowBytes_;
     c.v_row_bytes = vRowBytes_;
     c.num_pages = numPages_;
@@ -1042,15 +1042,19 @@ public:
       uint64_t page = layout_ == TQ_LAYOUT_PAGED ? pages_[seq][t / pageSize_]
                                                  : uint64_t(seq);
       uint64_t slot = layout_ == TQ_LAYOUT_PAGED ? t % pageSize_ : t;
-      uint64_t token = page * pageSize_ + slot;
-      std::memcpy(k.data() + t * numKvHeads_ * kRowBytes_,
-                  (const uint8_t *)kPages_.data() +
-                      token * numKvHeads_ * kRowBytes_,
-                  size_t(numKvHeads_) * kRowBytes_);
-      std::memcpy(v.data() + t * numKvHeads_ * vRowBytes_,
-                  (const uint8_t *)vPages_.data() +
-                      token * numKvHeads_ * vRowBytes_,
-                  size_t(numKvHeads_) * vRowBytes_);
+      for (uint32_t h = 0; h < numKvHeads_; ++h) {
+        // Row (page, slot, h) of the pool: [page][slot][head] or, head-
+        // major, [page][head][slot].
+        uint64_t row = headMajor_
+                           ? (page * numKvHeads_ + h) * pageSize_ + slot
+                           : (page * pageSize_ + slot) * numKvHeads_ + h;
+        std::memcpy(k.data() + (t * numKvHeads_ + h) * kRowBytes_,
+                    (const uint8_t *)kPages_.data() + row * kRowBytes_,
+                    kRowBytes_);
+        std::memcpy(v.data() + (t * numKvHeads_ + h) * vRowBytes_,
+                    (const uint8_t *)vPages_.data() + row * vRowBytes_,
+                    vRowBytes_);
+      }
     }
     return {k, v};
   }
@@ -1084,6 +1088,7 @@ public:
   std::string layout() const {
     return layout_ == TQ_LAYOUT_PAGED ? "paged" : "contiguous";
   }
+  bool headMajor() const { return headMajor_; }
 
   std::mutex &mutex() { return mutex_; }
 
@@ -1103,8 +1108,11 @@ private:
 
   /// The caller's pool (checked) or a new zeroed one.
   Array pool(nb::handle obj, const char *name, uint32_t rowBytes) {
+    // [pages][page_size][heads][row] or, head-major, [pages][heads][page_size][row].
     std::vector<int64_t> shape = {int64_t(numPages_), int64_t(pageSize_),
                                   int64_t(numKvHeads_), int64_t(rowBytes)};
+    if (headMajor_)
+      std::swap(shape[1], shape[2]);
     uint64_t bytes = 0;
     if (__builtin_mul_overflow(numPages_, uint64_t(pageSize_), &bytes) ||
         __builtin_mul_overflow(bytes, uint64_t(numKvHeads_), &bytes) ||
@@ -1113,8 +1121,8 @@ private:
       valueError(std::string(name) + ": a pool of " + shapeString(shape) +
                  " bytes overflows 64 bits");
     if (obj.is_none()) {
-      auto a = newArray<uint8_t>(
-          {size_t(numPages_), pageSize_, numKvHeads_, rowBytes});
+      auto a = newArray<uint8_t>({size_t(shape[0]), size_t(shape[1]),
+                                  size_t(shape[2]), size_t(shape[3])});
       nb::object o = nb::cast(a);
       (name[0] == 'k' ? kOwner_ : vOwner_) = o;
       return nb::cast<Array>(o);
@@ -1148,6 +1156,8 @@ private:
   }
 
   std::string kFormat_, vFormat_;
+  /// Pools [page][kv head][slot] (TQ_LAYOUT_HEAD_MAJOR).
+  bool headMajor_ = false;
   uint32_t headDim_ = 0, numKvHeads_ = 0, pageSize_ = 0, layout_ = 0;
   uint32_t kRowBytes_ = 0, vRowBytes_ = 0, numSeqs_ = 0;
   uint64_t numPages_ = 0;
@@ -1744,10 +1754,11 @@ class CompileError(RuntimeError):
                       "and sequence lengths (tq_kv_cache_v0).")
       .def(nb::init<const std::string &, const std::string &, int64_t,
                     int64_t, const std::string &, int64_t, int64_t, int64_t,
-                    nb::handle, nb::handle>(),
+                    nb::handle, nb::handle, bool>(),
            "k_format"_a, "v_format"_a, "head_dim"_a, "num_kv_heads"_a,
            "layout"_a, "page_size"_a, "num_pages"_a, "num_seqs"_a,
-           "k_pages"_a.none() = nb::none(), "v_pages"_a.none() = nb::none())
+           "k_pages"_a.none() = nb::none(), "v_pages"_a.none() = nb::none(),
+           "head_major"_a = false)
       .def("append", &KVCache::append, "runtime"_a, "k"_a, "v"_a, "seq"_a,
            "start"_a.none() = nb::none())
       .def("truncate", &KVCache::truncate, "seq"_a, "length"_a)
@@ -1766,7 +1777,8 @@ class CompileError(RuntimeError):
       .def_prop_ro("num_seqs", &KVCache::numSeqs)
       .def_prop_ro("k_row_bytes", &KVCache::kRowBytes)
       .def_prop_ro("v_row_bytes", &KVCache::vRowBytes)
-      .def_prop_ro("layout", &KVCache::layout);
+      .def_prop_ro("layout", &KVCache::layout)
+      .def_prop_ro("head_major", &KVCache::headMajor);
 
   nb::class_<GpuRuntime>(m, "GpuRuntime",
                          "tq_gpu_runtime over a GPU kernel library.")

@@ -88,6 +88,12 @@ def test_gpu_runtime_error_paths(ptx_library, libraries):
                         num_pages=1)
     with pytest.raises(TypeError, match="expected a tqc.GpuRuntime"):
         tqc.GpuKVCache(rt, cache)
+    # The GPU kernels read token-major pools: a head-major cache is refused
+    # before anything is uploaded.
+    head_major = tqc.KVCache(rt, "turbo3_0", head_dim=64, num_kv_heads=1,
+                             num_pages=1, head_major=True)
+    with pytest.raises(ValueError, match="head-major"):
+        tqc.GpuKVCache(rt, head_major)
 
 
 def test_gpu_runtime_matches_reference(ptx_library, libraries, rng):

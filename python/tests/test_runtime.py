@@ -18,14 +18,15 @@ Q_HEADS = KV_HEADS * GROUP
 LENGTHS = [17, 40, 5]
 
 
-def make_cache(runtime, pair, head_dim, layout, num_seqs=len(LENGTHS)):
+def make_cache(runtime, pair, head_dim, layout, num_seqs=len(LENGTHS),
+               head_major=False):
     if layout == "paged":
         return tqc.KVCache(runtime, pair[0], pair[1], head_dim=head_dim,
                            num_kv_heads=KV_HEADS, page_size=16, num_pages=8,
-                           num_seqs=num_seqs)
+                           num_seqs=num_seqs, head_major=head_major)
     return tqc.KVCache(runtime, pair[0], pair[1], head_dim=head_dim,
                        num_kv_heads=KV_HEADS, layout="contiguous",
-                       capacity=48, num_seqs=num_seqs)
+                       capacity=48, num_seqs=num_seqs, head_major=head_major)
 
 
 def fill(cache, rng, lengths=LENGTHS):
@@ -84,14 +85,43 @@ def test_attention_matches_references(runtime, rng, pair, head_dim, layout,
 
 
 def test_paged_and_contiguous_agree_bit_for_bit(runtime):
-    outs = []
+    outs, encoded = [], []
     for layout in ("paged", "contiguous"):
-        rng = np.random.default_rng(7)
-        cache = make_cache(runtime, PAIRS[0], 64, layout)
-        fill(cache, rng)
-        q = rows(rng, 3, Q_HEADS, 64)
-        outs.append(runtime.attention(q, cache))
-    np.testing.assert_array_equal(outs[0], outs[1])
+        for head_major in (False, True):
+            rng = np.random.default_rng(7)
+            cache = make_cache(runtime, PAIRS[0], 64, layout,
+                               head_major=head_major)
+            assert cache.head_major == head_major
+            fill(cache, rng)
+            q = rows(rng, 3, Q_HEADS, 64)
+            outs.append(runtime.attention(q, cache))
+            encoded.append(cache.rows(1))
+    for out in outs[1:]:
+        np.testing.assert_array_equal(out, outs[0])
+    for kb, vb in encoded[1:]:
+        np.testing.assert_array_equal(kb, encoded[0][0])
+        np.testing.assert_array_equal(vb, encoded[0][1])
+
+
+def test_head_major_pools_hold_each_heads_rows_together(runtime, rng):
+    row_bytes = tqc.format_info("turbo3_0", 64)["row_bytes"]
+    cache = tqc.KVCache(runtime, "turbo3_0", head_dim=64,
+                        num_kv_heads=KV_HEADS, page_size=16, num_pages=4,
+                        head_major=True)
+    assert cache.k_pages.shape == (4, KV_HEADS, 16, row_bytes)
+    assert "head-major" in repr(cache)
+    k, v = rows(rng, 5, KV_HEADS, 64), rows(rng, 5, KV_HEADS, 64)
+    cache.append(k, v)
+    page = cache.pages(0)[0]
+    encoded = tqc.encode(k, "turbo3_0")  # [5, KV_HEADS, row_bytes]
+    for h in range(KV_HEADS):
+        np.testing.assert_array_equal(cache.k_pages[page, h, :5],
+                                      encoded[:, h])
+    # A lent pool must have the head-major shape.
+    with pytest.raises(ValueError, match="k_pages"):
+        tqc.KVCache(runtime, "turbo3_0", head_dim=64, num_kv_heads=KV_HEADS,
+                    page_size=16, num_pages=4, head_major=True,
+                    k_pages=np.zeros((4, 16, KV_HEADS, row_bytes), np.uint8))
 
 
 def test_causal_and_softcap_kernels(libraries, rng):

@@ -643,7 +643,11 @@ class KVCache:
     ``layout="paged"``: sequences take ``page_size``-token pages from a
     shared pool of ``num_pages`` as they grow (a CSR page table, vLLM
     style). ``layout="contiguous"``: sequence ``s`` owns page ``s`` of
-    ``capacity`` tokens (llama.cpp style). ``v_format`` defaults to
+    ``capacity`` tokens (llama.cpp style). ``head_major=True`` orders each
+    page by kv head, pools ``[num_pages, num_kv_heads, page_size,
+    row_bytes]`` (``TQ_LAYOUT_HEAD_MAJOR``): a head's rows are consecutive
+    bytes, which decode reads faster when there are several kv heads
+    (docs/runtime.md); CPU runtimes only. ``v_format`` defaults to
     ``k_format``."""
 
     def __init__(self, runtime: Runtime, k_format: str,
@@ -652,7 +656,8 @@ class KVCache:
                  page_size: int = 16, num_pages: Optional[int] = None,
                  capacity: Optional[int] = None, num_seqs: int = 1,
                  k_pages: Optional[ArrayLike] = None,
-                 v_pages: Optional[ArrayLike] = None):
+                 v_pages: Optional[ArrayLike] = None,
+                 head_major: bool = False):
         if not isinstance(runtime, Runtime):
             raise TypeError(f"runtime: expected a tqc.Runtime, got "
                             f"{type(runtime).__name__}")
@@ -677,7 +682,7 @@ class KVCache:
         self.runtime = runtime
         self._native = _tqc.KVCache(
             k_format, v_format or k_format, head_dim, num_kv_heads, layout,
-            size, num_pages, num_seqs, k_pages, v_pages)
+            size, num_pages, num_seqs, k_pages, v_pages, bool(head_major))
 
     def append(self, k: ArrayLike, v: ArrayLike, *, seq: int = 0,
                start: Optional[int] = None) -> None:
@@ -774,10 +779,17 @@ class KVCache:
         """``paged`` or ``contiguous``."""
         return self._native.layout
 
+    @property
+    def head_major(self) -> bool:
+        """True where pages are ordered by kv head (pools ``[num_pages,
+        num_kv_heads, page_size, row_bytes]``)."""
+        return self._native.head_major
+
     def __repr__(self) -> str:
         return (f"KVCache({self.k_format}/{self.v_format}, "
                 f"head_dim={self.head_dim}, kv_heads={self.num_kv_heads}, "
-                f"{self.layout}, lengths={self.lengths})")
+                f"{self.layout}{', head-major' if self.head_major else ''}, "
+                f"lengths={self.lengths})")
 
 
 # --------------------------------------------------------------------------
@@ -870,12 +882,16 @@ class GpuKVCache:
     by each call). After appending to the host cache, :meth:`sync`."""
 
     def __init__(self, runtime: GpuRuntime, cache: "KVCache"):
-        if not isinstance(runtime, GpuRuntime):
-            raise TypeError(f"runtime: expected a tqc.GpuRuntime, got "
-                            f"{type(runtime).__name__}")
         if not isinstance(cache, KVCache):
             raise TypeError(f"cache: expected a tqc.KVCache, got "
                             f"{type(cache).__name__}")
+        if cache.head_major:
+            raise ValueError("cache: a head-major cache is a CPU runtime "
+                             "layout; the GPU kernels read [page, slot, kv "
+                             "head] pools (make it with head_major=False)")
+        if not isinstance(runtime, GpuRuntime):
+            raise TypeError(f"runtime: expected a tqc.GpuRuntime, got "
+                            f"{type(runtime).__name__}")
         self.runtime = runtime
         self.host = cache
         self._native = _tqc.GpuKVCache(runtime._native, cache._native)

@@ -83,7 +83,7 @@ class KVCache:
     A paged or contiguous KV cache: pools, page table and sequence lengths (tq_kv_cache_v0).
     """
 
-    def __init__(self, k_format: str, v_format: str, head_dim: int, num_kv_heads: int, layout: str, page_size: int, num_pages: int, num_seqs: int, k_pages: object | None = None, v_pages: object | None = None) -> None: ...
+    def __init__(self, k_format: str, v_format: str, head_dim: int, num_kv_heads: int, layout: str, page_size: int, num_pages: int, num_seqs: int, k_pages: object | None = None, v_pages: object | None = None, head_major: bool = False) -> None: ...
 
     def append(self, runtime: Runtime, k: object, v: object, seq: int, start: int | None = None) -> None: ...
 
@@ -134,6 +134,9 @@ class KVCache:
 
     @property
     def layout(self) -> str: ...
+
+    @property
+    def head_major(self) -> bool: ...
 
 class GpuRuntime:
     """tq_gpu_runtime over a GPU kernel library."""

@@ -1108,7 +1108,8 @@ private:
 
   /// The caller's pool (checked) or a new zeroed one.
   Array pool(nb::handle obj, const char *name, uint32_t rowBytes) {
-    // [pages][page_size][heads][row] or, head-major, [pages][heads][page_size][row].
+    // [pages][page_size][heads][row] or, head-major,
+    // [pages][heads][page_size][row].
     std::vector<int64_t> shape = {int64_t(numPages_), int64_t(pageSize_),
                                   int64_t(numKvHeads_), int64_t(rowBytes)};
     if (headMajor_)

@@ -529,7 +529,8 @@ tq_status tq_gpu_attention(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
       row_pos[r] = (int32_t)tokens - n + i;
     }
   }
-  indptr[seqs] = tq_layout_kind(c) == TQ_LAYOUT_PAGED ? c->indptr[seqs] : (int32_t)seqs;
+  indptr[seqs] =
+      tq_layout_kind(c) == TQ_LAYOUT_PAGED ? c->indptr[seqs] : (int32_t)seqs;
   if (tq_layout_kind(c) == TQ_LAYOUT_PAGED && num_indices)
     memcpy(indices, c->indices, (size_t)num_indices * sizeof(int32_t));
   int failed = tq_gpu_htod(&rt->driver, rt->workspace, host, int_bytes);

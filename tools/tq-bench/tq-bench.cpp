@@ -397,7 +397,8 @@ std::vector<Variant> parseVariants(const std::string &text,
 
 /// A contiguous cache of one sequence of `tokens` rows in `format`: its K
 /// pool holds 1024 distinct encoded Gaussian rows tiled over the context
-/// (per head, head-major with --head-major), its V pool a copy. Shared by the kernels timed over it.
+/// (per head, head-major with --head-major), its V pool a copy. Shared by
+/// the kernels timed over it.
 struct Pools {
   Pools(const std::string &format, uint64_t tokens);
   size_t rowBytes;

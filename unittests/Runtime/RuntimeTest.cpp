@@ -358,20 +358,20 @@ TEST_F(RuntimeTest, DecodeSplitsTokensOverIdleThreads) {
   for (unsigned threads : {4u, 8u})
     for (uint32_t pageSize : {16u, 0u})
       for (bool headMajor : {false, true}) {
-      if (headMajor && threads == 8)
-        continue;
-      SCOPED_TRACE(std::to_string(threads) + " threads, " +
-                   (pageSize ? "paged" : "contiguous") +
-                   (headMajor ? ", head-major" : ""));
-      Batch b = ragged("turbo3_0", "turbo3_0", 64, 3,
-                       pageSize ? pageSize : 1536);
-      b.contiguous = pageSize == 0;
-      b.headMajor = headMajor;
-      b.lengths = {1500};
-      b.queries = {1};
-      b.build(21);
-      checkSplitDecode(plain, b, threads);
-    }
+        if (headMajor && threads == 8)
+          continue;
+        SCOPED_TRACE(std::to_string(threads) + " threads, " +
+                     (pageSize ? "paged" : "contiguous") +
+                     (headMajor ? ", head-major" : ""));
+        Batch b = ragged("turbo3_0", "turbo3_0", 64, 3,
+                         pageSize ? pageSize : 1536);
+        b.contiguous = pageSize == 0;
+        b.headMajor = headMajor;
+        b.lengths = {1500};
+        b.queries = {1};
+        b.build(21);
+        checkSplitDecode(plain, b, threads);
+      }
 }
 
 /// A decode split beside a prefill (which is never split) and a decode too
@@ -398,36 +398,37 @@ TEST_F(RuntimeTest, WindowDecodesAreNotSplit) {
 /// token-major and head-major.
 TEST_F(RuntimeTest, AppendWritesLibraryBytesInPlace) {
   for (bool headMajor : {false, true}) {
-  SCOPED_TRACE(headMajor ? "head-major" : "token-major");
-  Runtime r(plain);
-  Batch b = ragged("polar4", "q8_0", 96, 1, 16);
-  b.headMajor = headMajor;
-  b.build(3);
-  std::vector<uint8_t> before = b.kPool;
-  b.append(r.rt);
-  Format kf = *Format::get("polar4", 96);
-  std::vector<bool> written(b.kPool.size(), false);
-  for (uint32_t s = 0; s < b.lengths.size(); ++s)
-    for (unsigned t = 0; t < b.lengths[s]; ++t)
-      for (unsigned h = 0; h < b.kvHeads; ++h) {
-        size_t page = size_t(b.indices[size_t(b.indptr[s]) + t / b.pageSize]);
-        size_t slot = t % b.pageSize;
-        size_t at = (headMajor ? (page * b.kvHeads + h) * b.pageSize + slot
-                               : (page * b.pageSize + slot) * b.kvHeads + h) *
-                    kf.rowBytes();
-        std::vector<uint8_t> want(kf.rowBytes());
-        ASSERT_TRUE(kf.encodeRow(std::span<const float>(b.k[s]).subspan(
-                                     (size_t(t) * b.kvHeads + h) * 96, 96),
-                                 want)
-                        .ok());
-        EXPECT_EQ(0, std::memcmp(&b.kPool[at], want.data(), want.size()))
-            << "seq " << s << " token " << t << " head " << h;
-        for (size_t i = 0; i < want.size(); ++i)
-          written[at + i] = true;
-      }
-  for (size_t i = 0; i < b.kPool.size(); ++i)
-    if (!written[i])
-      ASSERT_EQ(b.kPool[i], before[i]) << "byte " << i << " was touched";
+    SCOPED_TRACE(headMajor ? "head-major" : "token-major");
+    Runtime r(plain);
+    Batch b = ragged("polar4", "q8_0", 96, 1, 16);
+    b.headMajor = headMajor;
+    b.build(3);
+    std::vector<uint8_t> before = b.kPool;
+    b.append(r.rt);
+    Format kf = *Format::get("polar4", 96);
+    std::vector<bool> written(b.kPool.size(), false);
+    for (uint32_t s = 0; s < b.lengths.size(); ++s)
+      for (unsigned t = 0; t < b.lengths[s]; ++t)
+        for (unsigned h = 0; h < b.kvHeads; ++h) {
+          size_t page =
+              size_t(b.indices[size_t(b.indptr[s]) + t / b.pageSize]);
+          size_t slot = t % b.pageSize;
+          size_t at = (headMajor ? (page * b.kvHeads + h) * b.pageSize + slot
+                                 : (page * b.pageSize + slot) * b.kvHeads + h) *
+                      kf.rowBytes();
+          std::vector<uint8_t> want(kf.rowBytes());
+          ASSERT_TRUE(kf.encodeRow(std::span<const float>(b.k[s]).subspan(
+                                       (size_t(t) * b.kvHeads + h) * 96, 96),
+                                   want)
+                          .ok());
+          EXPECT_EQ(0, std::memcmp(&b.kPool[at], want.data(), want.size()))
+              << "seq " << s << " token " << t << " head " << h;
+          for (size_t i = 0; i < want.size(); ++i)
+            written[at + i] = true;
+        }
+    for (size_t i = 0; i < b.kPool.size(); ++i)
+      if (!written[i])
+        ASSERT_EQ(b.kPool[i], before[i]) << "byte " << i << " was touched";
   }
 }
 

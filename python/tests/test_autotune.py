@@ -146,6 +146,30 @@ def test_tune_command(tmp_path, capsys):
     assert "record" in capsys.readouterr().out
 
 
+def test_head_major_pools(tmp_path, monkeypatch):
+    # Two KV heads over head-major pools: the variant's output is checked
+    # against the reference over the same bytes, so a misread pool would be
+    # recorded wrong (infinitely slow), not timed.
+    made = []
+
+    class Spy(tqc.KVCache):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self.head_major)
+
+    monkeypatch.setattr(tqc, "KVCache", Spy)
+    r = tqc.autotune(
+        SPEC, [200], db=str(tmp_path / "hm.db"), cpu=CPU, num_kv_heads=2,
+        head_major=True, rounds=1, flush_mib=1, progress=False,
+        knobs={"tile_size": [64], "splits": [1], "lookup": ["tile"],
+               "centroid_permute": ["avx2"]})
+    assert math.isfinite(r.best[200].seconds)
+    assert made == [True]
+    with pytest.raises(ValueError, match="head_major"):
+        tqc.autotune(SPEC, [200], target="nvptx", head_major=True,
+                              progress=False)
+
+
 @pytest.mark.parametrize("kind", ["ggml_decode", "ggml_prefill"])
 def test_ggml_kernels_are_tuned_through_the_engine_abi(tmp_path, kind):
     # ggml packs per variant, timed by tq_attention_v1 (prefill under a

@@ -202,7 +202,7 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
              knobs: Optional[dict] = None, strategy: str = "axes",
              rounds: int = 5, statistic: str = "best",
              confirm_rounds: Optional[int] = None, num_kv_heads: int = 8,
-             prefill_rows: int = 16, flush_mib: Union[int, str] = "auto",
+             head_major: bool = False, prefill_rows: int = 16, flush_mib: Union[int, str] = "auto",
              threads: int = 0,
              jobs: int = 0, cpu: str = "host", target: str = "cpu",
              device: int = 0, tolerance: float = 2e-3,
@@ -221,7 +221,9 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
        CPUs). A failed compile is recorded as ``compile_error`` (infinitely
        slow).
     2. Per context, one cache of ``num_kv_heads`` heads holding random rows
-       (K with outlier channels) is filled, and lib/Quant's reference
+       (K with outlier channels) is filled (pools head-major with
+       ``head_major``, as the runtime that will run the kernels has them:
+       the best knobs differ between the layouts, docs/perf/cpu.md), and lib/Quant's reference
        attention (:func:`tqc.reference_attention` over the cached bytes)
        computed; every variant's output is compared with it first (max
        error over ``tolerance`` x max(1, max |reference|): ``wrong``,
@@ -275,6 +277,10 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
         raise ValueError(f"target: expected cpu, nvptx or amdgcn, got "
                          f"'{target}'")
     gpu = target != "cpu"
+    if gpu and head_major:
+        raise ValueError("head_major: the GPU kernels read token-major "
+                         "pools (a head-major cache is a CPU runtime "
+                         "layout)")
     if gpu and spec.kind not in ("decode", "prefill"):
         raise ValueError(f"spec.kind: GPU libraries hold decode and prefill "
                          f"kernels (ggml packs are CPU code), got "
@@ -443,7 +449,7 @@ def autotune(spec, contexts: Union[int, Sequence[int]] = (4096,), *,
             cache = KVCache(fill_rt, spec.k_format, spec.v_format or
                             spec.k_format, head_dim=spec.head_dim,
                             num_kv_heads=num_kv_heads, layout="contiguous",
-                            capacity=context)
+                            capacity=context, head_major=head_major)
             k = rng.standard_normal((context, num_kv_heads, spec.head_dim),
                                     dtype=np.float32)
             k[..., :3] *= 4.0

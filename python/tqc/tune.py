@@ -72,6 +72,9 @@ def main(argv=None) -> int:
                         "recorded wrong, never timed (lossy knobs such as "
                         "score_dot=i8 may need more; docs/autotune.md)")
     p.add_argument("--kv-heads", type=int, default=8)
+    p.add_argument("--head-major", action="store_true",
+                   help="time over head-major pools (TQ_LAYOUT_HEAD_MAJOR), "
+                        "as a runtime with KVCache(head_major=True) has them")
     p.add_argument("--prefill-rows", type=int, default=16)
     p.add_argument("--flush-mib", type=_flush_mib, default="auto",
                    help="MiB read before every timed call (auto: twice the "
@@ -134,7 +137,7 @@ def main(argv=None) -> int:
                          strategy=a.strategy, rounds=a.rounds,
                          confirm_rounds=a.confirm_rounds,
                          statistic=a.statistic, tolerance=a.tolerance,
-                         num_kv_heads=a.kv_heads,
+                         num_kv_heads=a.kv_heads, head_major=a.head_major,
                          prefill_rows=a.prefill_rows, flush_mib=a.flush_mib,
                          threads=a.threads, jobs=a.jobs, cpu=a.cpu,
                          target=a.target, device=a.device,

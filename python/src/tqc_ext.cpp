@@ -1036,6 +1036,7 @@ public:
     checkSeq(seq);
     std::unique_lock<std::mutex> lock = locked();
     uint64_t len = lengths_[seq];
+    const tq_kv_cache_v0 cache = descriptor();
     auto k = newArray<uint8_t>({size_t(len), numKvHeads_, kRowBytes_});
     auto v = newArray<uint8_t>({size_t(len), numKvHeads_, vRowBytes_});
     for (uint64_t t = 0; t < len; ++t) {
@@ -1043,11 +1044,8 @@ public:
                                                  : uint64_t(seq);
       uint64_t slot = layout_ == TQ_LAYOUT_PAGED ? t % pageSize_ : t;
       for (uint32_t h = 0; h < numKvHeads_; ++h) {
-        // Row (page, slot, h) of the pool: [page][slot][head] or, head-
-        // major, [page][head][slot].
-        uint64_t row = headMajor_
-                           ? (page * numKvHeads_ + h) * pageSize_ + slot
-                           : (page * pageSize_ + slot) * numKvHeads_ + h;
+        uint64_t row =
+            tq_kv_cache_row_index(&cache, page, uint32_t(slot), h);
         std::memcpy(k.data() + (t * numKvHeads_ + h) * kRowBytes_,
                     (const uint8_t *)kPages_.data() + row * kRowBytes_,
                     kRowBytes_);

@@ -317,10 +317,10 @@ int main(int argc, char **argv) {
     auto gather = [&](const std::vector<uint8_t> &pool, size_t rowBytes) {
       std::vector<uint8_t> rows(nkv * kvHeads * rowBytes);
       for (size_t t = 0; t < nkv; ++t) {
-        size_t page = size_t(indices[t / pageSize]), slot = t % pageSize;
-        for (size_t h = 0; h < kvHeads; ++h) {
-          size_t row = headMajor ? (page * kvHeads + h) * pageSize + slot
-                                 : (page * pageSize + slot) * kvHeads + h;
+        for (uint32_t h = 0; h < kvHeads; ++h) {
+          uint64_t row = tq_kv_cache_row_index(
+              &cache, uint64_t(indices[t / pageSize]),
+              uint32_t(t % pageSize), h);
           std::memcpy(&rows[(t * kvHeads + h) * rowBytes],
                       &pool[row * rowBytes], rowBytes);
         }

@@ -416,6 +416,10 @@ TEST_F(RuntimeTest, AppendWritesLibraryBytesInPlace) {
           size_t at = (headMajor ? (page * b.kvHeads + h) * b.pageSize + slot
                                  : (page * b.pageSize + slot) * b.kvHeads + h) *
                       kf.rowBytes();
+          // The header's helper says the same.
+          EXPECT_EQ(tq_kv_cache_row_index(&b.cache, page, uint32_t(slot), h) *
+                        kf.rowBytes(),
+                    at);
           std::vector<uint8_t> want(kf.rowBytes());
           ASSERT_TRUE(kf.encodeRow(std::span<const float>(b.k[s]).subspan(
                                        (size_t(t) * b.kvHeads + h) * 96, 96),

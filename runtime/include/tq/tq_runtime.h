@@ -127,6 +127,19 @@ typedef struct tq_kv_cache_v0 {
   const int32_t *seq_lens;      /* contiguous: num_seqs */
 } tq_kv_cache_v0;
 
+/* Where the row of (page, slot, kv_head) starts in a pool, in rows of
+ * that pool's row bytes: the one definition of the two orders above, for
+ * callers that read or fill pools themselves. */
+static inline uint64_t tq_kv_cache_row_index(const tq_kv_cache_v0 *cache,
+                                             uint64_t page, uint32_t slot,
+                                             uint32_t kv_head) {
+  return (cache->layout & TQ_LAYOUT_HEAD_MAJOR)
+             ? (page * cache->num_kv_heads + kv_head) * cache->page_size +
+                   slot
+             : (page * cache->page_size + slot) * cache->num_kv_heads +
+                   kv_head;
+}
+
 /* The number of tokens sequence seq holds. */
 tq_status tq_kv_cache_tokens(const tq_kv_cache_v0 *cache, uint32_t seq,
                              uint64_t *out_tokens);

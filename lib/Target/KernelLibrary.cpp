@@ -217,7 +217,10 @@ bool hasBf16(const llvm::TargetMachine &tm) {
 /// and 16 where it needs several passes anyway (then none spill):
 /// measured on Emerald Rapids, 2 threads, at head dim 256 x group 4 16
 /// beat 32 by 7-9% with token-lane scores (turbo3_0), at 128 x 4 32 beat
-/// 16 by 3-5% (polar4, turbo4_0; docs/perf/cpu.md, session #20).
+/// 16 by 3-5% (polar4, turbo4_0; docs/perf/cpu.md, session #20). V
+/// formats of blocks shorter than 64 values (tq3_0) take 16 too: their
+/// chunks span two blocks, whose joined weights add a live vector per
+/// head and chunk (tq3_0 at 128 x 4: 16 beat 32 by 11%, session #21).
 int64_t accumulatorsFor(const llvm::TargetMachine &tm, int64_t requested,
                         const RuntimeKernelSpec *spec = nullptr) {
   if (requested > 0)
@@ -227,6 +230,11 @@ int64_t accumulatorsFor(const llvm::TargetMachine &tm, int64_t requested,
   const int64_t lanes = 16, registers = 32;
   if (spec && int64_t(spec->vDim()) * spec->group > lanes * registers)
     return 16;
+  if (spec) {
+    auto v = ::tq::quant::Format::get(spec->valueFormat, spec->vDim());
+    if (v && v->spec().isScaledCodesRow() && v->spec().blockLen < 64)
+      return 16;
+  }
   return registers;
 }
 
@@ -688,6 +696,19 @@ bool mlir::tq::writeKernelLibrary(MLIRContext &context,
         continue;
       KnobValues &knobs = options.kernelKnobs[spec.name()];
       knobs.try_emplace("accumulators", std::to_string(own));
+    }
+
+  // Values of blocks shorter than 64 (tq3_0) take the pair sums only
+  // with AVX-512: its 64-lane chunks span two blocks in one register;
+  // with AVX2 the sums were slower than f32 (docs/perf/cpu.md, session
+  // #21), so such kernels keep f32 values there (unless they have a knob).
+  if (options.valueDot != "f32" && !hasAvx512(*tm))
+    for (const RuntimeKernelSpec &spec : specs) {
+      if (!isAttentionKind(spec.kind))
+        continue;
+      auto v = ::tq::quant::Format::get(spec.valueFormat, spec.vDim());
+      if (v && v->spec().isScaledCodesRow() && v->spec().blockLen < 64)
+        options.kernelKnobs[spec.name()].try_emplace("value_dot", "f32");
     }
 
   std::vector<std::string> objects;

@@ -118,7 +118,8 @@ cl::opt<int64_t> accumulators(
     "accumulators", cl::cat(toolOptions),
     cl::desc("vector accumulators of the one-row weighted sum per token "
              "loop (0: 32 where --chip has AVX-512 and they hold a decode "
-             "kernel's row in one pass, V's dim x group <= 512, else 16)"),
+             "kernel's row in one pass, V's dim x group <= 512, and V's "
+             "blocks have at least 64 values, else 16)"),
     cl::init(0));
 cl::opt<std::string> scoreDot(
     "score-dot", cl::cat(toolOptions),

@@ -70,6 +70,13 @@ bool hasScaledCodes(const std::string &name, unsigned d) {
   return f.ok() && f->spec().isScaledCodesRow();
 }
 
+/// Blocks of at least 64 values: the one-row int8 score by row lanes
+/// applies (shorter ones, tq3_0's 32, take it by token lanes only).
+bool rowLanesApply(const std::string &name, unsigned d) {
+  Result<Format> f = Format::get(name, d);
+  return f.ok() && f->spec().isScaledCodesRow() && f->spec().blockLen >= 64;
+}
+
 /// One reduced-precision path: its pipeline options and the instructions
 /// its native lowering needs.
 struct Path {
@@ -77,6 +84,12 @@ struct Path {
   bool bf16;
   /// score-lanes=tokens (one query row; prefill keeps rows).
   bool tokenLanes = false;
+  /// True where the path changes a one-query-row kernel of `format`.
+  bool appliesToDecode(const std::string &format, unsigned d) const {
+    if (std::string(scoreDot) == "i8" && !tokenLanes)
+      return rowLanesApply(format, d);
+    return hasScaledCodes(format, d);
+  }
 };
 
 const Path kPaths[] = {
@@ -282,7 +295,7 @@ protected:
     };
     std::vector<float> f32 = run(nullptr, Lowering::Portable);
     std::vector<float> reduced = run(&path, Lowering::Portable);
-    if (path.tokenLanes) {
+    if (path.tokenLanes && rowLanesApply(c.format, c.headDim)) {
       // The same integer sums, scaled in the same order.
       Path rowLanes = path;
       rowLanes.tokenLanes = false;
@@ -344,7 +357,7 @@ protected:
 TEST_P(DotPath, EveryApplicableFormatPeakedAndFlat) {
   int formats = 0;
   for (const FormatInfo &info : allFormats()) {
-    if (!hasScaledCodes(info.name, 128))
+    if (!GetParam().appliesToDecode(info.name, 128))
       continue;
     ++formats;
     for (bool peaked : {false, true}) {
@@ -366,8 +379,10 @@ TEST_P(DotPath, BlockScaledRows) {
     const char *format;
     unsigned dim;
   };
+  // tq3_0: a scale per 32 values, so the pair sums' 64-lane chunks span
+  // two blocks (each 128-bit lane one block's weights).
   for (Shape s : {Shape{"turbo3_0", 256}, Shape{"turbo4_0", 256},
-                  Shape{"turbo2_0", 384}})
+                  Shape{"turbo2_0", 384}, Shape{"tq3_0", 256}})
     for (bool peaked : {false, true}) {
       Case c;
       c.format = s.format;
@@ -377,6 +392,8 @@ TEST_P(DotPath, BlockScaledRows) {
       Result<Format> f = Format::get(c.format, c.headDim);
       ASSERT_TRUE(f.ok());
       ASSERT_GT(f->spec().blocksPerRow(), 1u) << c.format;
+      if (!GetParam().appliesToDecode(c.format, c.headDim))
+        continue;
       check(c);
     }
 }
@@ -411,7 +428,8 @@ TEST_P(DotPath, GqaGroupsAndLongContext) {
 TEST_P(DotPath, PrefillRows) {
   for (auto [format, dim] : {std::pair<const char *, unsigned>{"turbo3_0", 128},
                              {"polar4", 128},
-                             {"turbo3_0", 256}}) {
+                             {"turbo3_0", 256},
+                             {"tq3_0", 128}}) {
     Case c;
     c.format = format;
     c.headDim = dim;
@@ -422,16 +440,22 @@ TEST_P(DotPath, PrefillRows) {
   }
 }
 
-/// Formats the path does not apply to (tq3_0's 32-value blocks, QJL,
-/// q8_0, f16) keep the f32 products: the path changes nothing, bit for
-/// bit.
+/// Formats the path does not apply to (QJL, q8_0, f16) keep the f32
+/// products: the path changes nothing, bit for bit. So does tq3_0's
+/// one-row score by row lanes (32-value blocks: slower than f32 there;
+/// token lanes take it).
 TEST_P(DotPath, OtherFormatsKeepTheF32Products) {
+  const Path &path = GetParam();
+  const bool rowScore =
+      std::string(path.scoreDot) == "i8" && !path.tokenLanes;
   for (const char *format : {"tq3_0", "tqprod3", "q8_0", "f16"}) {
+    if (std::string(format) == "tq3_0" && !rowScore)
+      continue;
     Case c;
     c.format = format;
     c.numKeys = 300;
     SCOPED_TRACE(format);
-    EXPECT_FALSE(hasScaledCodes(format, 128));
+    EXPECT_FALSE(rowLanesApply(format, 128));
     Result<Format> f = Format::get(format, 128);
     ASSERT_TRUE(f.ok());
     std::vector<float> q(c.queryHeads * 128);

@@ -80,8 +80,10 @@ def TQLowerToLoops : Pass<"tq-lower-to-loops", "::mlir::ModuleOp"> {
            "tokens (every i32 lane a part of one token's score, four "
            "tokens a vector, the packed index fields gathered by "
            "tq.select_bits: no per-row reduction; formats whose index "
-           "planes are 1, 2 or 4 bits wide, at most two, a single scale "
-           "per row; others keep rows)">,
+           "planes are 1, 2 or 4 bits wide, at most two, blocks of a "
+           "multiple of 2S or exactly S values, S = 64 / widest plane's "
+           "bits; others keep rows, or f32 where blocks are shorter than "
+           "64 values)">,
     Option<"selectFields", "select-fields", "bool", /*default=*/"false",
            "The integer score's and pair weighted sum's index decode "
            "gathers each index plane's fields with tq.select_bits and "

@@ -113,16 +113,16 @@ struct FormatSpec {
   /// Storage bits per logical value of a row: rowBytes * 8 / headDim.
   double bitsPerValue() const { return double(rowBytes()) * 8.0 / headDim; }
   /// True where each block of a row is one scale times codebook levels
-  /// of at most 16 entries, with no QJL residual, blocks of at least 64
+  /// of at most 16 entries, with no QJL residual, blocks of at least 32
   /// values (a multiple of 16) and a padded dim that is a multiple of 16:
   /// the rows the integer and bf16 dot-product paths take
   /// (tq-lower-to-loops score-dot=i8, value-dot=bf16|i16), which apply
-  /// each block's scale to the block's sum. (tq3_0's 32-value blocks,
-  /// eight scales per row at head dim 256, made the decode kernel 1.6x
-  /// slower than the f32 one: docs/perf/cpu.md.)
+  /// each block's scale to the block's sum. Blocks under 64 values
+  /// (tq3_0) take a one-row score by token lanes only (by row lanes it
+  /// was 1.6-2.9x slower than f32: docs/perf/cpu.md).
   bool isScaledCodesRow() const {
     return codebook && codebook->centroids.size() <= 16 && !qjl &&
-           scaleRule != ScaleRule::None && blockLen >= 64 &&
+           scaleRule != ScaleRule::None && blockLen >= 32 &&
            blockLen % 16 == 0 && paddedDim % 16 == 0;
   }
 };

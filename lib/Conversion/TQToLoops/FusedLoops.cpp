@@ -22,9 +22,55 @@ Value blockScalesOfRows(OpBuilder &b, Location loc,
                         const VectorRowDecoder &rows, Value tokens,
                         Value length, Value kvh) {
   const int64_t blocks = rows.scaleBlocks();
-  Value scales = createFilledTensor(
-      b, loc, {b.getIndexAttr(blocks), getAsOpFoldResult(length)},
-      b.getF32Type(), b.getF32FloatAttr(0.0f));
+  SmallVector<OpFoldResult> sizes = {b.getIndexAttr(blocks),
+                                     getAsOpFoldResult(length)};
+  if (rows.hasHalfBlockScales()) {
+    // The halves' bits moved per row (scalar loads and stores, no vector
+    // work), then widened 16 at a time: a scalar conversion per row and
+    // block would be most of this loop's instructions.
+    Value bits = createFilledTensor(b, loc, sizes, b.getI16Type(),
+                                    b.getI16IntegerAttr(0));
+    bits = forEach(b, loc, tokens, bits,
+                   [&](OpBuilder &b, Location loc, Value t, Value bits) {
+                     RowBytes row = rows.rowBytes(b, loc, t, kvh);
+                     for (int64_t blk = 0; blk < blocks; ++blk)
+                       bits = tensor::InsertOp::create(
+                           b, loc, rows.scaleBitsOfBlock(b, loc, row, blk),
+                           bits, ValueRange{indexConst(b, loc, blk), t});
+                     return bits;
+                   });
+    constexpr int64_t kLanes = 16;
+    Value scales = tensor::EmptyOp::create(b, loc, sizes, b.getF32Type());
+    Value zeroBits = arith::ConstantIntOp::create(b, loc, b.getI16Type(), 0);
+    Value steps = arith::CeilDivUIOp::create(
+        b, loc, getValueOrCreateConstantIndexOp(b, loc, length),
+        indexConst(b, loc, kLanes));
+    return forEach(
+        b, loc, steps, scales,
+        [&](OpBuilder &b, Location loc, Value step, Value scales) {
+          Value t = arith::MulIOp::create(b, loc, step,
+                                          indexConst(b, loc, kLanes));
+          for (int64_t blk = 0; blk < blocks; ++blk) {
+            SmallVector<Value> at = {indexConst(b, loc, blk), t};
+            Value halves = vector::BitCastOp::create(
+                b, loc, VectorType::get({kLanes}, b.getF16Type()),
+                vector::TransferReadOp::create(
+                    b, loc, VectorType::get({kLanes}, b.getI16Type()), bits,
+                    at, zeroBits, ArrayRef<bool>{false}));
+            scales = vector::TransferWriteOp::create(
+                         b, loc,
+                         arith::ExtFOp::create(
+                             b, loc,
+                             VectorType::get({kLanes}, b.getF32Type()),
+                             halves),
+                         scales, at, ArrayRef<bool>{false})
+                         .getResult();
+          }
+          return scales;
+        });
+  }
+  Value scales = createFilledTensor(b, loc, sizes, b.getF32Type(),
+                                    b.getF32FloatAttr(0.0f));
   return forEach(
       b, loc, tokens, scales,
       [&](OpBuilder &b, Location loc, Value t, Value scales) {

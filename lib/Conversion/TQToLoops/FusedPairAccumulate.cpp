@@ -11,9 +11,16 @@
 // - bf16: the words are the centroids rounded to bf16 and the weights
 //   rounded to bf16; the sums are f32.
 // - i16: the words are int16 levels round(C / sc) (sc = max |C| / 511) and
-//   the weights are int16 fixed point, w16 = round(w * q) per head, block
-//   and call with q = min(32767 / max w, 2^30 / (511 sum w)), so no i32
-//   sum can overflow; the sums become f32 once per call, times sc / q.
+//   the weights are int16 fixed point, w16 = round(w * q) per head and
+//   call with q = min(32767 / max u, 2^30 / (511 sum u)) over u = p times
+//   the token's largest block scale (u = w with one block), so no i32 sum
+//   of any block can overflow; the sums become f32 once per call, times
+//   sc / q.
+//
+// A 64-value chunk may span scale blocks (tq3_0's 32-value blocks) where
+// each 16-value group lies in one: the unpacks stay in 128-bit lanes, so
+// each 128-bit lane of a chunk's words and accumulators is one block's,
+// and the chunk's weights (and factors) join the blocks' by lane.
 //
 // The rows are decoded to codebook indices as bytes (decodeCodes, 64 per
 // chunk), the two rows' bytes interleaved and widened to words by in-lane
@@ -230,33 +237,72 @@ PairWeights pairWeights(OpBuilder &b, Location loc, Value probs,
         })[0];
     return {words, Value()};
   }
-  // i16: per query row, head and block, q from the largest weight and the
-  // weights' sum, then the weights in fixed point.
+  // i16: per query row and head one q, from the largest weight and the
+  // weights' sum over every block (each token's weights bounded by its
+  // probability times its largest block scale, so no i32 sum of any block
+  // overflows), then the weights of every block in fixed point. With one
+  // block these are the weights' own maximum and sum.
   Value factors = tensor::EmptyOp::create(
       b, loc,
       SmallVector<OpFoldResult>{queries, b.getIndexAttr(group),
                                 b.getIndexAttr(blocks)},
       f32);
   Value zeros = vector::BroadcastOp::create(b, loc, f32s, zero);
-  ValueRange fixed = overRowsHeadsAndBlocks(
+  // The probabilities of tokens [t, t + kWeightLanes), zero past the
+  // tokens.
+  auto probsAt = [&](OpBuilder &b, Location loc, Value i, Value hh,
+                     Value t) -> Value {
+    Value h = arith::AddIOp::create(b, loc, first, hh);
+    Value p = vector::TransferReadOp::create(b, loc, f32s, probs,
+                                             ValueRange{i, h, t}, zero,
+                                             ArrayRef<bool>{false});
+    Value valid = vector::CreateMaskOp::create(
+        b, loc, VectorType::get({kWeightLanes}, b.getI1Type()),
+        ValueRange{arith::SubIOp::create(b, loc, tokens, t)});
+    return arith::SelectOp::create(b, loc, valid, p, zeros);
+  };
+  auto scaleAt = [&](OpBuilder &b, Location loc, int64_t blk,
+                     Value t) -> Value {
+    return vector::TransferReadOp::create(
+        b, loc, f32s, scales, ValueRange{indexConst(b, loc, blk), t}, zero,
+        ArrayRef<bool>{true});
+  };
+  // The weights are probabilities times row scales: finite and
+  // non-negative, so maxima need neither NaN nor signed zero handling
+  // (one vmaxps instead of a six-instruction chain).
+  auto fastMax = [&](OpBuilder &b, Location loc, Value x, Value y) -> Value {
+    return arith::MaximumFOp::create(
+        b, loc, x, y,
+        arith::FastMathFlagsAttr::get(b.getContext(),
+                                      arith::FastMathFlags::nnan |
+                                          arith::FastMathFlags::nsz));
+  };
+  auto overRowsAndHeads = [&](ValueRange init, auto body) {
+    return loopOf(
+        b, loc, getValueOrCreateConstantIndexOp(b, loc, queries), c1, init,
+        [&](OpBuilder &b, Location loc, Value i, ValueRange state) {
+          return SmallVector<Value>(loopOf(
+              b, loc, indexConst(b, loc, group), c1, state,
+              [&](OpBuilder &b, Location loc, Value hh, ValueRange state) {
+                return body(b, loc, i, hh, state);
+              }));
+        });
+  };
+  ValueRange fixed = overRowsAndHeads(
       ValueRange{words, factors},
-      [&](OpBuilder &b, Location loc, Value i, Value hh, Value blk,
+      [&](OpBuilder &b, Location loc, Value i, Value hh,
           ValueRange state) -> SmallVector<Value> {
         ValueRange stats = overTokens(
             b, loc, ValueRange{zeros, zeros},
             [&](OpBuilder &b, Location loc, Value t, ValueRange acc) {
-              Value w = weights(b, loc, i, hh, blk, t);
-              // The weights are probabilities times row scales: finite and
-              // non-negative, so the maximum needs neither NaN nor signed
-              // zero handling (one vmaxps instead of a six-instruction
-              // chain per step of this loop-carried maximum).
-              return SmallVector<Value>{
-                  arith::MaximumFOp::create(
-                      b, loc, acc[0], w,
-                      arith::FastMathFlagsAttr::get(
-                          b.getContext(), arith::FastMathFlags::nnan |
-                                              arith::FastMathFlags::nsz)),
-                  arith::AddFOp::create(b, loc, acc[1], w)};
+              Value p = probsAt(b, loc, i, hh, t);
+              Value largest = scaleAt(b, loc, 0, t);
+              for (int64_t blk = 1; blk < blocks; ++blk)
+                largest = fastMax(b, loc, largest, scaleAt(b, loc, blk, t));
+              Value w = arith::MulFOp::create(b, loc, p, largest);
+              return SmallVector<Value>{fastMax(b, loc, acc[0], w),
+                                        arith::AddFOp::create(b, loc, acc[1],
+                                                              w)};
             });
         Value maxW = vector::ReductionOp::create(
             b, loc, vector::CombiningKind::MAXIMUMF, stats[0]);
@@ -279,21 +325,31 @@ PairWeights pairWeights(OpBuilder &b, Location loc, Value probs,
         Value nextWords = overTokens(
             b, loc, state[0],
             [&](OpBuilder &b, Location loc, Value t, ValueRange words) {
-              Value scaled = math::RoundEvenOp::create(
-                  b, loc,
-                  arith::MulFOp::create(
-                      b, loc, weights(b, loc, i, hh, blk, t), qs));
-              Value w = arith::TruncIOp::create(
-                  b, loc, VectorType::get({kWeightLanes}, word),
-                  arith::FPToSIOp::create(
-                      b, loc,
-                      VectorType::get({kWeightLanes}, b.getI32Type()),
-                      scaled));
-              return SmallVector<Value>{
-                  write(b, loc, w, words[0], i, hh, blk, t)};
+              Value p = probsAt(b, loc, i, hh, t);
+              Value next = words[0];
+              for (int64_t blk = 0; blk < blocks; ++blk) {
+                Value scaled = math::RoundEvenOp::create(
+                    b, loc,
+                    arith::MulFOp::create(
+                        b, loc,
+                        arith::MulFOp::create(b, loc, p, scaleAt(b, loc, blk, t)),
+                        qs));
+                Value w = arith::TruncIOp::create(
+                    b, loc, VectorType::get({kWeightLanes}, word),
+                    arith::FPToSIOp::create(
+                        b, loc,
+                        VectorType::get({kWeightLanes}, b.getI32Type()),
+                        scaled));
+                next = write(b, loc, w, next, i, hh, indexConst(b, loc, blk),
+                             t);
+              }
+              return SmallVector<Value>{next};
             })[0];
-        Value nextFactors = tensor::InsertOp::create(b, loc, factor, state[1],
-                                                     ValueRange{i, hh, blk});
+        Value nextFactors = state[1];
+        for (int64_t blk = 0; blk < blocks; ++blk)
+          nextFactors = tensor::InsertOp::create(
+              b, loc, factor, nextFactors,
+              ValueRange{i, hh, indexConst(b, loc, blk)});
         return {nextWords, nextFactors};
       });
   return {fixed[0], fixed[1]};
@@ -315,7 +371,9 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
   VectorRowDecoder &codes = *decoded;
   codes.selectFields(options.selectFields);
   const int64_t width = codes.width();
-  const int64_t lanes = codes.blockChunkLanes();
+  // Chunks whose 128-bit lanes each lie in one scale block (a chunk may
+  // span blocks: its weights then differ by lane).
+  const int64_t lanes = codes.groupBlockChunkLanes();
 
   float levelScale = 1.0f;
   SmallVector<int16_t> table = wordTable(
@@ -396,6 +454,34 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
     Value t1 = arith::MinUIOp::create(
         b, loc, arith::AddIOp::create(b, loc, t0, c1), last);
     return std::make_pair(t0, t1);
+  };
+  // A vector of `type` (accLanes 32-bit lanes) whose 128-bit lane g holds
+  // `of(block)` of the block of chunk `chunk`'s 16-lane group g: one
+  // block's splat, or lanes of several blocks' splats.
+  auto byLane = [&](OpBuilder &b, Location loc, int64_t chunk, Type type,
+                    llvm::function_ref<Value(int64_t)> of) -> Value {
+    const int64_t groups = lanes / 16;
+    SmallVector<int64_t> blockOfGroup;
+    for (int64_t g = 0; g < groups; ++g)
+      blockOfGroup.push_back(codes.groupBlock(lanes, chunk, g));
+    Value first = of(blockOfGroup[0]);
+    if (llvm::all_equal(blockOfGroup))
+      return first;
+    auto i32Lanes = VectorType::get({accLanes}, b.getI32Type());
+    Value joined = vector::BitCastOp::create(b, loc, i32Lanes, first);
+    // One shuffle per further block, taking the lanes of its groups.
+    SmallVector<int64_t> done = {blockOfGroup[0]};
+    for (int64_t blk : blockOfGroup) {
+      if (llvm::is_contained(done, blk))
+        continue;
+      done.push_back(blk);
+      Value other = vector::BitCastOp::create(b, loc, i32Lanes, of(blk));
+      SmallVector<int64_t> mask;
+      for (int64_t l = 0; l < accLanes; ++l)
+        mask.push_back(blockOfGroup[l / 4] == blk ? accLanes + l : l);
+      joined = vector::ShuffleOp::create(b, loc, joined, other, mask);
+    }
+    return vector::BitCastOp::create(b, loc, type, joined);
   };
   const int64_t wordsPerPair = chunks * 4;
   out = forEach(b, loc, indexConst(b, loc, kvHeads), out,
@@ -483,16 +569,23 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
                         w = vector::BitCastOp::create(b, loc, wordsType, w);
                     SmallVector<Value> next;
                     for (int64_t hh = 0; hh < block; ++hh) {
-                      // Each block's weights once per pass.
+                      // Each block's weights once per pass, and each
+                      // chunk's (its lanes' blocks') once.
                       std::map<int64_t, Value> w;
-                      for (int64_t k = 0; k < count * 4; ++k) {
-                        const int64_t blk =
-                            codes.chunkBlock(lanes, firstChunk + k / 4);
+                      std::map<int64_t, Value> chunkWeights;
+                      auto weightOf = [&](int64_t blk) {
                         if (!w.count(blk))
                           w[blk] = pairWeight(b, loc, hh, blk, t0);
+                        return w[blk];
+                      };
+                      for (int64_t k = 0; k < count * 4; ++k) {
+                        const int64_t chunk = firstChunk + k / 4;
+                        if (!chunkWeights.count(chunk))
+                          chunkWeights[chunk] = byLane(
+                              b, loc, chunk, wordsType, weightOf);
                         next.push_back(PairDotOp::create(
                             b, loc, accType, accs[hh * count * 4 + k], words[k],
-                            w[blk]));
+                            chunkWeights[chunk]));
                       }
                     }
                     scf::YieldOp::create(b, loc, next);
@@ -500,17 +593,26 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
               for (int64_t hh = 0; hh < block; ++hh) {
                 Value row = arith::AddIOp::create(b, loc, heads.inGroup,
                                                   indexConst(b, loc, hh));
-                for (int64_t k = 0; k < count * 4; ++k) {
-                  Value acc = loop.getResult(hh * count * 4 + k);
-                  const int64_t blk =
-                      codes.chunkBlock(lanes, firstChunk + k / 4);
-                  Value factor;
-                  if (!floats)
-                    factor = vector::BroadcastOp::create(
-                        b, loc, VectorType::get({accLanes}, b.getF32Type()),
+                auto f32Lanes =
+                    VectorType::get({accLanes}, b.getF32Type());
+                std::map<int64_t, Value> blockFactors;
+                auto factorOf = [&](int64_t blk) {
+                  if (!blockFactors.count(blk))
+                    blockFactors[blk] = vector::BroadcastOp::create(
+                        b, loc, f32Lanes,
                         tensor::ExtractOp::create(
                             b, loc, weights.factors,
                             ValueRange{i, row, indexConst(b, loc, blk)}));
+                  return blockFactors[blk];
+                };
+                std::map<int64_t, Value> chunkFactors;
+                for (int64_t k = 0; k < count * 4; ++k) {
+                  Value acc = loop.getResult(hh * count * 4 + k);
+                  const int64_t chunk = firstChunk + k / 4;
+                  if (!floats && !chunkFactors.count(chunk))
+                    chunkFactors[chunk] =
+                        byLane(b, loc, chunk, f32Lanes, factorOf);
+                  Value factor = floats ? Value() : chunkFactors[chunk];
                   if (!floats)
                     acc = arith::MulFOp::create(
                         b, loc,

@@ -22,7 +22,11 @@
 // two index planes of 1, 2 or 4 bits (the second above the first's bits),
 // every plane packed value after value within a block, and blocks of a
 // multiple of 2S values, where S = 64 / (widest plane's bits) values fill
-// 8 bytes of the widest plane: turbo2/3/4_0, polar1-4.
+// 8 bytes of the widest plane (turbo2/3/4_0, polar1-4), or of exactly S
+// values, a lane's halves then from one run (tq3_0's 32). Each block has
+// its own chains and transpose. Where a token's one 16-byte read holds
+// every plane's window (tq3_0's block) the planes share it, and a block
+// scale inside it is taken from the joined reads, not read per token.
 //
 //===----------------------------------------------------------------------===//
 
@@ -101,14 +105,24 @@ std::optional<Plan> planFor(const ::tq::quant::FormatSpec &spec) {
   const int64_t blockLen = spec.blockLen;
   const int64_t blocks = spec.paddedDim / spec.blockLen;
   const int64_t rowBytes = blocks * int64_t(spec.bytesPerBlock);
-  if (blockLen % (2 * span) != 0 || rowBytes < 16)
+  // A piece of two runs of S values (each half of a lane from one), or,
+  // in blocks of S values, of one run (a lane's halves from the same
+  // window, the second half 8 values on).
+  const bool twoRuns = blockLen % (2 * span) == 0;
+  if ((!twoRuns && blockLen != span) || rowBytes < 16)
     return std::nullopt;
+  const int64_t pieceLen = twoRuns ? 2 * span : span;
+  // Value e of half h of the piece's level vector k: first + h * halfStep
+  // + k * vectorStep + e.
+  const int64_t halfStep = twoRuns ? span : 8;
+  const int64_t vectorStep = twoRuns ? 8 : 16;
+  const int64_t vectors = pieceLen / 16;
   Plan plan;
   if (planes.size() == 2)
     plan.lowBits = planes[0].bits;
   for (int64_t blk = 0; blk < blocks; ++blk) {
     const int64_t base = blk * spec.bytesPerBlock;
-    for (int64_t first = 0; first < blockLen; first += 2 * span) {
+    for (int64_t first = 0; first < blockLen; first += pieceLen) {
       Piece piece;
       piece.block = blk;
       for (const auto &p : planes) {
@@ -116,32 +130,50 @@ std::optional<Plan> planFor(const ::tq::quant::FormatSpec &spec) {
         auto bitOf = [&](int64_t j) {
           return 8 * (base + int64_t(p.byteOffset)) + j * int64_t(p.bits);
         };
-        // The 8 bytes from each run's first field on; a narrower plane's
-        // runs share them.
-        int64_t start[2];
-        for (int64_t h = 0; h < 2; ++h)
-          start[h] = bitOf(first + h * span) / 8;
-        const int64_t read = std::min(start[0], rowBytes - 16);
+        // Each half's 8 bytes from its first field on (inside the row); a
+        // narrower plane's runs share the first half's.
+        int64_t at[2];
+        for (int64_t h = 0; h < 2; ++h) {
+          const int64_t from = p.bits == widest ? h : 0;
+          at[h] = std::min(bitOf(first + from * halfStep) / 8, rowBytes - 8);
+        }
+        const int64_t read = std::min(at[0], rowBytes - 16);
         PlaneWindow w;
         w.read = read;
         for (int64_t h = 0; h < 2; ++h) {
-          // A narrower plane: the first run's 8 bytes hold both runs.
-          const int64_t at = p.bits == widest ? start[h] : start[0];
-          w.half[h] = at - read;
-          // Every field of the run inside the half's 8 bytes, which lie
-          // inside the 16 read.
-          const int64_t lastBit = bitOf(first + h * span + span - 1) + p.bits;
-          if (w.half[h] < 0 || w.half[h] > 8 ||
-              bitOf(first + h * span) < 8 * at || lastBit > 8 * (at + 8))
+          w.half[h] = at[h] - read;
+          // Every field of the half inside its 8 bytes, which lie inside
+          // the 16 read.
+          const int64_t lo = first + h * halfStep;
+          const int64_t hi = lo + (vectors - 1) * vectorStep + 7;
+          if (w.half[h] < 0 || w.half[h] > 8 || bitOf(lo) < 8 * at[h] ||
+              bitOf(hi) + int64_t(p.bits) > 8 * (at[h] + 8))
             return std::nullopt;
         }
         piece.windows.push_back(w);
       }
-      for (int64_t k = 0; k < span / 8; ++k) {
+      // One read for every plane where its 16 bytes hold all the windows
+      // (tq3_0's block: both planes and the scale in 14 bytes): the
+      // token's bytes are then loaded and joined once.
+      int64_t common = piece.windows.front().read;
+      for (const PlaneWindow &w : piece.windows)
+        common = std::min(common, w.read);
+      bool shared = true;
+      for (const PlaneWindow &w : piece.windows)
+        for (int64_t h = 0; h < 2; ++h)
+          shared &= w.read + w.half[h] - common <= 8;
+      if (shared)
+        for (PlaneWindow &w : piece.windows) {
+          for (int64_t h = 0; h < 2; ++h)
+            w.half[h] += w.read - common;
+          w.read = common;
+        }
+      for (int64_t k = 0; k < vectors; ++k) {
         LevelVector v;
         for (int64_t h = 0; h < 2; ++h)
           for (int64_t e = 0; e < 8; ++e)
-            v.values.push_back(blk * blockLen + first + h * span + 8 * k + e);
+            v.values.push_back(blk * blockLen + first + h * halfStep +
+                               k * vectorStep + e);
         v.offsets.resize(planes.size());
         for (auto [pl, p] : llvm::enumerate(planes)) {
           const PlaneWindow &w = piece.windows[pl];
@@ -166,18 +198,21 @@ std::optional<Plan> planFor(const ::tq::quant::FormatSpec &spec) {
   return plan;
 }
 
-/// The 64-byte vector of four tokens' reads of one plane (lane L: `reads[L]`'s
-/// bytes at the window's halves).
-Value planeBytes(OpBuilder &b, Location loc, ArrayRef<Value> reads,
-                 const PlaneWindow &w) {
+/// Four tokens' 16-byte reads as one 64-byte vector (lane L: `reads[L]`).
+Value joinReads(OpBuilder &b, Location loc, ArrayRef<Value> reads) {
   auto join = [&](Value x, Value y, int64_t n) {
     SmallVector<int64_t> mask(2 * n);
     for (int64_t i = 0; i < 2 * n; ++i)
       mask[i] = i;
     return vector::ShuffleOp::create(b, loc, x, y, mask).getResult();
   };
-  Value joined =
-      join(join(reads[0], reads[1], 16), join(reads[2], reads[3], 16), 32);
+  return join(join(reads[0], reads[1], 16), join(reads[2], reads[3], 16), 32);
+}
+
+/// The plane's bytes from the joined reads: lane L holds the window's
+/// halves of token L's read.
+Value planeBytes(OpBuilder &b, Location loc, Value joined,
+                 const PlaneWindow &w) {
   if (w.identity())
     return joined;
   SmallVector<int64_t> mask;
@@ -186,6 +221,55 @@ Value planeBytes(OpBuilder &b, Location loc, ArrayRef<Value> reads,
       for (int64_t e = 0; e < 8; ++e)
         mask.push_back(16 * lane + w.half[h] + e);
   return vector::ShuffleOp::create(b, loc, joined, joined, mask);
+}
+
+/// Where a block's fp16 scale lies in a read of the block's first piece
+/// (tq3_0's, inside its 16 bytes): the plane and the byte in the read.
+struct ScaleInRead {
+  int64_t plane = 0;
+  int64_t at = 0;
+};
+
+std::optional<ScaleInRead> scaleInRead(const ::tq::quant::FormatSpec &spec,
+                                       const Piece &piece) {
+  if (spec.scaleType != ::tq::quant::ScalarType::F16)
+    return std::nullopt;
+  const int64_t scale =
+      piece.block * int64_t(spec.bytesPerBlock) + int64_t(spec.scaleOffset);
+  for (auto [pl, w] : llvm::enumerate(piece.windows))
+    if (scale >= w.read && scale + 2 <= w.read + 16)
+      return ScaleInRead{int64_t(pl), scale - w.read};
+  return std::nullopt;
+}
+
+/// The step's 16 tokens' scales (token 4L + g in lane 4L + g) from the
+/// four groups' joined reads, each token's half at byte 16L + at of its
+/// group's vector: two byte shuffles per pair of groups and a widening,
+/// where a scalar load and conversion per token would be 16 of each.
+Value scalesFromReads(OpBuilder &b, Location loc, ArrayRef<Value> joined,
+                      int64_t at) {
+  auto groupsOf = [&](int64_t g0) {
+    SmallVector<int64_t> mask(32, 0);
+    for (int64_t t = 0; t < kStepTokens; ++t) {
+      const int64_t g = t % kLaneTokens, lane = t / kLaneTokens;
+      if (g != g0 && g != g0 + 1)
+        continue;
+      for (int64_t k = 0; k < 2; ++k)
+        mask[2 * t + k] = (g == g0 ? 0 : 64) + 16 * lane + at + k;
+    }
+    return vector::ShuffleOp::create(b, loc, joined[g0], joined[g0 + 1], mask)
+        .getResult();
+  };
+  Value low = groupsOf(0), high = groupsOf(2);
+  SmallVector<int64_t> mask;
+  for (int64_t t = 0; t < kStepTokens; ++t)
+    for (int64_t k = 0; k < 2; ++k)
+      mask.push_back((t % kLaneTokens < 2 ? 0 : 32) + 2 * t + k);
+  Value bytes = vector::ShuffleOp::create(b, loc, low, high, mask);
+  Value halves = vector::BitCastOp::create(
+      b, loc, VectorType::get({kStepTokens}, b.getF16Type()), bytes);
+  return arith::ExtFOp::create(
+      b, loc, VectorType::get({kStepTokens}, b.getF32Type()), halves);
 }
 
 /// A 16-lane shuffle of x and y taking, in every 128-bit lane, the i32
@@ -284,13 +368,24 @@ FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
         SmallVector<int64_t> tokenLanes;
         for (int64_t t = 0; t < kStepTokens; ++t)
           tokenLanes.push_back(t);
-        SmallVector<Value> blockScales;
+        // Blocks whose scale the first piece's reads hold take it from
+        // them (below); the others' are read per row here.
+        SmallVector<Value> blockScales(blocks);
+        SmallVector<std::optional<ScaleInRead>> inReads(blocks);
+        SmallVector<bool> seen(blocks, false);
+        for (const Piece &piece : plan->pieces) {
+          if (!rowsDecoder.hasRowScale() && !seen[piece.block])
+            inReads[piece.block] = scaleInRead(spec, piece);
+          seen[piece.block] = true;
+        }
         for (int64_t blk = 0; blk < blocks; ++blk) {
+          if (inReads[blk])
+            continue;
           SmallVector<Value> perRow;
           for (const DecodedRow &row : rows)
             perRow.push_back(
                 rowsDecoder.scaleOfBlock(b, loc, row.row, row.t, kvh, blk));
-          blockScales.push_back(spreadScalars(b, loc, perRow, tokenLanes));
+          blockScales[blk] = spreadScalars(b, loc, perRow, tokenLanes);
         }
         return forEachHeadBlock(
             b, loc, kvh, group, block, scores,
@@ -309,21 +404,29 @@ FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
                 // Pair sums of groups 0, 1 and 2, 3 per head, formed as
                 // soon as both groups are done.
                 SmallVector<Value> pairs(2 * block);
+                // Each group's joined reads that hold the block's scales.
+                SmallVector<Value> scaleReads;
                 for (int64_t g = 0; g < kGroups; ++g) {
                   int64_t vectorIndex = 0;
+                  bool firstPiece = true;
                   for (const Piece &piece : plan->pieces) {
                     if (piece.block != blk) {
                       vectorIndex += piece.levels.size();
                       continue;
                     }
                     SmallVector<Value> planeVectors;
-                    for (const PlaneWindow &w : piece.windows) {
+                    for (auto [pl, w] : llvm::enumerate(piece.windows)) {
                       SmallVector<Value> reads;
                       for (int64_t lane = 0; lane < kLaneTokens; ++lane)
                         reads.push_back(rows[kLaneTokens * lane + g].row.read(
                             b, loc, w.read, 16));
-                      planeVectors.push_back(planeBytes(b, loc, reads, w));
+                      Value joined = joinReads(b, loc, reads);
+                      if (firstPiece && inReads[blk] &&
+                          inReads[blk]->plane == int64_t(pl))
+                        scaleReads.push_back(joined);
+                      planeVectors.push_back(planeBytes(b, loc, joined, w));
                     }
+                    firstPiece = false;
                     for (const LevelVector &level : piece.levels) {
                       Value index = SelectBitsOp::create(
                           b, loc, bytesType, planeVectors[0],
@@ -364,6 +467,9 @@ FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
                           pairSums(b, loc, acc[hh * kGroups + g - 1],
                                    acc[hh * kGroups + g]);
                 }
+                if (inReads[blk])
+                  blockScales[blk] =
+                      scalesFromReads(b, loc, scaleReads, inReads[blk]->at);
                 for (int64_t hh = 0; hh < block; ++hh) {
                   Value sums =
                       tokenSums(b, loc, pairs[2 * hh], pairs[2 * hh + 1]);

@@ -273,12 +273,13 @@ VectorRowDecoder::getForScaledCodes(const RowDecoder &decoder) {
   return codes;
 }
 
-bool VectorRowDecoder::chunksInBlocks(int64_t lanes) const {
+bool VectorRowDecoder::chunksInBlocks(int64_t lanes, int64_t group) const {
   if (width_ % lanes != 0)
     return false;
   const int64_t blockLen = this->blockLen();
-  for (int64_t first = 0; first < width_; first += lanes)
-    for (int64_t l = first; l < first + lanes; ++l)
+  const int64_t step = group ? group : lanes;
+  for (int64_t first = 0; first < width_; first += step)
+    for (int64_t l = first; l < first + step; ++l)
       if (order_[l] / blockLen != order_[first] / blockLen)
         return false;
   return true;
@@ -287,6 +288,13 @@ bool VectorRowDecoder::chunksInBlocks(int64_t lanes) const {
 int64_t VectorRowDecoder::blockChunkLanes() const {
   for (int64_t lanes : {64, 32, 16})
     if (chunksInBlocks(lanes))
+      return lanes;
+  return 0;
+}
+
+int64_t VectorRowDecoder::groupBlockChunkLanes() const {
+  for (int64_t lanes : {64, 32, 16})
+    if (chunksInBlocks(lanes, 16))
       return lanes;
   return 0;
 }
@@ -675,6 +683,23 @@ Value VectorRowDecoder::scaleOfBlock(OpBuilder &b, Location loc,
   return blockScale(b, loc, row, block);
 }
 
+bool VectorRowDecoder::hasHalfBlockScales() const {
+  const quant::FormatSpec &spec = decoder_->spec();
+  return spec.scaleRule != quant::ScaleRule::None &&
+         spec.scaleType == quant::ScalarType::F16 && !hasRowScale();
+}
+
+Value VectorRowDecoder::scaleBitsOfBlock(OpBuilder &b, Location loc,
+                                         const RowBytes &row,
+                                         int64_t block) const {
+  assert(hasHalfBlockScales() && block < scaleBlocks() && "no such scale");
+  const quant::FormatSpec &spec = decoder_->spec();
+  Value bits = vector::BitCastOp::create(
+      b, loc, VectorType::get({1}, b.getI16Type()),
+      row.read(b, loc, block * spec.bytesPerBlock + spec.scaleOffset, 2));
+  return vector::ExtractOp::create(b, loc, bits, int64_t(0));
+}
+
 Value VectorRowDecoder::planeFields(OpBuilder &b, Location loc,
                                     const RowBytes &rowBytes,
                                     const PlaneLanes &lanes,
@@ -925,8 +950,17 @@ Value VectorRowDecoder::selectCodes(OpBuilder &b, Location loc,
         return {};
       window.push_back(std::min(lo, rowBytes_ - 8));
     }
-    const int64_t first = *llvm::min_element(window);
-    const int64_t span = *llvm::max_element(window) + 8 - first;
+    const int64_t lo = *llvm::min_element(window);
+    int64_t span = *llvm::max_element(window) + 8 - lo;
+    // One read of a power-of-two size, moved back to stay in the row
+    // where it must: a 16-, 32- or 64-byte load and one permute, where an
+    // odd size (tq3_0's two blocks' windows: 22 bytes) loads in pieces.
+    const int64_t whole = int64_t(llvm::PowerOf2Ceil(uint64_t(span)));
+    int64_t first = lo;
+    if (whole <= rowBytes_ && whole <= count) {
+      first = std::min(lo, rowBytes_ - whole);
+      span = whole;
+    }
     Value bytes = planeRow(row, lanes).read(b, loc, first, span);
     SmallVector<int64_t> spread;
     SmallVector<int8_t> offsets;

@@ -207,6 +207,13 @@ public:
   /// rowScale where hasRowScale()).
   Value scaleOfBlock(OpBuilder &b, Location loc, const RowBytes &row,
                      Value t, Value kvHead, int64_t block) const;
+  /// True where each block's scale is an fp16 in the row itself (no row
+  /// factor): scaleBitsOfBlock applies.
+  bool hasHalfBlockScales() const;
+  /// The bits of block `block`'s fp16 scale as an i16 (hasHalfBlockScales):
+  /// moved as they are, widened later many at a time.
+  Value scaleBitsOfBlock(OpBuilder &b, Location loc, const RowBytes &row,
+                         int64_t block) const;
   /// The widest of 64, 32 or 16 lanes that divides the row with every
   /// chunk of that many lanes (in laneOrder) inside one scale block; 0
   /// where none is.
@@ -214,6 +221,16 @@ public:
   /// The scale block of chunk `chunk` of `lanes` lanes (blockChunkLanes).
   int64_t chunkBlock(int64_t lanes, int64_t chunk) const {
     return order_[chunk * lanes] / blockLen();
+  }
+  /// The widest of 64, 32 or 16 lanes that divides the row with every
+  /// 16-lane group of every chunk (in laneOrder) inside one scale block: a
+  /// chunk may span blocks (tq3_0's 32-value blocks in 64-lane chunks),
+  /// each 128-bit lane of its products one block's. 0 where none is.
+  int64_t groupBlockChunkLanes() const;
+  /// The scale block of 16-lane group `group` of chunk `chunk` of `lanes`
+  /// lanes (groupBlockChunkLanes).
+  int64_t groupBlock(int64_t lanes, int64_t chunk, int64_t group) const {
+    return order_[chunk * lanes + 16 * group] / blockLen();
   }
 
 private:
@@ -223,8 +240,9 @@ private:
   /// where the planes or the row do not fit.
   Value selectCodes(OpBuilder &b, Location loc, const RowBytes &row,
                     ArrayRef<int64_t> values) const;
-  /// True where every chunk of `lanes` lanes lies in one scale block.
-  bool chunksInBlocks(int64_t lanes) const;
+  /// True where every group of `group` lanes (default: the chunk) of
+  /// every chunk of `lanes` lanes lies in one scale block.
+  bool chunksInBlocks(int64_t lanes, int64_t group = 0) const;
 
   /// Per value j of the row (not per lane): the byte of the row holding
   /// its bits in one plane, the bit offset within that byte, and where the

@@ -47,13 +47,21 @@ func.func @turbo3(%p: tensor<1x2x5xf32>, %vb: tensor<5x1x50xi8>) -> tensor<1x2x1
 // -----
 
 // Rows of several scale blocks (turbo3_0 at 256: a norm per 128 values):
-// weights and fixed-point factors per head and block; the passes over the
-// first block's chunks take its weights, those over the second's theirs.
+// weights per head and block with one fixed-point factor per head, from
+// each token's probability times its larger block scale (the maximum of
+// the two blocks' scales, then the running maximum); each token step
+// writes both blocks' words. The passes over the first block's chunks
+// take its weights, those over the second's theirs.
 // I16-LABEL: func @two_blocks
 // I16: tensor.empty() : tensor<1x4x2xf32>
 // I16: scf.for {{.*}} -> (tensor<1x4x2x?xi16>, tensor<1x4x2xf32>)
 // I16: scf.for {{.*}} -> (tensor<1x4x2x?xi16>, tensor<1x4x2xf32>)
-// I16: scf.for {{.*}} -> (tensor<1x4x2x?xi16>, tensor<1x4x2xf32>)
+// I16: arith.maximumf %{{.*}}, %{{.*}} fastmath<nnan,nsz> : vector<16xf32>
+// I16: arith.maximumf %{{.*}}, %{{.*}} fastmath<nnan,nsz> : vector<16xf32>
+// I16: vector.transfer_write %{{.*}}[%{{.*}}, %{{.*}}, %c0{{.*}}, %{{.*}}]{{.*}} : vector<16xi16>, tensor<1x4x2x?xi16>
+// I16: vector.transfer_write %{{.*}}[%{{.*}}, %{{.*}}, %c1{{.*}}, %{{.*}}]{{.*}} : vector<16xi16>, tensor<1x4x2x?xi16>
+// I16: tensor.insert %[[F:.*]] into %{{.*}}[%{{.*}}, %{{.*}}, %c0{{.*}}] : tensor<1x4x2xf32>
+// I16: tensor.insert %[[F]] into %{{.*}}[%{{.*}}, %{{.*}}, %c1{{.*}}] : tensor<1x4x2xf32>
 // I16: vector.transfer_read %{{.*}}[%c0{{.*}}, %{{.*}}, %c0{{.*}}, %{{.*}}]{{.*}} : tensor<1x4x2x?xi16>, vector<2xi16>
 // I16: tq.pair_dot
 // I16: tensor.extract %{{.*}}[%c0{{.*}}, %{{.*}}, %c0{{.*}}] : tensor<1x4x2xf32>
@@ -64,6 +72,29 @@ func.func @two_blocks(%p: tensor<1x4x5xf32>, %vb: tensor<5x1x100xi8>) -> tensor<
   %v = tq.from_bytes %vb : tensor<5x1x100xi8> -> !tq.cache<5x1x256, #tq.format<"turbo3_0">>
   %a = tq.accumulate %p, %v {lookup = #tq.lookup<tile>} : tensor<1x4x5xf32>, !tq.cache<5x1x256, #tq.format<"turbo3_0">> -> tensor<1x4x256xf32>
   return %a : tensor<1x4x256xf32>
+}
+
+// -----
+
+// tq3_0's 32-value blocks: 64-lane chunks span two blocks, each 128-bit
+// lane (16 lanes of the chunk) inside one, so a chunk's pair weights take
+// each 128-bit lane from its block's broadcast weights, and so do the
+// factors that scale the sums.
+// I16-LABEL: func @chunks_over_two_blocks
+// I16: vector.broadcast %{{.*}} : vector<1xi32> to vector<16xi32>
+// I16: vector.broadcast %{{.*}} : vector<1xi32> to vector<16xi32>
+// I16: %[[W:.*]] = vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 4, 5, 6, 7, 24, 25, 26, 27, 28, 29, 30, 31] : vector<16xi32>, vector<16xi32>
+// I16: %[[WORDS:.*]] = vector.bitcast %[[W]] : vector<16xi32> to vector<32xi16>
+// I16: tq.pair_dot %{{.*}}, %{{.*}}, %[[WORDS]]
+// I16: tensor.extract %{{.*}} : tensor<1x4x4xf32>
+// I16: tensor.extract %{{.*}} : tensor<1x4x4xf32>
+// I16: %[[F:.*]] = vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 4, 5, 6, 7, 24, 25, 26, 27, 28, 29, 30, 31] : vector<16xi32>, vector<16xi32>
+// I16: %[[FS:.*]] = vector.bitcast %[[F]] : vector<16xi32> to vector<16xf32>
+// I16: arith.mulf %{{.*}}, %[[FS]] : vector<16xf32>
+func.func @chunks_over_two_blocks(%p: tensor<1x4x5xf32>, %vb: tensor<5x1x56xi8>) -> tensor<1x4x128xf32> {
+  %v = tq.from_bytes %vb : tensor<5x1x56xi8> -> !tq.cache<5x1x128, #tq.format<"tq3_0">>
+  %a = tq.accumulate %p, %v {lookup = #tq.lookup<tile>} : tensor<1x4x5xf32>, !tq.cache<5x1x128, #tq.format<"tq3_0">> -> tensor<1x4x128xf32>
+  return %a : tensor<1x4x128xf32>
 }
 
 // -----

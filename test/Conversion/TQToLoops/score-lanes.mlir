@@ -62,6 +62,32 @@ func.func @polar4(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x66xi8>) -> tensor<1x2
 
 // -----
 
+// tq3_0: 32-value blocks of a 2-bit plane (bytes 0..7), a 1-bit plane
+// (8..11) and an fp16 scale (12..13). A piece is one run of the block's
+// 32 values, a lane's halves 8 values apart in the same 8 bytes; one
+// 16-byte read per token holds both planes (the two reads are the same,
+// merged by CSE) and the block's scale, which the step takes from the
+// joined reads (16 halves, one widening) instead of a load per token.
+// One query row by row lanes keeps the f32 score (32-value blocks ran
+// slower than f32 there).
+// CHECK-LABEL: func @tq3
+// CHECK: vector.transfer_read %{{.*}}%c0{{.*}} : tensor<?x?x1x56xi8>, vector<16xi8>
+// CHECK: tq.select_bits %{{.*}} [0, 2, 4, 6, 8, 10, 12, 14, 0, 2, 4, 6, 8, 10, 12, 14,
+// CHECK: tq.select_bits %{{.*}} [62, 63, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13,
+// CHECK-COUNT-2: tq.byte_dot
+// CHECK: vector.bitcast %{{.*}} : vector<32xi8> to vector<16xf16>
+// CHECK: arith.extf %{{.*}} : vector<16xf16> to vector<16xf32>
+// ROWS-LABEL: func @tq3
+// ROWS-NOT: tq.byte_dot
+// ROWS: vector.fma
+func.func @tq3(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x56xi8>) -> tensor<1x2x5xf32> {
+  %k = tq.from_bytes %kb : tensor<5x1x56xi8> -> !tq.cache<5x1x128, #tq.format<"tq3_0">>
+  %s = tq.score %q, %k {lookup = #tq.lookup<tile>} : tensor<1x2x128xf32>, !tq.cache<5x1x128, #tq.format<"tq3_0">> -> tensor<1x2x5xf32>
+  return %s : tensor<1x2x5xf32>
+}
+
+// -----
+
 // Several query rows (prefill) keep the row lanes: each row's levels are
 // decoded once for all query rows, which a token's lanes cannot share.
 // CHECK-LABEL: func @two_query_rows

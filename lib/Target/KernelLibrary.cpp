@@ -698,6 +698,18 @@ bool mlir::tq::writeKernelLibrary(MLIRContext &context,
       knobs.try_emplace("accumulators", std::to_string(own));
     }
 
+  // Keys of blocks shorter than 64 (tq3_0) take the int8 score by token
+  // lanes only (one query row); elsewhere the lowering keeps f32, which
+  // their knobs then say.
+  if (options.scoreDot == "i8")
+    for (const RuntimeKernelSpec &spec : specs) {
+      if (!isAttentionKind(spec.kind) ||
+          (isDecodeKind(spec) && options.scoreLanes == "tokens"))
+        continue;
+      auto k = ::tq::quant::Format::get(spec.keyFormat, spec.headDim);
+      if (k && k->spec().isScaledCodesRow() && k->spec().blockLen < 64)
+        options.kernelKnobs[spec.name()].try_emplace("score_dot", "f32");
+    }
   // Values of blocks shorter than 64 (tq3_0) take the pair sums only
   // with AVX-512: its 64-lane chunks span two blocks in one register;
   // with AVX2 the sums were slower than f32 (docs/perf/cpu.md, session

@@ -118,8 +118,8 @@ struct FormatSpec {
   /// the rows the integer and bf16 dot-product paths take
   /// (tq-lower-to-loops score-dot=i8, value-dot=bf16|i16), which apply
   /// each block's scale to the block's sum. Blocks under 64 values
-  /// (tq3_0) take a one-row score by token lanes only (by row lanes it
-  /// was 1.6-2.9x slower than f32: docs/perf/cpu.md).
+  /// (tq3_0) take the int8 score by token lanes only, i.e. with one query
+  /// row (by row lanes it was slower than f32: docs/perf/cpu.md).
   bool isScaledCodesRow() const {
     return codebook && codebook->centroids.size() <= 16 && !qjl &&
            scaleRule != ScaleRule::None && blockLen >= 32 &&

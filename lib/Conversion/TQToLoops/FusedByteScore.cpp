@@ -147,7 +147,7 @@ ByteQuery bytescore::quantiseQuery(OpBuilder &b, Location loc, Value query,
   return {loops.getResult(0), loops.getResult(1), loops.getResult(2)};
 }
 
-/// Blocks shorter than this keep a one-row score off the row lanes.
+/// Blocks shorter than this keep the score off the row lanes.
 constexpr int64_t kMinRowLaneBlock = 64;
 
 FailureOr<Value> mlir::tq::emitFusedByteScore(OpBuilder &b, Location loc,
@@ -166,12 +166,11 @@ FailureOr<Value> mlir::tq::emitFusedByteScore(OpBuilder &b, Location loc,
       VectorRowDecoder::getForScaledCodes(keys.rowDecoder());
   if (failed(codes))
     return failure();
-  // One query row of short blocks (tq3_0's 32 values: eight chains and
-  // sums per row at head dim 256) ran 1.6-2.9x slower than the f32 score
-  // by rows; such rows take the int8 score by tokens or keep f32.
-  // Several query rows share each decoded row and still gain.
-  if (codes->blockLen() < kMinRowLaneBlock &&
-      cast<ShapedType>(query.getType()).getDimSize(0) == 1)
+  // Short blocks (tq3_0's 32 values: a chain, a sum and a scale per 32
+  // values) ran slower than the f32 score by rows: decode 1.6-2.9x, a
+  // 64-row prefill block 1.4x (docs/perf/cpu.md). Such rows take the
+  // int8 score by token lanes (one query row) or keep f32.
+  if (codes->blockLen() < kMinRowLaneBlock)
     return failure();
   codes->selectFields(options.selectFields);
   const int64_t width = codes->width();

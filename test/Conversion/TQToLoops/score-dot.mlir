@@ -89,3 +89,17 @@ func.func @qjl_residual(%q: tensor<1x2x256xf32>, %kb: tensor<5x1x100xi8>) -> ten
   %s = tq.score %q, %k {lookup = #tq.lookup<tile>} : tensor<1x2x256xf32>, !tq.cache<5x1x256, #tq.format<"tqprod3">> -> tensor<1x2x5xf32>
   return %s : tensor<1x2x5xf32>
 }
+
+// -----
+
+// tq3_0's 32-value blocks keep the f32 score by row lanes, with several
+// query rows too (a chain, a sum and a scale per 32 values: slower than
+// f32); one query row takes it by token lanes (score-lanes.mlir).
+// CHECK-LABEL: func @short_blocks
+// CHECK-NOT: tq.byte_dot
+// CHECK: vector.fma
+func.func @short_blocks(%q: tensor<3x2x128xf32>, %kb: tensor<5x1x56xi8>) -> tensor<3x2x5xf32> {
+  %k = tq.from_bytes %kb : tensor<5x1x56xi8> -> !tq.cache<5x1x128, #tq.format<"tq3_0">>
+  %s = tq.score %q, %k {lookup = #tq.lookup<tile>} : tensor<3x2x128xf32>, !tq.cache<5x1x128, #tq.format<"tq3_0">> -> tensor<3x2x5xf32>
+  return %s : tensor<3x2x5xf32>
+}

@@ -149,10 +149,11 @@ PairWeights pairWeights(OpBuilder &b, Location loc, Value probs,
   // The rows' scales (strided reads of the rows), zero past the tokens.
   Value scales = blockScalesOfRows(b, loc, values, tokens, span, kvh);
   Value first = arith::MulIOp::create(b, loc, kvh, indexConst(b, loc, group));
-  // Query row i's head hh's weights of block blk for tokens [t, t +
+  Value zeros = vector::BroadcastOp::create(b, loc, f32s, zero);
+  // Query row i's head hh's probabilities of tokens [t, t +
   // kWeightLanes), zero past the tokens.
-  auto weights = [&](OpBuilder &b, Location loc, Value i, Value hh,
-                     Value blk, Value t) -> Value {
+  auto probsAt = [&](OpBuilder &b, Location loc, Value i, Value hh,
+                     Value t) -> Value {
     Value h = arith::AddIOp::create(b, loc, first, hh);
     Value p = vector::TransferReadOp::create(b, loc, f32s, probs,
                                              ValueRange{i, h, t}, zero,
@@ -160,13 +161,20 @@ PairWeights pairWeights(OpBuilder &b, Location loc, Value probs,
     Value valid = vector::CreateMaskOp::create(
         b, loc, VectorType::get({kWeightLanes}, b.getI1Type()),
         ValueRange{arith::SubIOp::create(b, loc, tokens, t)});
-    p = arith::SelectOp::create(
-        b, loc, valid, p, vector::BroadcastOp::create(b, loc, f32s, zero));
-    return arith::MulFOp::create(
-        b, loc, p,
-        vector::TransferReadOp::create(b, loc, f32s, scales,
-                                       ValueRange{blk, t}, zero,
-                                       ArrayRef<bool>{true}));
+    return arith::SelectOp::create(b, loc, valid, p, zeros);
+  };
+  // The rows' scales of block blk for those tokens.
+  auto scaleAt = [&](OpBuilder &b, Location loc, Value blk,
+                     Value t) -> Value {
+    return vector::TransferReadOp::create(b, loc, f32s, scales,
+                                          ValueRange{blk, t}, zero,
+                                          ArrayRef<bool>{true});
+  };
+  // Their weights of block blk.
+  auto weights = [&](OpBuilder &b, Location loc, Value i, Value hh,
+                     Value blk, Value t) -> Value {
+    return arith::MulFOp::create(b, loc, probsAt(b, loc, i, hh, t),
+                                 scaleAt(b, loc, blk, t));
   };
   // for x in [0, n) step `by`, carrying `init`.
   using LoopBody = function_ref<SmallVector<Value>(OpBuilder &, Location,
@@ -201,22 +209,31 @@ PairWeights pairWeights(OpBuilder &b, Location loc, Value probs,
                                            ArrayRef<bool>{true})
         .getResult();
   };
-  // for (i, hh, blk) in queries x group x blocks, carrying `init`.
-  using RowBody = function_ref<SmallVector<Value>(
-      OpBuilder &, Location, Value, Value, Value, ValueRange)>;
-  auto overRowsHeadsAndBlocks = [&](ValueRange init, RowBody body) {
+  // for (i, hh) in queries x group, carrying `init`.
+  using HeadBody = function_ref<SmallVector<Value>(
+      OpBuilder &, Location, Value, Value, ValueRange)>;
+  auto overRowsAndHeads = [&](ValueRange init, HeadBody body) {
     return loopOf(
         b, loc, getValueOrCreateConstantIndexOp(b, loc, queries), c1, init,
         [&](OpBuilder &b, Location loc, Value i, ValueRange state) {
           return SmallVector<Value>(loopOf(
               b, loc, indexConst(b, loc, group), c1, state,
               [&](OpBuilder &b, Location loc, Value hh, ValueRange state) {
-                return SmallVector<Value>(loopOf(
-                    b, loc, indexConst(b, loc, blocks), c1, state,
-                    [&](OpBuilder &b, Location loc, Value blk,
-                        ValueRange state) {
-                      return body(b, loc, i, hh, blk, state);
-                    }));
+                return body(b, loc, i, hh, state);
+              }));
+        });
+  };
+  // for (i, hh, blk) in queries x group x blocks, carrying `init`.
+  using RowBody = function_ref<SmallVector<Value>(
+      OpBuilder &, Location, Value, Value, Value, ValueRange)>;
+  auto overRowsHeadsAndBlocks = [&](ValueRange init, RowBody body) {
+    return overRowsAndHeads(
+        init, [&](OpBuilder &b, Location loc, Value i, Value hh,
+                  ValueRange state) {
+          return SmallVector<Value>(loopOf(
+              b, loc, indexConst(b, loc, blocks), c1, state,
+              [&](OpBuilder &b, Location loc, Value blk, ValueRange state) {
+                return body(b, loc, i, hh, blk, state);
               }));
         });
   };
@@ -247,26 +264,6 @@ PairWeights pairWeights(OpBuilder &b, Location loc, Value probs,
       SmallVector<OpFoldResult>{queries, b.getIndexAttr(group),
                                 b.getIndexAttr(blocks)},
       f32);
-  Value zeros = vector::BroadcastOp::create(b, loc, f32s, zero);
-  // The probabilities of tokens [t, t + kWeightLanes), zero past the
-  // tokens.
-  auto probsAt = [&](OpBuilder &b, Location loc, Value i, Value hh,
-                     Value t) -> Value {
-    Value h = arith::AddIOp::create(b, loc, first, hh);
-    Value p = vector::TransferReadOp::create(b, loc, f32s, probs,
-                                             ValueRange{i, h, t}, zero,
-                                             ArrayRef<bool>{false});
-    Value valid = vector::CreateMaskOp::create(
-        b, loc, VectorType::get({kWeightLanes}, b.getI1Type()),
-        ValueRange{arith::SubIOp::create(b, loc, tokens, t)});
-    return arith::SelectOp::create(b, loc, valid, p, zeros);
-  };
-  auto scaleAt = [&](OpBuilder &b, Location loc, int64_t blk,
-                     Value t) -> Value {
-    return vector::TransferReadOp::create(
-        b, loc, f32s, scales, ValueRange{indexConst(b, loc, blk), t}, zero,
-        ArrayRef<bool>{true});
-  };
   // The weights are probabilities times row scales: finite and
   // non-negative, so maxima need neither NaN nor signed zero handling
   // (one vmaxps instead of a six-instruction chain).
@@ -277,17 +274,6 @@ PairWeights pairWeights(OpBuilder &b, Location loc, Value probs,
                                       arith::FastMathFlags::nnan |
                                           arith::FastMathFlags::nsz));
   };
-  auto overRowsAndHeads = [&](ValueRange init, auto body) {
-    return loopOf(
-        b, loc, getValueOrCreateConstantIndexOp(b, loc, queries), c1, init,
-        [&](OpBuilder &b, Location loc, Value i, ValueRange state) {
-          return SmallVector<Value>(loopOf(
-              b, loc, indexConst(b, loc, group), c1, state,
-              [&](OpBuilder &b, Location loc, Value hh, ValueRange state) {
-                return body(b, loc, i, hh, state);
-              }));
-        });
-  };
   ValueRange fixed = overRowsAndHeads(
       ValueRange{words, factors},
       [&](OpBuilder &b, Location loc, Value i, Value hh,
@@ -296,9 +282,10 @@ PairWeights pairWeights(OpBuilder &b, Location loc, Value probs,
             b, loc, ValueRange{zeros, zeros},
             [&](OpBuilder &b, Location loc, Value t, ValueRange acc) {
               Value p = probsAt(b, loc, i, hh, t);
-              Value largest = scaleAt(b, loc, 0, t);
+              Value largest = scaleAt(b, loc, indexConst(b, loc, 0), t);
               for (int64_t blk = 1; blk < blocks; ++blk)
-                largest = fastMax(b, loc, largest, scaleAt(b, loc, blk, t));
+                largest = fastMax(b, loc, largest,
+                                  scaleAt(b, loc, indexConst(b, loc, blk), t));
               Value w = arith::MulFOp::create(b, loc, p, largest);
               return SmallVector<Value>{fastMax(b, loc, acc[0], w),
                                         arith::AddFOp::create(b, loc, acc[1],
@@ -332,7 +319,9 @@ PairWeights pairWeights(OpBuilder &b, Location loc, Value probs,
                     b, loc,
                     arith::MulFOp::create(
                         b, loc,
-                        arith::MulFOp::create(b, loc, p, scaleAt(b, loc, blk, t)),
+                        arith::MulFOp::create(
+                            b, loc, p,
+                            scaleAt(b, loc, indexConst(b, loc, blk), t)),
                         qs));
                 Value w = arith::TruncIOp::create(
                     b, loc, VectorType::get({kWeightLanes}, word),

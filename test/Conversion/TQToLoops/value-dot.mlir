@@ -99,6 +99,20 @@ func.func @chunks_over_two_blocks(%p: tensor<1x4x5xf32>, %vb: tensor<5x1x56xi8>)
 
 // -----
 
+// tq3_0 at head dim 96: 96 values are no whole number of 64-lane chunks,
+// and its 32-value blocks in 32-lane chunks ran far slower than the f32
+// sum, which it keeps.
+// I16-LABEL: func @short_blocks_narrow_chunks
+// I16-NOT: tq.pair_dot
+// I16: vector.fma
+func.func @short_blocks_narrow_chunks(%p: tensor<1x4x5xf32>, %vb: tensor<5x1x42xi8>) -> tensor<1x4x96xf32> {
+  %v = tq.from_bytes %vb : tensor<5x1x42xi8> -> !tq.cache<5x1x96, #tq.format<"tq3_0">>
+  %a = tq.accumulate %p, %v {lookup = #tq.lookup<tile>} : tensor<1x4x5xf32>, !tq.cache<5x1x96, #tq.format<"tq3_0">> -> tensor<1x4x96xf32>
+  return %a : tensor<1x4x96xf32>
+}
+
+// -----
+
 // QJL residual signs (tqprod) keep the f32 sum.
 // BF16-LABEL: func @qjl_residual
 // BF16-NOT: tq.pair_dot

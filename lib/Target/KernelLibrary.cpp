@@ -221,6 +221,13 @@ bool hasBf16(const llvm::TargetMachine &tm) {
 /// formats of blocks shorter than 64 values (tq3_0) take 16 too: their
 /// chunks span two blocks, whose joined weights add a live vector per
 /// head and chunk (tq3_0 at 128 x 4: 16 beat 32 by 11%, session #21).
+/// True where rows of `format` at `dim` have blocks under 64 values
+/// (FormatSpec::hasShortScaleBlocks: tq3_0).
+bool hasShortScaleBlocks(const std::string &format, unsigned dim) {
+  auto f = ::tq::quant::Format::get(format, dim);
+  return f && f->spec().hasShortScaleBlocks();
+}
+
 int64_t accumulatorsFor(const llvm::TargetMachine &tm, int64_t requested,
                         const RuntimeKernelSpec *spec = nullptr) {
   if (requested > 0)
@@ -230,11 +237,8 @@ int64_t accumulatorsFor(const llvm::TargetMachine &tm, int64_t requested,
   const int64_t lanes = 16, registers = 32;
   if (spec && int64_t(spec->vDim()) * spec->group > lanes * registers)
     return 16;
-  if (spec) {
-    auto v = ::tq::quant::Format::get(spec->valueFormat, spec->vDim());
-    if (v && v->spec().isScaledCodesRow() && v->spec().blockLen < 64)
-      return 16;
-  }
+  if (spec && hasShortScaleBlocks(spec->valueFormat, spec->vDim()))
+    return 16;
   return registers;
 }
 
@@ -706,8 +710,7 @@ bool mlir::tq::writeKernelLibrary(MLIRContext &context,
       if (!isAttentionKind(spec.kind) ||
           (isDecodeKind(spec) && options.scoreLanes == "tokens"))
         continue;
-      auto k = ::tq::quant::Format::get(spec.keyFormat, spec.headDim);
-      if (k && k->spec().isScaledCodesRow() && k->spec().blockLen < 64)
+      if (hasShortScaleBlocks(spec.keyFormat, spec.headDim))
         options.kernelKnobs[spec.name()].try_emplace("score_dot", "f32");
     }
   // Values of blocks shorter than 64 (tq3_0) take the pair sums only
@@ -718,8 +721,7 @@ bool mlir::tq::writeKernelLibrary(MLIRContext &context,
     for (const RuntimeKernelSpec &spec : specs) {
       if (!isAttentionKind(spec.kind))
         continue;
-      auto v = ::tq::quant::Format::get(spec.valueFormat, spec.vDim());
-      if (v && v->spec().isScaledCodesRow() && v->spec().blockLen < 64)
+      if (hasShortScaleBlocks(spec.valueFormat, spec.vDim()))
         options.kernelKnobs[spec.name()].try_emplace("value_dot", "f32");
     }
 

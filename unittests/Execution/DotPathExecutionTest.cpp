@@ -74,7 +74,8 @@ bool hasScaledCodes(const std::string &name, unsigned d) {
 /// applies (shorter ones, tq3_0's 32, take it by token lanes only).
 bool rowLanesApply(const std::string &name, unsigned d) {
   Result<Format> f = Format::get(name, d);
-  return f.ok() && f->spec().isScaledCodesRow() && f->spec().blockLen >= 64;
+  return f.ok() && f->spec().isScaledCodesRow() &&
+         !f->spec().hasShortScaleBlocks();
 }
 
 /// One reduced-precision path: its pipeline options and the instructions

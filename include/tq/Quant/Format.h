@@ -125,6 +125,13 @@ struct FormatSpec {
            scaleRule != ScaleRule::None && blockLen >= 32 &&
            blockLen % 16 == 0 && paddedDim % 16 == 0;
   }
+  /// Scaled-codes rows of blocks under 64 values (tq3_0's 32): the int8
+  /// score by row lanes, the pair sums in chunks narrower than 64 lanes
+  /// and the pair sums on AVX2 were slower than f32 for them, so those
+  /// keep f32 (docs/perf/cpu.md, session #21).
+  bool hasShortScaleBlocks() const {
+    return isScaledCodesRow() && blockLen < 64;
+  }
 };
 
 /// What an encode observed that the caller may want to report.

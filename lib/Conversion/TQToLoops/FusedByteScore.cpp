@@ -147,9 +147,6 @@ ByteQuery bytescore::quantiseQuery(OpBuilder &b, Location loc, Value query,
   return {loops.getResult(0), loops.getResult(1), loops.getResult(2)};
 }
 
-/// Blocks shorter than this keep the score off the row lanes.
-constexpr int64_t kMinRowLaneBlock = 64;
-
 FailureOr<Value> mlir::tq::emitFusedByteScore(OpBuilder &b, Location loc,
                                               Value query,
                                               const VectorRowDecoder &keys,
@@ -170,7 +167,7 @@ FailureOr<Value> mlir::tq::emitFusedByteScore(OpBuilder &b, Location loc,
   // values) ran slower than the f32 score by rows: decode 1.6-2.9x, a
   // 64-row prefill block 1.4x (docs/perf/cpu.md). Such rows take the
   // int8 score by token lanes (one query row) or keep f32.
-  if (codes->blockLen() < kMinRowLaneBlock)
+  if (keys.rowDecoder().spec().hasShortScaleBlocks())
     return failure();
   codes->selectFields(options.selectFields);
   const int64_t width = codes->width();

@@ -366,7 +366,7 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
   // Blocks under 64 values in narrower chunks (tq3_0 at head dim 96: 32
   // lanes) keep the f32 sum: at head dim 128 such chunks took 26.6 ms
   // where f32 values took 7.69 (docs/perf/cpu.md, session #21).
-  if (codes.blockLen() < 64 && lanes < 64)
+  if (values.rowDecoder().spec().hasShortScaleBlocks() && lanes < 64)
     return failure();
 
   float levelScale = 1.0f;

@@ -232,8 +232,6 @@ struct ScaleInRead {
 
 std::optional<ScaleInRead> scaleInRead(const ::tq::quant::FormatSpec &spec,
                                        const Piece &piece) {
-  if (spec.scaleType != ::tq::quant::ScalarType::F16)
-    return std::nullopt;
   const int64_t scale =
       piece.block * int64_t(spec.bytesPerBlock) + int64_t(spec.scaleOffset);
   for (auto [pl, w] : llvm::enumerate(piece.windows))
@@ -368,16 +366,15 @@ FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
         SmallVector<int64_t> tokenLanes;
         for (int64_t t = 0; t < kStepTokens; ++t)
           tokenLanes.push_back(t);
-        // Blocks whose scale the first piece's reads hold take it from
-        // them (below); the others' are read per row here.
+        // Blocks whose fp16 scale the first piece's reads hold take it
+        // from them (below); the others' are read per row here. (Pieces
+        // come in block order.)
         SmallVector<Value> blockScales(blocks);
         SmallVector<std::optional<ScaleInRead>> inReads(blocks);
-        SmallVector<bool> seen(blocks, false);
-        for (const Piece &piece : plan->pieces) {
-          if (!rowsDecoder.hasRowScale() && !seen[piece.block])
-            inReads[piece.block] = scaleInRead(spec, piece);
-          seen[piece.block] = true;
-        }
+        if (rowsDecoder.hasHalfBlockScales())
+          for (auto [k, piece] : llvm::enumerate(plan->pieces))
+            if (k == 0 || plan->pieces[k - 1].block != piece.block)
+              inReads[piece.block] = scaleInRead(spec, piece);
         for (int64_t blk = 0; blk < blocks; ++blk) {
           if (inReads[blk])
             continue;

@@ -24,21 +24,69 @@ Value blockScalesOfRows(OpBuilder &b, Location loc,
   const int64_t blocks = rows.scaleBlocks();
   SmallVector<OpFoldResult> sizes = {b.getIndexAttr(blocks),
                                      getAsOpFoldResult(length)};
-  if (rows.hasHalfBlockScales()) {
+  if (rows.hasHalfScaleBits()) {
     // The halves' bits moved per row (scalar loads and stores, no vector
     // work), then widened 16 at a time: a scalar conversion per row and
     // block would be most of this loop's instructions.
     Value bits = createFilledTensor(b, loc, sizes, b.getI16Type(),
                                     b.getI16IntegerAttr(0));
-    bits = forEach(b, loc, tokens, bits,
-                   [&](OpBuilder &b, Location loc, Value t, Value bits) {
-                     RowBytes row = rows.rowBytes(b, loc, t, kvh);
-                     for (int64_t blk = 0; blk < blocks; ++blk)
-                       bits = tensor::InsertOp::create(
-                           b, loc, rows.scaleBitsOfBlock(b, loc, row, blk),
-                           bits, ValueRange{indexConst(b, loc, blk), t});
-                     return bits;
-                   });
+    auto moveBits = [&](OpBuilder &b, Location loc, Value bits,
+                        function_ref<RowBytes(OpBuilder &, Location, Value)>
+                            rowOf) {
+      return forEach(b, loc, tokens, bits,
+                     [&](OpBuilder &b, Location loc, Value t, Value bits) {
+                       RowBytes row = rowOf(b, loc, t);
+                       for (int64_t blk = 0; blk < blocks; ++blk)
+                         bits = tensor::InsertOp::create(
+                             b, loc, rows.scaleBitsOfBlock(b, loc, row, blk),
+                             bits, ValueRange{indexConst(b, loc, blk), t});
+                       return bits;
+                     });
+    };
+    auto anyRows = [&](OpBuilder &b, Location loc, Value bits) {
+      return moveBits(b, loc, bits, [&](OpBuilder &b, Location loc, Value t) {
+        return rows.rowBytes(b, loc, t, kvh);
+      });
+    };
+    if (!rows.rowDecoder().access().table) {
+      bits = anyRows(b, loc, bits);
+    } else {
+      // Rows in one page (a whole tile, mostly): each a slot further, no
+      // per-row page and slot reads and address products, which were
+      // most of this loop. Empty ranges read no address.
+      const RowDecoder &decoder = rows.rowDecoder();
+      Value some = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
+                                         tokens, indexConst(b, loc, 0));
+      bits = scf::IfOp::create(
+                 b, loc, some,
+                 [&](OpBuilder &b, Location loc) {
+                   auto [run, page, slot] = decoder.rowsInOnePage(
+                       b, loc, indexConst(b, loc, 0), tokens, false);
+                   auto ifRun = scf::IfOp::create(
+                       b, loc, run,
+                       [&](OpBuilder &b, Location loc) {
+                         scf::YieldOp::create(
+                             b, loc,
+                             moveBits(b, loc, bits,
+                                      [&](OpBuilder &b, Location loc,
+                                          Value t) {
+                                        return rows.rowBytesAt(
+                                            page,
+                                            arith::AddIOp::create(b, loc,
+                                                                  slot, t),
+                                            kvh);
+                                      }));
+                       },
+                       [&](OpBuilder &b, Location loc) {
+                         scf::YieldOp::create(b, loc, anyRows(b, loc, bits));
+                       });
+                   scf::YieldOp::create(b, loc, ifRun.getResult(0));
+                 },
+                 [&](OpBuilder &b, Location loc) {
+                   scf::YieldOp::create(b, loc, bits);
+                 })
+                 .getResult(0);
+    }
     constexpr int64_t kLanes = 16;
     Value scales = tensor::EmptyOp::create(b, loc, sizes, b.getF32Type());
     Value zeroBits = arith::ConstantIntOp::create(b, loc, b.getI16Type(), 0);

@@ -119,9 +119,23 @@ RowDecoder::nextRangeRowAddress(OpBuilder &b, Location loc, Value t) const {
 std::tuple<Value, Value, Value>
 RowDecoder::rowsInOnePage(OpBuilder &b, Location loc, Value t, int64_t count,
                           bool nextRange) const {
+  assert(count >= 1 && "rows in one page: at least one row");
+  return rowsInOnePageTo(b, loc, t, indexConst(b, loc, count - 1), nextRange);
+}
+
+std::tuple<Value, Value, Value>
+RowDecoder::rowsInOnePage(OpBuilder &b, Location loc, Value t, Value count,
+                          bool nextRange) const {
+  return rowsInOnePageTo(
+      b, loc, t, arith::SubIOp::create(b, loc, count, indexConst(b, loc, 1)),
+      nextRange);
+}
+
+std::tuple<Value, Value, Value>
+RowDecoder::rowsInOnePageTo(OpBuilder &b, Location loc, Value t,
+                            Value lastOffset, bool nextRange) const {
   auto [page, slot] =
       nextRange ? nextRangeRowAddress(b, loc, t) : rowAddress(b, loc, t);
-  Value lastOffset = indexConst(b, loc, count - 1);
   Value tokens = getValueOrCreateConstantIndexOp(b, loc, access_.numTokens);
   // The last row: inside the cache (this range), or the sequence (next).
   Value last = arith::AddIOp::create(b, loc, t, lastOffset);

@@ -98,6 +98,12 @@ public:
   std::tuple<Value, Value, Value> rowsInOnePage(OpBuilder &b, Location loc,
                                                 Value t, int64_t count,
                                                 bool nextRange) const;
+  /// The same for a count known at run time (an index value), which must
+  /// be at least one when it runs (row t's address is read): callers
+  /// guard empty ranges.
+  std::tuple<Value, Value, Value> rowsInOnePage(OpBuilder &b, Location loc,
+                                                Value t, Value count,
+                                                bool nextRange) const;
   const CacheAccess &access() const { return access_; }
 
   /// Who reads the rows, which decides what precompute() prepares.
@@ -117,6 +123,10 @@ public:
                   DecodeUse use = DecodeUse::Elements);
 
 private:
+  /// rowsInOnePage of rows t .. t + lastOffset.
+  std::tuple<Value, Value, Value> rowsInOnePageTo(OpBuilder &b, Location loc,
+                                                  Value t, Value lastOffset,
+                                                  bool nextRange) const;
   void precomputeAddresses(OpBuilder &b, Location loc, bool withNextRange);
   void precomputeScales(OpBuilder &b, Location loc, int64_t kvHeads);
   /// Byte offset of the block holding element j within its row.

@@ -689,10 +689,17 @@ bool VectorRowDecoder::hasHalfBlockScales() const {
          spec.scaleType == quant::ScalarType::F16 && !hasRowScale();
 }
 
+bool VectorRowDecoder::hasHalfScaleBits() const {
+  const quant::FormatSpec &spec = decoder_->spec();
+  return spec.family != quant::FormatFamily::F16 &&
+         spec.scaleRule != quant::ScaleRule::None &&
+         spec.scaleType == quant::ScalarType::F16 && !renormalises();
+}
+
 Value VectorRowDecoder::scaleBitsOfBlock(OpBuilder &b, Location loc,
                                          const RowBytes &row,
                                          int64_t block) const {
-  assert(hasHalfBlockScales() && block < scaleBlocks() && "no such scale");
+  assert(hasHalfScaleBits() && block < scaleBlocks() && "no such scale");
   const quant::FormatSpec &spec = decoder_->spec();
   Value bits = vector::BitCastOp::create(
       b, loc, VectorType::get({1}, b.getI16Type()),

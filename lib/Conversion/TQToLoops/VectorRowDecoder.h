@@ -208,9 +208,13 @@ public:
   Value scaleOfBlock(OpBuilder &b, Location loc, const RowBytes &row,
                      Value t, Value kvHead, int64_t block) const;
   /// True where each block's scale is an fp16 in the row itself (no row
-  /// factor): scaleBitsOfBlock applies.
+  /// factor) and the row has several blocks.
   bool hasHalfBlockScales() const;
-  /// The bits of block `block`'s fp16 scale as an i16 (hasHalfBlockScales):
+  /// True where every scale of the row (its blocks', or its one row
+  /// scale) is an fp16 in the row used as it is, no renormalisation:
+  /// scaleBitsOfBlock applies.
+  bool hasHalfScaleBits() const;
+  /// The bits of block `block`'s fp16 scale as an i16 (hasHalfScaleBits):
   /// moved as they are, widened later many at a time.
   Value scaleBitsOfBlock(OpBuilder &b, Location loc, const RowBytes &row,
                          int64_t block) const;

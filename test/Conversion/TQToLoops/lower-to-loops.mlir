@@ -151,8 +151,9 @@ func.func @score_tile_rows(%q: tensor<?x2x128xf32>, %kb: tensor<5x1x50xi8>) -> t
 
 // -----
 
-// One query row: the rows' scales are gathered (a loop over the tokens)
-// and each head's weights multiplied by them (a loop over the group's
+// One query row: the rows' scales are gathered (a loop over the tokens
+// moving their fp16 bits, then one widening them 16 at a time) and each
+// head's weights multiplied by them (a loop over the group's
 // heads around one over contiguous tokens: it vectorises), then the
 // weighted sum keeps its output in loop-carried vectors (2 heads x 8
 // chunks = 16 accumulators, one pass over the tokens) and writes each
@@ -160,9 +161,12 @@ func.func @score_tile_rows(%q: tensor<?x2x128xf32>, %kb: tensor<5x1x50xi8>) -> t
 // are in row order (each chunk's fields are word reads of the row).
 // CHECK-LABEL: func @accumulate_tile_one_row
 // CHECK: %[[CACHE:.*]] = tensor.cast %{{.*}} : tensor<1x5x1x50xi8> to tensor<?x?x1x50xi8>
-// CHECK: %[[SCALES:.*]] = scf.for %[[U:.*]] = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<1x5xf32>)
+// CHECK: %[[BITS:.*]] = scf.for %[[U:.*]] = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<1x5xi16>)
 // CHECK: %[[UROW:.*]] = arith.addi %c0{{.*}}, %[[U]] : index
 // CHECK: vector.transfer_read %[[CACHE]][%{{.*}}, %[[UROW]], %{{.*}}, %c0{{.*}}]{{.*}} vector<2xi8>
+// CHECK: %[[SCALES:.*]] = scf.for {{.*}} -> (tensor<1x5xf32>)
+// CHECK: vector.transfer_read %[[BITS]]{{.*}} vector<16xi16>
+// CHECK: arith.extf %{{.*}} : vector<16xf16> to vector<16xf32>
 // CHECK: %[[W:.*]] = scf.for %[[HH:.*]] = %c0{{.*}} to %c2{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<2x5xf32>)
 // CHECK: %[[H:.*]] = arith.addi %{{.*}}, %[[HH]] : index
 // CHECK: scf.for %[[S:.*]] = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<2x5xf32>)

@@ -141,3 +141,36 @@ func.func @prefill_rows(%p: tensor<3x2x5xf32>, %vb: tensor<5x1x50xi8>) -> tensor
   %a = tq.accumulate %p, %v {lookup = #tq.lookup<tile>} : tensor<3x2x5xf32>, !tq.cache<5x1x128, #tq.format<"turbo3_0">> -> tensor<3x2x128xf32>
   return %a : tensor<3x2x128xf32>
 }
+
+// -----
+
+// The weights' row scales (turbo3_0: one fp16 norm per row) are moved as
+// fp16 bits and widened 16 at a time, as block scales are. Paged caches
+// take the rows' bits without per-row page and slot reads where all the
+// rows are in one page (row 0's page, each row a slot further); empty
+// ranges read no address, and rows over several pages read their own.
+// I16-LABEL: func @paged_row_scales
+// I16: %[[SOME:.*]] = arith.cmpi ne, %[[N:.*]], %{{.*}} : index
+// I16: scf.if %[[SOME]] -> (tensor<1x?xi16>)
+// I16: %[[PAGE:.*]] = tensor.extract %{{.*}}#0[%{{.*}}] : tensor<?xindex>
+// I16: %[[SLOT:.*]] = tensor.extract %{{.*}}#1[%{{.*}}] : tensor<?xindex>
+// I16: scf.if %{{.*}} -> (tensor<1x?xi16>)
+// I16: scf.for %[[T:.*]] = %{{.*}} to %[[N]]
+// I16-NOT: tensor.extract
+// I16: %[[AT:.*]] = arith.addi %[[SLOT]], %[[T]] : index
+// I16: vector.transfer_read %{{.*}}[%[[PAGE]], %[[AT]], {{.*}} vector<2xi8>
+// I16: vector.bitcast %{{.*}} : vector<2xi8> to vector<1xi16>
+// I16: } else {
+// I16: scf.for
+// I16: tensor.extract %{{.*}}#0[
+// I16: tensor.extract %{{.*}}#1[
+// I16: vector.transfer_read {{.*}} vector<2xi8>
+// I16: } else {
+// I16: vector.bitcast %{{.*}} : vector<16xi16> to vector<16xf16>
+// I16: arith.extf %{{.*}} : vector<16xf16> to vector<16xf32>
+// I16: tq.pair_dot
+func.func @paged_row_scales(%p: tensor<1x4x?xf32>, %pool: tensor<?x16x1x50xi8>, %table: tensor<?xi32>, %n: index) -> tensor<1x4x128xf32> {
+  %v = tq.from_pages %pool[%table], %n : tensor<?x16x1x50xi8>, tensor<?xi32> -> !tq.cache<?x1x128, #tq.format<"turbo3_0">>
+  %a = tq.accumulate %p, %v {lookup = #tq.lookup<tile>} : tensor<1x4x?xf32>, !tq.cache<?x1x128, #tq.format<"turbo3_0">> -> tensor<1x4x128xf32>
+  return %a : tensor<1x4x128xf32>
+}

@@ -96,8 +96,7 @@ RowDecoder::RowDecoder(OpBuilder &b, Location loc, quant::Format format,
 std::pair<Value, Value> RowDecoder::rowAddress(OpBuilder &b, Location loc,
                                                Value t) const {
   if (pages_)
-    return {tensor::ExtractOp::create(b, loc, pages_, ValueRange{t}),
-            tensor::ExtractOp::create(b, loc, slots_, ValueRange{t})};
+    return addressAt(b, loc, t);
   assert(!access_.table && "a paged cache's addresses are precomputed");
   return {indexConst(b, loc, 0),
           arith::AddIOp::create(b, loc, access_.tokenOffset, t)};
@@ -112,8 +111,17 @@ RowDecoder::nextRangeRowAddress(OpBuilder &b, Location loc, Value t) const {
             arith::AddIOp::create(b, loc, access_.tokenOffset, at)};
   assert(addressesNextRange_ &&
          "precompute(..., DecodeUse::VectorRows) addresses the next range");
-  return {tensor::ExtractOp::create(b, loc, pages_, ValueRange{at}),
-          tensor::ExtractOp::create(b, loc, slots_, ValueRange{at})};
+  return addressAt(b, loc, at);
+}
+
+std::pair<Value, Value> RowDecoder::addressAt(OpBuilder &b, Location loc,
+                                              Value at) const {
+  auto read = [&](Value table) -> Value {
+    return arith::IndexCastUIOp::create(
+        b, loc, b.getIndexType(),
+        tensor::ExtractOp::create(b, loc, table, ValueRange{at}));
+  };
+  return {read(pages_), read(slots_)};
 }
 
 std::tuple<Value, Value, Value>
@@ -314,9 +322,13 @@ void RowDecoder::precomputeAddresses(OpBuilder &b, Location loc,
   Value rows = withNextRange ? arith::AddIOp::create(b, loc, tokens, tokens)
                              : tokens;
   addressesNextRange_ = withNextRange;
+  // Pages and slots as 32-bit words (the table's pages are i32, a page's
+  // slots fewer than 2^32 by the runtime's and ggml's layouts): half the
+  // stores of index words, per tile and cache.
   SmallVector<OpFoldResult> sizes = {rows};
-  Value pagesInit = tensor::EmptyOp::create(b, loc, sizes, b.getIndexType());
-  Value slotsInit = tensor::EmptyOp::create(b, loc, sizes, b.getIndexType());
+  Type word = b.getI32Type();
+  Value pagesInit = tensor::EmptyOp::create(b, loc, sizes, word);
+  Value slotsInit = tensor::EmptyOp::create(b, loc, sizes, word);
   Value first = access_.tokenOffset;
   Value end = arith::AddIOp::create(b, loc, first, rows);
   Value firstEntry = arith::DivUIOp::create(b, loc, first, pageSize_);
@@ -330,10 +342,8 @@ void RowDecoder::precomputeAddresses(OpBuilder &b, Location loc,
       b, loc, firstEntry, endEntry, c1, ValueRange{pagesInit, slotsInit},
       [&](OpBuilder &b, Location loc, Value entry, ValueRange state) {
         Value inTable = arith::MinUIOp::create(b, loc, entry, lastEntry);
-        Value page = arith::IndexCastOp::create(
-            b, loc, b.getIndexType(),
-            tensor::ExtractOp::create(b, loc, access_.table,
-                                      ValueRange{inTable}));
+        Value page = tensor::ExtractOp::create(b, loc, access_.table,
+                                               ValueRange{inTable});
         // Rows [pageStart, pageStart + page_size) of the sequence live in
         // this entry; of them, those in [first, end).
         Value pageStart = arith::MulIOp::create(b, loc, entry, pageSize_);
@@ -350,7 +360,8 @@ void RowDecoder::precomputeAddresses(OpBuilder &b, Location loc,
         auto fill = scf::ForOp::create(
             b, loc, from, to, c1, ValueRange{state[0], state[1]},
             [&](OpBuilder &b, Location loc, Value t, ValueRange inner) {
-              Value slot = arith::AddIOp::create(b, loc, slotBase, t);
+              Value slot = arith::IndexCastUIOp::create(
+                  b, loc, word, arith::AddIOp::create(b, loc, slotBase, t));
               scf::YieldOp::create(
                   b, loc,
                   ValueRange{tensor::InsertOp::create(b, loc, page, inner[0],

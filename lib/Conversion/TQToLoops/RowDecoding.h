@@ -123,6 +123,9 @@ public:
                   DecodeUse use = DecodeUse::Elements);
 
 private:
+  /// Entry `at` of the precomputed pages and slots, as index values.
+  std::pair<Value, Value> addressAt(OpBuilder &b, Location loc,
+                                    Value at) const;
   /// rowsInOnePage of rows t .. t + lastOffset.
   std::tuple<Value, Value, Value> rowsInOnePageTo(OpBuilder &b, Location loc,
                                                   Value t, Value lastOffset,
@@ -145,7 +148,7 @@ private:
   CacheAccess access_;
   Value pageSize_;
   Value codebook_;
-  // Set by precompute(): tensor<tokens x index> (2 * tokens with the
+  // Set by precompute(): tensor<tokens x i32> (2 * tokens with the
   // next range) and tensor<tokens x kv_heads x blocks x f32>.
   Value pages_, slots_, scales_;
   bool addressesNextRange_ = false;

@@ -372,16 +372,17 @@ func.func @boundary(%c: !tq.cache<?x8x128, #tq.format<"turbo2_0">>) -> !tq.cache
 // CHECK: %[[LAST:.*]] = arith.divui %[[LASTROW]], %[[PS]] : index
 // CHECK: %[[WALK:.*]]:2 = scf.for %[[E:.*]] = %[[E0]] to %[[E1]] step %{{.*}} iter_args(
 // CHECK: %[[CLAMPED:.*]] = arith.minui %[[E]], %[[LAST]] : index
-// CHECK: %[[PAGE32:.*]] = tensor.extract %[[TABLE]][%[[CLAMPED]]] : tensor<?xi32>
-// CHECK: %[[PAGE:.*]] = arith.index_cast %[[PAGE32]] : i32 to index
+// CHECK: %[[PAGE:.*]] = tensor.extract %[[TABLE]][%[[CLAMPED]]] : tensor<?xi32>
 // CHECK: %[[START:.*]] = arith.muli %[[E]], %[[PS]] : index
 // CHECK: scf.for %[[R:.*]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(
 // CHECK-NOT: arith.divui
-// CHECK: tensor.insert %[[PAGE]] into %{{.*}}[%[[R]]] : tensor<?xindex>
+// CHECK: tensor.insert %[[PAGE]] into %{{.*}}[%[[R]]] : tensor<?xi32>
 // CHECK: scf.yield
 // CHECK-NOT: arith.divui %{{.*}}, %[[PS]]
-// CHECK: %[[P:.*]] = tensor.extract %[[WALK]]#0[%{{.*}}] : tensor<?xindex>
-// CHECK: %[[S:.*]] = tensor.extract %[[WALK]]#1[%{{.*}}] : tensor<?xindex>
+// CHECK: %[[P32:.*]] = tensor.extract %[[WALK]]#0[%{{.*}}] : tensor<?xi32>
+// CHECK: %[[P:.*]] = arith.index_castui %[[P32]] : i32 to index
+// CHECK: %[[S32:.*]] = tensor.extract %[[WALK]]#1[%{{.*}}] : tensor<?xi32>
+// CHECK: %[[S:.*]] = arith.index_castui %[[S32]] : i32 to index
 // CHECK: tensor.extract %[[CAST]][%[[P]], %[[S]], %{{.*}}, %{{.*}}] : tensor<?x?x1x34xi8>
 func.func @paged(%q: tensor<1x1x32xf32>, %pool: tensor<?x16x1x34xi8>, %table: tensor<?xi32>, %n: index, %t0: index) -> tensor<1x1x?xf32> {
   %k = tq.from_pages %pool[%table], %n : tensor<?x16x1x34xi8>, tensor<?xi32> -> !tq.cache<?x1x32, #tq.format<"q8_0">>
@@ -402,19 +403,23 @@ func.func @paged(%q: tensor<1x1x32xf32>, %pool: tensor<?x16x1x34xi8>, %table: te
 // CHECK-LABEL: func @paged_tile
 // CHECK-SAME: (%{{.*}}: tensor<1x1x32xf32>, %{{.*}}: tensor<?x16x1x34xi8>, %{{.*}}: tensor<?xi32>, %[[N:.*]]: index, %{{.*}}: index)
 // CHECK: %[[ROWS:.*]] = arith.addi %[[N]], %[[N]] : index
-// CHECK: tensor.empty(%[[ROWS]]) : tensor<?xindex>
+// CHECK: tensor.empty(%[[ROWS]]) : tensor<?xi32>
 // CHECK: %[[WALK:.*]]:2 = scf.for
 // CHECK: scf.for %[[T:.*]] = %{{.*}} to %[[N]] step %c4
-// CHECK: %[[P0:.*]] = tensor.extract %[[WALK]]#0[%[[T]]] : tensor<?xindex>
-// CHECK: %[[S0:.*]] = tensor.extract %[[WALK]]#1[%[[T]]] : tensor<?xindex>
+// CHECK: %[[P032:.*]] = tensor.extract %[[WALK]]#0[%[[T]]] : tensor<?xi32>
+// CHECK: %[[P0:.*]] = arith.index_castui %[[P032]] : i32 to index
+// CHECK: %[[S032:.*]] = tensor.extract %[[WALK]]#1[%[[T]]] : tensor<?xi32>
+// CHECK: %[[S0:.*]] = arith.index_castui %[[S032]] : i32 to index
 // CHECK: %[[TL:.*]] = arith.addi %[[T]], %c3 : index
 // CHECK: arith.cmpi ult, %[[TL]], %[[N]] : index
 // CHECK: %[[SL:.*]] = arith.addi %[[S0]], %c3 : index
 // CHECK: arith.cmpi ult, %[[SL]], %{{.*}} : index
 // CHECK: scf.if
 // CHECK: %[[NEXT:.*]] = arith.addi %[[N]], %[[T]] : index
-// CHECK: %[[P:.*]] = tensor.extract %[[WALK]]#0[%[[NEXT]]] : tensor<?xindex>
-// CHECK: %[[S:.*]] = tensor.extract %[[WALK]]#1[%[[NEXT]]] : tensor<?xindex>
+// CHECK: %[[P32:.*]] = tensor.extract %[[WALK]]#0[%[[NEXT]]] : tensor<?xi32>
+// CHECK: %[[P:.*]] = arith.index_castui %[[P32]] : i32 to index
+// CHECK: %[[S32:.*]] = tensor.extract %[[WALK]]#1[%[[NEXT]]] : tensor<?xi32>
+// CHECK: %[[S:.*]] = arith.index_castui %[[S32]] : i32 to index
 // CHECK: scf.if
 // CHECK: memref.prefetch %{{.*}}[%[[P]], %{{.*}}, %{{.*}}, %c0{{.*}}], read
 // CHECK: %[[S3:.*]] = arith.addi %[[S]], %c3{{.*}} : index
@@ -423,8 +428,10 @@ func.func @paged(%q: tensor<1x1x32xf32>, %pool: tensor<?x16x1x34xi8>, %table: te
 // CHECK: vector.transfer_read %{{.*}}[%[[P0]], %[[R3]], %{{.*}}, %c2{{.*}}]{{.*}}: tensor<?x?x1x34xi8>, vector<16xi8>
 // CHECK: } else {
 // CHECK: %[[NEXT1:.*]] = arith.addi %[[N]], %[[T]] : index
-// CHECK: %[[P1:.*]] = tensor.extract %[[WALK]]#0[%[[NEXT1]]] : tensor<?xindex>
-// CHECK: %[[S1:.*]] = tensor.extract %[[WALK]]#1[%[[NEXT1]]] : tensor<?xindex>
+// CHECK: %[[P132:.*]] = tensor.extract %[[WALK]]#0[%[[NEXT1]]] : tensor<?xi32>
+// CHECK: %[[P1:.*]] = arith.index_castui %[[P132]] : i32 to index
+// CHECK: %[[S132:.*]] = tensor.extract %[[WALK]]#1[%[[NEXT1]]] : tensor<?xi32>
+// CHECK: %[[S1:.*]] = arith.index_castui %[[S132]] : i32 to index
 // CHECK: memref.prefetch %{{.*}}[%[[P1]], %[[S1]], %{{.*}}, %c0{{.*}}], read
 func.func @paged_tile(%q: tensor<1x1x32xf32>, %pool: tensor<?x16x1x34xi8>, %table: tensor<?xi32>, %n: index, %t0: index) -> tensor<1x1x?xf32> {
   %k = tq.from_pages %pool[%table], %n : tensor<?x16x1x34xi8>, tensor<?xi32> -> !tq.cache<?x1x32, #tq.format<"q8_0">>

@@ -152,8 +152,10 @@ func.func @prefill_rows(%p: tensor<3x2x5xf32>, %vb: tensor<5x1x50xi8>) -> tensor
 // I16-LABEL: func @paged_row_scales
 // I16: %[[SOME:.*]] = arith.cmpi ne, %[[N:.*]], %{{.*}} : index
 // I16: scf.if %[[SOME]] -> (tensor<1x?xi16>)
-// I16: %[[PAGE:.*]] = tensor.extract %{{.*}}#0[%{{.*}}] : tensor<?xindex>
-// I16: %[[SLOT:.*]] = tensor.extract %{{.*}}#1[%{{.*}}] : tensor<?xindex>
+// I16: %[[PAGE32:.*]] = tensor.extract %{{.*}}#0[%{{.*}}] : tensor<?xi32>
+// I16: %[[PAGE:.*]] = arith.index_castui %[[PAGE32]] : i32 to index
+// I16: %[[SLOT32:.*]] = tensor.extract %{{.*}}#1[%{{.*}}] : tensor<?xi32>
+// I16: %[[SLOT:.*]] = arith.index_castui %[[SLOT32]] : i32 to index
 // I16: scf.if %{{.*}} -> (tensor<1x?xi16>)
 // I16: scf.for %[[T:.*]] = %{{.*}} to %[[N]]
 // I16-NOT: tensor.extract

@@ -418,6 +418,15 @@ func.func @f(%pool: tensor<?x16x4x50xi8>, %table: tensor<?xi32>, %n: index) {
 
 // -----
 
+// Slots are addressed in 32 bits: a page of 2^32 slots is refused.
+func.func @f(%pool: tensor<?x4294967296x8x50xi8>, %table: tensor<?xi32>, %n: index) {
+  // expected-error @+1 {{'tq.from_pages' op page size is 4294967296, more than 2^32 - 1 slots}}
+  %k = tq.from_pages %pool[%table], %n : tensor<?x4294967296x8x50xi8>, tensor<?xi32> -> !tq.cache<?x8x128, #tq.format<"turbo3_0">>
+  return
+}
+
+// -----
+
 func.func @lane_lookup_empty_table(%idx: vector<16xi32>) -> vector<16xf32> {
   // expected-error @+1 {{table needs a power of two from 1 to 16 entries, got 0}}
   %c = tq.lane_lookup %idx [] : vector<16xi32> -> vector<16xf32>

@@ -222,6 +222,12 @@ LogicalResult FromPagesOp::verify() {
       failed(expectSize(*this, pages.getDimSize(3), cache.getRowBytes(),
                         "pages row bytes")))
     return failure();
+  // The lowering addresses a page's slots in 32 bits (as the runtime's and
+  // ggml's layouts do).
+  const int64_t pageSize = pages.getDimSize(1);
+  if (!ShapedType::isDynamic(pageSize) && pageSize > int64_t(UINT32_MAX))
+    return emitOpError() << "page size is " << pageSize
+                         << ", more than 2^32 - 1 slots";
   return success();
 }
 

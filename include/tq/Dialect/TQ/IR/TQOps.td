@@ -61,8 +61,8 @@ def TQ_FromPagesOp : TQ_Op<"from_pages", [Pure]> {
     `pages` is a pool of `num_pages x page_size x kv_heads x row_bytes`
     bytes; `table` lists the pages of one sequence in order (a CSR row of a
     page table). Token `t < num_tokens` lives in page `table[t / page_size]`
-    at slot `t % page_size`. A contiguous cache is one page holding every
-    token with `table = [0]`.
+    at slot `t % page_size`, `page_size` being below 2^32. A contiguous
+    cache is one page holding every token with `table = [0]`.
 
     ```mlir
     %k = tq.from_pages %pool[%table], %n : tensor<?x16x8x50xi8>, tensor<?xi32> -> !tq.cache<?x8x128, #tq.format<"turbo3_0">>

@@ -379,6 +379,22 @@ FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
           if (inReads[blk])
             continue;
           SmallVector<Value> perRow;
+          if (rowsDecoder.hasHalfScaleBits()) {
+            // fp16 scales as bits, widened together: one conversion per
+            // step where a scalar one per row (two uops and an insert on
+            // the vector ports) was a tenth of the score's.
+            for (const DecodedRow &row : rows)
+              perRow.push_back(
+                  rowsDecoder.scaleBitsOfBlock(b, loc, row.row, blk));
+            Value bits = spreadScalars(b, loc, perRow, tokenLanes);
+            auto lanes = int64_t(tokenLanes.size());
+            blockScales[blk] = arith::ExtFOp::create(
+                b, loc, VectorType::get({lanes}, b.getF32Type()),
+                vector::BitCastOp::create(
+                    b, loc, VectorType::get({lanes}, b.getF16Type()), bits)
+                    .getResult());
+            continue;
+          }
           for (const DecodedRow &row : rows)
             perRow.push_back(
                 rowsDecoder.scaleOfBlock(b, loc, row.row, row.t, kvh, blk));

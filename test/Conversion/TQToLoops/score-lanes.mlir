@@ -17,6 +17,13 @@
 // CHECK-LABEL: func @turbo3
 // CHECK: vector.shuffle %{{.*}} [0, 1, 2, 3, 4, 5, 6, 7, 32, 33, 34, 35, 36, 37, 38, 39, 8, 9,
 // CHECK: scf.for %{{.*}} step %c16
+// The 16 rows' fp16 norms (bytes 0..1) as bits, widened together (no
+// scalar conversion per row).
+// CHECK: vector.transfer_read %{{.*}}%c0{{.*}} : tensor<?x?x1x50xi8>, vector<2xi8>
+// CHECK-NOT: arith.extf %{{.*}} : f16 to f32
+// CHECK: vector.from_elements {{.*}} : vector<16xi16>
+// CHECK: vector.bitcast %{{.*}} : vector<16xi16> to vector<16xf16>
+// CHECK: arith.extf %{{.*}} : vector<16xf16> to vector<16xf32>
 // Four tokens' 16 bytes of the 2-bit plane from byte 2, of the 1-bit plane
 // from byte 34 (its first 8 bytes in both halves of a lane).
 // CHECK: vector.transfer_read %{{.*}}%c2{{.*}} : tensor<?x?x1x50xi8>, vector<16xi8>

@@ -209,6 +209,13 @@ bool hasBf16(const llvm::TargetMachine &tm) {
          tm.getMCSubtargetInfo()->checkFeatures("+avx512bf16");
 }
 
+/// True where rows of `format` at `dim` have blocks under 64 values
+/// (FormatSpec::hasShortScaleBlocks: tq3_0).
+bool hasShortScaleBlocks(const std::string &format, unsigned dim) {
+  auto f = ::tq::quant::Format::get(format, dim);
+  return f && f->spec().hasShortScaleBlocks();
+}
+
 /// The one-row weighted sum's accumulators: `requested`, or for 0 as many
 /// as the CPU's vector registers allow with the rest of the loop live:
 /// 32 with AVX-512 (32 registers), 16 otherwise. With `spec` (a decode
@@ -221,13 +228,6 @@ bool hasBf16(const llvm::TargetMachine &tm) {
 /// formats of blocks shorter than 64 values (tq3_0) take 16 too: their
 /// chunks span two blocks, whose joined weights add a live vector per
 /// head and chunk (tq3_0 at 128 x 4: 16 beat 32 by 11%, session #21).
-/// True where rows of `format` at `dim` have blocks under 64 values
-/// (FormatSpec::hasShortScaleBlocks: tq3_0).
-bool hasShortScaleBlocks(const std::string &format, unsigned dim) {
-  auto f = ::tq::quant::Format::get(format, dim);
-  return f && f->spec().hasShortScaleBlocks();
-}
-
 int64_t accumulatorsFor(const llvm::TargetMachine &tm, int64_t requested,
                         const RuntimeKernelSpec *spec = nullptr) {
   if (requested > 0)

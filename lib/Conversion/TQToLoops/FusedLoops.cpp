@@ -18,6 +18,21 @@ Value indexConst(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
 }
 
+/// scf.if `cond` yielding the one value `then` or `otherwise` builds.
+static Value ifElse(OpBuilder &b, Location loc, Value cond,
+                    function_ref<Value(OpBuilder &, Location)> then,
+                    function_ref<Value(OpBuilder &, Location)> otherwise) {
+  return scf::IfOp::create(
+             b, loc, cond,
+             [&](OpBuilder &b, Location loc) {
+               scf::YieldOp::create(b, loc, then(b, loc));
+             },
+             [&](OpBuilder &b, Location loc) {
+               scf::YieldOp::create(b, loc, otherwise(b, loc));
+             })
+      .getResult(0);
+}
+
 Value blockScalesOfRows(OpBuilder &b, Location loc,
                         const VectorRowDecoder &rows, Value tokens,
                         Value length, Value kvh) {
@@ -43,49 +58,35 @@ Value blockScalesOfRows(OpBuilder &b, Location loc,
                        return bits;
                      });
     };
-    auto anyRows = [&](OpBuilder &b, Location loc, Value bits) {
+    auto anyRows = [&](OpBuilder &b, Location loc) {
       return moveBits(b, loc, bits, [&](OpBuilder &b, Location loc, Value t) {
         return rows.rowBytes(b, loc, t, kvh);
       });
     };
+    // Rows in one page (a whole tile, mostly): each a slot further, no
+    // per-row page and slot reads and address products, which were most
+    // of this loop. Their first row's address is read only for a range
+    // that has rows.
+    auto onePageOrAny = [&](OpBuilder &b, Location loc) {
+      auto [run, page, slot] = rows.rowDecoder().rowsInOnePage(
+          b, loc, indexConst(b, loc, 0), tokens, false);
+      auto onePage = [&](OpBuilder &b, Location loc) {
+        return moveBits(b, loc, bits,
+                        [&](OpBuilder &b, Location loc, Value t) {
+                          return rows.rowBytesAt(
+                              page, arith::AddIOp::create(b, loc, slot, t),
+                              kvh);
+                        });
+      };
+      return ifElse(b, loc, run, onePage, anyRows);
+    };
     if (!rows.rowDecoder().access().table) {
-      bits = anyRows(b, loc, bits);
+      bits = anyRows(b, loc);
     } else {
-      // Rows in one page (a whole tile, mostly): each a slot further, no
-      // per-row page and slot reads and address products, which were
-      // most of this loop. Empty ranges read no address.
-      const RowDecoder &decoder = rows.rowDecoder();
       Value some = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
                                          tokens, indexConst(b, loc, 0));
-      bits = scf::IfOp::create(
-                 b, loc, some,
-                 [&](OpBuilder &b, Location loc) {
-                   auto [run, page, slot] = decoder.rowsInOnePage(
-                       b, loc, indexConst(b, loc, 0), tokens, false);
-                   auto ifRun = scf::IfOp::create(
-                       b, loc, run,
-                       [&](OpBuilder &b, Location loc) {
-                         scf::YieldOp::create(
-                             b, loc,
-                             moveBits(b, loc, bits,
-                                      [&](OpBuilder &b, Location loc,
-                                          Value t) {
-                                        return rows.rowBytesAt(
-                                            page,
-                                            arith::AddIOp::create(b, loc,
-                                                                  slot, t),
-                                            kvh);
-                                      }));
-                       },
-                       [&](OpBuilder &b, Location loc) {
-                         scf::YieldOp::create(b, loc, anyRows(b, loc, bits));
-                       });
-                   scf::YieldOp::create(b, loc, ifRun.getResult(0));
-                 },
-                 [&](OpBuilder &b, Location loc) {
-                   scf::YieldOp::create(b, loc, bits);
-                 })
-                 .getResult(0);
+      bits = ifElse(b, loc, some, onePageOrAny,
+                    [&](OpBuilder &, Location) { return bits; });
     }
     constexpr int64_t kLanes = 16;
     Value scales = tensor::EmptyOp::create(b, loc, sizes, b.getF32Type());

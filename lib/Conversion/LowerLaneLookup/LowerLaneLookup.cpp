@@ -644,6 +644,58 @@ struct ExpandPairDot : public OpRewritePattern<PairDotOp> {
   IntegerOps ops;
 };
 
+/// (x & m) | (y & ~m) with a splat constant m of 8-, 16- or 32-bit lanes
+/// on whole 512-bit vectors: one vpternlogd per 512 bits. LLVM keeps m
+/// and ~m as two constants and emits an and and a ternlog (two uops of
+/// the vector ports) for what is one bit select.
+struct MergeMaskedBits : public OpRewritePattern<arith::OrIOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(arith::OrIOp op,
+                                PatternRewriter &rewriter) const override {
+    auto type = dyn_cast<VectorType>(op.getType());
+    if (!type || type.isScalable() || type.getRank() != 1)
+      return failure();
+    const unsigned width = type.getElementTypeBitWidth();
+    const int64_t bits = type.getNumElements() * int64_t(width);
+    if ((width != 8 && width != 16 && width != 32) || bits % 512 != 0)
+      return failure();
+    // An operand `v & constant`: v and the constant's splat value.
+    auto masked = [](Value operand) -> std::optional<std::pair<Value, APInt>> {
+      auto andOp = operand.getDefiningOp<arith::AndIOp>();
+      if (!andOp)
+        return std::nullopt;
+      for (int k = 0; k < 2; ++k) {
+        APInt splat;
+        if (matchPattern(andOp->getOperand(k), m_ConstantInt(&splat)))
+          return std::make_pair(andOp->getOperand(1 - k), splat);
+      }
+      return std::nullopt;
+    };
+    auto lhs = masked(op.getLhs()), rhs = masked(op.getRhs());
+    if (!lhs || !rhs || lhs->second != ~rhs->second)
+      return failure();
+    const Location loc = op.getLoc();
+    auto dwords = VectorType::get({bits / 32}, rewriter.getI32Type());
+    auto asDwords = [&](Value v) {
+      return vector::BitCastOp::create(rewriter, loc, dwords, v).getResult();
+    };
+    Value mask = arith::ConstantOp::create(
+        rewriter, loc,
+        DenseElementsAttr::get(dwords, APInt::getSplat(32, lhs->second)));
+    // Operands A = x, B = y, C = m; 0xe4 is C ? A : B bit by bit.
+    Value select = arith::ConstantIntOp::create(rewriter, loc,
+                                                rewriter.getI32Type(), 0xe4);
+    Value merged = intrinsicParts(
+        rewriter, loc, "llvm.x86.avx512.pternlog.d.512",
+        VectorType::get({16}, rewriter.getI32Type()),
+        {asDwords(lhs->first), asDwords(rhs->first), mask, select},
+        {16, 16, 16, 0});
+    rewriter.replaceOpWithNewOp<vector::BitCastOp>(op, type, merged);
+    return success();
+  }
+};
+
 struct TQLowerLaneLookupPass
     : public mlir::tq::impl::TQLowerLaneLookupBase<TQLowerLaneLookupPass> {
   using TQLowerLaneLookupBase::TQLowerLaneLookupBase;
@@ -686,6 +738,8 @@ struct TQLowerLaneLookupPass
     // (measured on an Emerald Rapids) besides the two widening unpacks.
     if (ops.avx2 || ops.vnni)
       patterns.add<WordLookupOfWidenedBytes>(&getContext());
+    if (isa == "avx512" || ops.vnni)
+      patterns.add<MergeMaskedBits>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -298,6 +298,35 @@ Value tokenSums(OpBuilder &b, Location loc, Value ab, Value cd) {
                                interleave(b, loc, ab, cd, {2, 3, 6, 7}));
 }
 
+/// `bytes` (the query bytes, tensor<rows x heads x width x i8>) copied
+/// once per token group: tensor<kGroups x rows x heads x width x i8>. Each
+/// group's dots read their own copy. Reads of one copy by all four groups
+/// are the same loads, which LLVM merges into one value per query vector
+/// kept live across the step's groups (64 vectors at head dim 256, four
+/// heads): those spilled the groups' accumulators. Distinct copies keep
+/// each query vector's life to one group, at width x heads x 4 bytes per
+/// call.
+Value queryPerGroup(OpBuilder &b, Location loc, Value bytes) {
+  auto type = cast<RankedTensorType>(bytes.getType());
+  const int64_t rank = type.getRank();
+  SmallVector<OpFoldResult> sizes{b.getIndexAttr(kGroups)};
+  SmallVector<OpFoldResult> sliceSizes{b.getIndexAttr(1)};
+  for (int64_t d = 0; d < rank; ++d) {
+    sizes.push_back(sizeOf(b, loc, bytes, d));
+    sliceSizes.push_back(sizeOf(b, loc, bytes, d));
+  }
+  Value copies =
+      tensor::EmptyOp::create(b, loc, sizes, type.getElementType());
+  SmallVector<OpFoldResult> strides(rank + 1, b.getIndexAttr(1));
+  for (int64_t g = 0; g < kGroups; ++g) {
+    SmallVector<OpFoldResult> offsets(rank + 1, b.getIndexAttr(0));
+    offsets[0] = b.getIndexAttr(g);
+    copies = tensor::InsertSliceOp::create(b, loc, bytes, copies, offsets,
+                                           sliceSizes, strides);
+  }
+  return copies;
+}
+
 } // namespace
 
 FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
@@ -329,6 +358,7 @@ FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
   ByteQuery q = quantiseQuery(b, loc, query, plan->order, /*reordered=*/true,
                               codes->blockLen(), blocks, levelScale,
                               maxLevel(narrow) + 1);
+  Value groupQueries = queryPerGroup(b, loc, q.bytes);
   Value init = tensor::EmptyOp::create(
       b, loc,
       SmallVector<OpFoldResult>{sizeOf(b, loc, query, 0),
@@ -455,14 +485,15 @@ FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
                       }
                       Value levels = ByteLookupOp::create(b, loc, bytesType,
                                                           index, lookupAttr);
-                      // The query bytes of the vector's 16 values, in
-                      // every lane.
+                      // The query bytes of the vector's 16 values (from
+                      // the group's copy), in every lane.
                       Value at = indexConst(b, loc, 16 * vectorIndex++);
+                      Value copy = indexConst(b, loc, g);
                       for (int64_t hh = 0; hh < block; ++hh) {
                         Value run = vector::TransferReadOp::create(
                             b, loc, VectorType::get({16}, b.getI8Type()),
-                            q.bytes, ValueRange{c0, heads[hh], at}, zeroByte,
-                            ArrayRef<bool>{true});
+                            groupQueries, ValueRange{copy, c0, heads[hh], at},
+                            zeroByte, ArrayRef<bool>{true});
                         SmallVector<int64_t> repeat;
                         for (int64_t i = 0; i < 64; ++i)
                           repeat.push_back(i % 16);

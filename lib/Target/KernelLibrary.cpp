@@ -218,28 +218,21 @@ bool hasShortScaleBlocks(const std::string &format, unsigned dim) {
 
 /// The one-row weighted sum's accumulators: `requested`, or for 0 as many
 /// as the CPU's vector registers allow with the rest of the loop live:
-/// 32 with AVX-512 (32 registers), 16 otherwise. With `spec` (a decode
-/// kernel), AVX-512 takes 32 only where they cover the head's whole row
-/// in one pass (V's dim x group <= 32 vectors of 16 lanes; some spill)
-/// and 16 where it needs several passes anyway (then none spill):
-/// measured on Emerald Rapids, 2 threads, at head dim 256 x group 4 16
-/// beat 32 by 7-9% with token-lane scores (turbo3_0), at 128 x 4 32 beat
-/// 16 by 3-5% (polar4, turbo4_0; docs/perf/cpu.md, session #20). V
-/// formats of blocks shorter than 64 values (tq3_0) take 16 too: their
-/// chunks span two blocks, whose joined weights add a live vector per
-/// head and chunk (tq3_0 at 128 x 4: 16 beat 32 by 11%, session #21).
+/// 32 with AVX-512 (32 registers), 16 otherwise. A decode kernel (`spec`)
+/// takes 16 on AVX-512 too, where no accumulator spills: a row wider
+/// than 16 vectors takes several passes over the tile's pairs, each
+/// decoding its own chunks. Measured on Emerald Rapids, 2 threads over
+/// flushed caches, 32/8 heads, d128 (docs/perf/cpu.md, session #23):
+/// turbo2_0 20-23%, turbo4_0 17%, turbo3_0 3-9% faster than 32, polar4 3%
+/// faster at 16K and 0-1.5% slower at 64K, tq3_0 level; at d256 x 4
+/// (Gemma 3) 16 beat 32 by 7-9% (session #20).
 int64_t accumulatorsFor(const llvm::TargetMachine &tm, int64_t requested,
                         const RuntimeKernelSpec *spec = nullptr) {
   if (requested > 0)
     return requested;
-  if (!hasAvx512(tm))
+  if (!hasAvx512(tm) || spec)
     return 16;
-  const int64_t lanes = 16, registers = 32;
-  if (spec && int64_t(spec->vDim()) * spec->group > lanes * registers)
-    return 16;
-  if (spec && hasShortScaleBlocks(spec->valueFormat, spec->vDim()))
-    return 16;
-  return registers;
+  return 32;
 }
 
 /// The int8 decode score's lanes: `requested`, or for "auto" tokens where

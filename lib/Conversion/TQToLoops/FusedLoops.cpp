@@ -8,6 +8,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include "llvm/Support/MathExtras.h"
@@ -40,23 +41,39 @@ Value blockScalesOfRows(OpBuilder &b, Location loc,
   SmallVector<OpFoldResult> sizes = {b.getIndexAttr(blocks),
                                      getAsOpFoldResult(length)};
   if (rows.hasHalfScaleBits()) {
-    // The halves' bits moved per row (scalar loads and stores, no vector
-    // work), then widened 16 at a time: a scalar conversion per row and
-    // block would be most of this loop's instructions.
-    Value bits = createFilledTensor(b, loc, sizes, b.getI16Type(),
+    // The halves' bits moved per row into a row-major table (token t's
+    // blocks at t * blocks: one store per row, where a store per row and
+    // block bound this loop at a store a cycle, 4 per tq3_0 row), then
+    // taken apart by block and widened 16 at a time: a scalar conversion
+    // per row and block would be most of this loop's instructions.
+    std::optional<int64_t> staticLength = getConstantIntValue(length);
+    OpFoldResult entries =
+        staticLength
+            ? OpFoldResult(b.getIndexAttr(*staticLength * blocks))
+            : OpFoldResult(arith::MulIOp::create(
+                  b, loc, length, indexConst(b, loc, blocks)).getResult());
+    Value bits = createFilledTensor(b, loc, {entries}, b.getI16Type(),
                                     b.getI16IntegerAttr(0));
+    auto rowBits = VectorType::get({blocks}, b.getI16Type());
     auto moveBits = [&](OpBuilder &b, Location loc, Value bits,
                         function_ref<RowBytes(OpBuilder &, Location, Value)>
                             rowOf) {
-      return forEach(b, loc, tokens, bits,
-                     [&](OpBuilder &b, Location loc, Value t, Value bits) {
-                       RowBytes row = rowOf(b, loc, t);
-                       for (int64_t blk = 0; blk < blocks; ++blk)
-                         bits = tensor::InsertOp::create(
-                             b, loc, rows.scaleBitsOfBlock(b, loc, row, blk),
-                             bits, ValueRange{indexConst(b, loc, blk), t});
-                       return bits;
-                     });
+      return forEach(
+          b, loc, tokens, bits,
+          [&](OpBuilder &b, Location loc, Value t, Value bits) {
+            RowBytes row = rowOf(b, loc, t);
+            SmallVector<Value> perBlock;
+            for (int64_t blk = 0; blk < blocks; ++blk)
+              perBlock.push_back(rows.scaleBitsOfBlock(b, loc, row, blk));
+            Value at = arith::MulIOp::create(b, loc, t,
+                                             indexConst(b, loc, blocks));
+            return vector::TransferWriteOp::create(
+                       b, loc,
+                       vector::FromElementsOp::create(b, loc, rowBits,
+                                                      perBlock),
+                       bits, ValueRange{at}, ArrayRef<bool>{true})
+                .getResult();
+          });
     };
     auto anyRows = [&](OpBuilder &b, Location loc) {
       return moveBits(b, loc, bits, [&](OpBuilder &b, Location loc, Value t) {
@@ -99,20 +116,32 @@ Value blockScalesOfRows(OpBuilder &b, Location loc,
         [&](OpBuilder &b, Location loc, Value step, Value scales) {
           Value t = arith::MulIOp::create(b, loc, step,
                                           indexConst(b, loc, kLanes));
+          // The 16 tokens' entries, then block blk's as every blocks-th.
+          Value read = vector::TransferReadOp::create(
+              b, loc, VectorType::get({kLanes * blocks}, b.getI16Type()),
+              bits,
+              ValueRange{arith::MulIOp::create(b, loc, t,
+                                               indexConst(b, loc, blocks))},
+              zeroBits, ArrayRef<bool>{false});
           for (int64_t blk = 0; blk < blocks; ++blk) {
-            SmallVector<Value> at = {indexConst(b, loc, blk), t};
+            Value blockBits = read;
+            if (blocks > 1) {
+              SmallVector<int64_t> mask;
+              for (int64_t l = 0; l < kLanes; ++l)
+                mask.push_back(l * blocks + blk);
+              blockBits =
+                  vector::ShuffleOp::create(b, loc, read, read, mask);
+            }
             Value halves = vector::BitCastOp::create(
-                b, loc, VectorType::get({kLanes}, b.getF16Type()),
-                vector::TransferReadOp::create(
-                    b, loc, VectorType::get({kLanes}, b.getI16Type()), bits,
-                    at, zeroBits, ArrayRef<bool>{false}));
+                b, loc, VectorType::get({kLanes}, b.getF16Type()), blockBits);
             scales = vector::TransferWriteOp::create(
                          b, loc,
                          arith::ExtFOp::create(
                              b, loc,
                              VectorType::get({kLanes}, b.getF32Type()),
                              halves),
-                         scales, at, ArrayRef<bool>{false})
+                         scales, ValueRange{indexConst(b, loc, blk), t},
+                         ArrayRef<bool>{false})
                          .getResult();
           }
           return scales;

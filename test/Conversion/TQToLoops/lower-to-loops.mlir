@@ -161,7 +161,7 @@ func.func @score_tile_rows(%q: tensor<?x2x128xf32>, %kb: tensor<5x1x50xi8>) -> t
 // are in row order (each chunk's fields are word reads of the row).
 // CHECK-LABEL: func @accumulate_tile_one_row
 // CHECK: %[[CACHE:.*]] = tensor.cast %{{.*}} : tensor<1x5x1x50xi8> to tensor<?x?x1x50xi8>
-// CHECK: %[[BITS:.*]] = scf.for %[[U:.*]] = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<1x5xi16>)
+// CHECK: %[[BITS:.*]] = scf.for %[[U:.*]] = %c0{{.*}} to %c5{{.*}} iter_args(%{{.*}} = %{{.*}}) -> (tensor<5xi16>)
 // CHECK: %[[UROW:.*]] = arith.addi %c0{{.*}}, %[[U]] : index
 // CHECK: vector.transfer_read %[[CACHE]][%{{.*}}, %[[UROW]], %{{.*}}, %c0{{.*}}]{{.*}} vector<2xi8>
 // CHECK: %[[SCALES:.*]] = scf.for {{.*}} -> (tensor<1x5xf32>)

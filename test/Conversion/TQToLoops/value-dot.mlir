@@ -79,8 +79,18 @@ func.func @two_blocks(%p: tensor<1x4x5xf32>, %vb: tensor<5x1x100xi8>) -> tensor<
 // tq3_0's 32-value blocks: 64-lane chunks span two blocks, each 128-bit
 // lane (16 lanes of the chunk) inside one, so a chunk's pair weights take
 // each 128-bit lane from its block's broadcast weights, and so do the
-// factors that scale the sums.
+// factors that scale the sums. The rows' four fp16 block scales (bytes
+// 12, 26, 40, 54) go to a row-major table with one write per row, and
+// each block's are shuffled out of 16 rows' entries to be widened.
 // I16-LABEL: func @chunks_over_two_blocks
+// I16: %[[ROWS:.*]] = scf.for {{.*}} -> (tensor<?xi16>)
+// I16: vector.transfer_read %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %c12]{{.*}} vector<2xi8>
+// I16: vector.transfer_read %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}, %c54]{{.*}} vector<2xi8>
+// I16: %[[ROW:.*]] = vector.from_elements %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : vector<4xi16>
+// I16: vector.transfer_write %[[ROW]], %{{.*}} {in_bounds = [true]} : vector<4xi16>, tensor<?xi16>
+// I16: %[[SIXTEEN:.*]] = vector.transfer_read %[[ROWS]][%{{.*}}], %{{.*}} : tensor<?xi16>, vector<64xi16>
+// I16: vector.shuffle %[[SIXTEEN]], %[[SIXTEEN]] [0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60] : vector<64xi16>, vector<64xi16>
+// I16: vector.shuffle %[[SIXTEEN]], %[[SIXTEEN]] [3, 7, 11, 15, 19, 23, 27, 31, 35, 39, 43, 47, 51, 55, 59, 63] : vector<64xi16>, vector<64xi16>
 // I16: vector.broadcast %{{.*}} : vector<1xi32> to vector<16xi32>
 // I16: vector.broadcast %{{.*}} : vector<1xi32> to vector<16xi32>
 // I16: %[[W:.*]] = vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 4, 5, 6, 7, 24, 25, 26, 27, 28, 29, 30, 31] : vector<16xi32>, vector<16xi32>
@@ -151,12 +161,12 @@ func.func @prefill_rows(%p: tensor<3x2x5xf32>, %vb: tensor<5x1x50xi8>) -> tensor
 // ranges read no address, and rows over several pages read their own.
 // I16-LABEL: func @paged_row_scales
 // I16: %[[SOME:.*]] = arith.cmpi ne, %[[N:.*]], %{{.*}} : index
-// I16: scf.if %[[SOME]] -> (tensor<1x?xi16>)
+// I16: scf.if %[[SOME]] -> (tensor<?xi16>)
 // I16: %[[PAGE32:.*]] = tensor.extract %{{.*}}#0[%{{.*}}] : tensor<?xi32>
 // I16: %[[PAGE:.*]] = arith.index_castui %[[PAGE32]] : i32 to index
 // I16: %[[SLOT32:.*]] = tensor.extract %{{.*}}#1[%{{.*}}] : tensor<?xi32>
 // I16: %[[SLOT:.*]] = arith.index_castui %[[SLOT32]] : i32 to index
-// I16: scf.if %{{.*}} -> (tensor<1x?xi16>)
+// I16: scf.if %{{.*}} -> (tensor<?xi16>)
 // I16: scf.for %[[T:.*]] = %{{.*}} to %[[N]]
 // I16-NOT: tensor.extract
 // I16: %[[AT:.*]] = arith.addi %[[SLOT]], %[[T]] : index

@@ -55,6 +55,7 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
   lowering.valueDot = options.valueDot;
   lowering.scoreLanes = options.scoreLanes;
   lowering.selectFields = vbmi;
+  lowering.vectorRotations = true;
   pm.addPass(createTQLowerToLoops(lowering));
   // exp as an inline polynomial instead of a libm call, so the softmax
   // loops vectorise.

@@ -91,7 +91,13 @@ def TQLowerToLoops : Pass<"tq-lower-to-loops", "::mlir::ModuleOp"> {
            "bits, which the table lookups read); for targets where "
            "tq.select_bits is one instruction (tq-lower-lane-lookup "
            "vbmi). Formats whose planes are 1, 2 or 4 bits wide with "
-           "2^bits levels; others keep the shift-and-mask decode">
+           "2^bits levels; others keep the shift-and-mask decode">,
+    Option<"vectorRotations", "vector-rotations", "bool", /*default=*/"false",
+           "tq.rotate's Hadamard kinds on rows of 16-lane vectors (sign "
+           "flips and scale as vector multiplies, butterfly stages as lane "
+           "shuffles and selects or whole-vector adds; the same bits as "
+           "the scalar stages), for rows whose length is a multiple of 16; "
+           "for pipelines that lower the vector dialect">
   ];
 }
 

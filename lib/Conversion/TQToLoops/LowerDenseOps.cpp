@@ -25,7 +25,9 @@ using namespace mlir::tq;
 namespace {
 
 struct LowerRotate : public OpConversionPattern<RotateOp> {
-  using OpConversionPattern::OpConversionPattern;
+  LowerRotate(const TypeConverter &converter, MLIRContext *context,
+              bool vectors)
+      : OpConversionPattern(converter, context), vectors(vectors) {}
   LogicalResult
   matchAndRewrite(RotateOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
@@ -37,10 +39,12 @@ struct LowerRotate : public OpConversionPattern<RotateOp> {
     }
     Value result = emitRotation(rewriter, loc, input,
                                 op.getRotation().materialize(),
-                                op.getInverse());
+                                op.getInverse(), vectors);
     rewriter.replaceOp(op, result);
     return success();
   }
+
+  bool vectors;
 };
 
 /// Static query-heads / kv-heads, or failure.
@@ -317,9 +321,11 @@ struct LowerSoftmax : public OpConversionPattern<SoftmaxOp> {
 } // namespace
 
 void mlir::tq::populateDenseLoweringPatterns(const TypeConverter &converter,
-                                             RewritePatternSet &patterns) {
-  patterns.add<LowerRotate, LowerQK, LowerPV, LowerSoftmax>(
-      converter, patterns.getContext());
+                                             RewritePatternSet &patterns,
+                                             const TQToLoopsOptions &options) {
+  patterns.add<LowerQK, LowerPV, LowerSoftmax>(converter, patterns.getContext());
+  patterns.add<LowerRotate>(converter, patterns.getContext(),
+                            options.vectorRotations);
 }
 
 LogicalResult mlir::tq::checkStaticHeadCounts(Operation *op) {

@@ -54,8 +54,9 @@ struct Encoded {
 class Encoder {
 public:
   Encoder(OpBuilder &b, Location loc, const quant::FormatSpec &spec,
-          OpFoldResult tokens, int64_t kvHeads)
-      : b(b), loc(loc), spec(spec), ctx(b.getContext()) {
+          OpFoldResult tokens, int64_t kvHeads, bool vectorRotations)
+      : b(b), loc(loc), spec(spec), ctx(b.getContext()),
+        vectorRotations(vectorRotations) {
     rowSizes = {tokens, b.getIndexAttr(kvHeads)};
   }
 
@@ -154,12 +155,15 @@ public:
   MLIRContext *ctx;
   SmallVector<OpFoldResult> rowSizes;
   Value codebookTable;
+  /// emitRotation's `vectors` (TQToLoopsOptions::vectorRotations).
+  bool vectorRotations;
 };
 
 Encoded Encoder::tq3(Value x) {
   const int64_t block = spec.blockLen, blocks = spec.blocksPerRow();
   const float cmax = spec.codebook->centroids.back();
-  Value rot = emitRotation(b, loc, x, *spec.rotation, false);
+  Value rot = emitRotation(b, loc, x, *spec.rotation, false,
+                           vectorRotations);
   Value amax = reduceGroups(
       blocks, block, b.getF32FloatAttr(0.0f),
       [&](OpBuilder &b, Location loc, ValueRange i, Value acc) {
@@ -235,7 +239,8 @@ Encoded Encoder::turbo(Value x) {
                    return arith::MulFOp::create(
                        b, loc, tensor::ExtractOp::create(b, loc, x, i), inv);
                  });
-  Value rot = emitRotation(b, loc, y, *spec.rotation, false);
+  Value rot = emitRotation(b, loc, y, *spec.rotation, false,
+                           vectorRotations);
   Encoded e;
   e.index = map3(spec.paddedDim, b.getI32Type(),
                  [&](OpBuilder &b, Location loc, ValueRange i) {
@@ -310,7 +315,8 @@ Value clampedNorm(Encoder &enc, Value norm, double limit) {
 Encoded Encoder::polar(Value x) {
   const int64_t n = spec.paddedDim;
   auto [unit, norm] = normalise(*this, x);
-  Value rot = emitRotation(b, loc, unit, *spec.rotation, false);
+  Value rot = emitRotation(b, loc, unit, *spec.rotation, false,
+                           vectorRotations);
   Encoded e;
   e.index = map3(n, b.getI32Type(), [&](OpBuilder &b, Location loc,
                                         ValueRange i) {
@@ -373,7 +379,8 @@ Encoded Encoder::polar(Value x) {
 
 Encoded Encoder::haar(Value x) {
   auto [unit, norm] = normalise(*this, x);
-  Value rot = emitRotation(b, loc, unit, *spec.rotation, false);
+  Value rot = emitRotation(b, loc, unit, *spec.rotation, false,
+                           vectorRotations);
   Encoded e;
   e.index = map3(spec.paddedDim, b.getI32Type(),
                  [&](OpBuilder &b, Location loc, ValueRange i) {
@@ -541,7 +548,10 @@ Value pack(Encoder &enc, const Encoded &e) {
 }
 
 struct LowerQuantize : public OpConversionPattern<QuantizeOp> {
-  using OpConversionPattern::OpConversionPattern;
+  LowerQuantize(const TypeConverter &converter, MLIRContext *context,
+                bool vectorRotations)
+      : OpConversionPattern(converter, context),
+        vectorRotations(vectorRotations) {}
   LogicalResult
   matchAndRewrite(QuantizeOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
@@ -551,7 +561,7 @@ struct LowerQuantize : public OpConversionPattern<QuantizeOp> {
     const quant::FormatSpec &spec = format.spec();
     Value input = adaptor.getInput();
     Encoder enc(rewriter, loc, spec, sizeOf(rewriter, loc, input, 0),
-                cacheType.getNumKvHeads());
+                cacheType.getNumKvHeads(), vectorRotations);
     // 1. Zero-pad to the padded dim.
     const int64_t d = cacheType.getHeadDim();
     Value x = enc.map3(spec.paddedDim, rewriter.getF32Type(),
@@ -596,11 +606,15 @@ struct LowerQuantize : public OpConversionPattern<QuantizeOp> {
                                getTypeConverter()->convertType(op.getType())));
     return success();
   }
+
+  bool vectorRotations;
 };
 
 } // namespace
 
-void mlir::tq::populateQuantizeLoweringPatterns(const TypeConverter &converter,
-                                                RewritePatternSet &patterns) {
-  patterns.add<LowerQuantize>(converter, patterns.getContext());
+void mlir::tq::populateQuantizeLoweringPatterns(
+    const TypeConverter &converter, RewritePatternSet &patterns,
+    const TQToLoopsOptions &options) {
+  patterns.add<LowerQuantize>(converter, patterns.getContext(),
+                              options.vectorRotations);
 }

@@ -11,7 +11,8 @@ namespace mlir::tq {
 
 /// tq.rotate, tq.qk, tq.softmax, tq.pv.
 void populateDenseLoweringPatterns(const TypeConverter &converter,
-                                   RewritePatternSet &patterns);
+                                   RewritePatternSet &patterns,
+                                   const TQToLoopsOptions &options);
 
 /// tq.from_bytes, tq.to_bytes, tq.gather, tq.score, tq.accumulate.
 void populateCacheLoweringPatterns(const TypeConverter &converter,
@@ -41,7 +42,8 @@ Value createMaskedLogits(OpBuilder &b, Location loc, Value logits, Value mask,
 
 /// tq.quantize: every format's encoder.
 void populateQuantizeLoweringPatterns(const TypeConverter &converter,
-                                      RewritePatternSet &patterns);
+                                      RewritePatternSet &patterns,
+                                      const TQToLoopsOptions &options);
 
 /// Zero-offset tensor.pad and leading tensor.extract_slice as loop nests.
 void populatePaddingLoweringPatterns(const TypeConverter &converter,

@@ -6,9 +6,12 @@
 #include "RowDecoding.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <cmath>
+#include <functional>
 
 using namespace mlir;
 using namespace mlir::tq;
@@ -84,8 +87,128 @@ Value butterflyStage(OpBuilder &b, Location loc, Value x, unsigned h) {
       });
 }
 
+/// Lanes of the vector form of the Hadamard rotation.
+constexpr int64_t kLanes = 16;
+
+/// `body(indices, out)` for every index of the leading dims of `x` (all
+/// but the last), carrying `out` (a tensor shaped like x).
+Value forEachRow(
+    OpBuilder &b, Location loc, Value x, Value out,
+    function_ref<Value(OpBuilder &, Location, ValueRange, Value)> body) {
+  const unsigned leading = cast<ShapedType>(x.getType()).getRank() - 1;
+  SmallVector<Value> indices;
+  std::function<Value(OpBuilder &, Location, unsigned, Value)> nest =
+      [&](OpBuilder &b, Location loc, unsigned dim, Value out) -> Value {
+    if (dim == leading)
+      return body(b, loc, indices, out);
+    Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+    Value one = arith::ConstantIndexOp::create(b, loc, 1);
+    Value size = getValueOrCreateConstantIndexOp(b, loc,
+                                                 sizeOf(b, loc, x, dim));
+    return scf::ForOp::create(
+               b, loc, zero, size, one, ValueRange{out},
+               [&](OpBuilder &b, Location loc, Value i, ValueRange state) {
+                 indices.push_back(i);
+                 Value next = nest(b, loc, dim + 1, state[0]);
+                 indices.pop_back();
+                 scf::YieldOp::create(b, loc, next);
+               })
+        .getResult(0);
+  };
+  return nest(b, loc, 0, out);
+}
+
+/// The Hadamard rotation of every row held as 16-lane vectors (the row's
+/// length a multiple of 16): the sign flips and the scale as vector
+/// multiplies, a butterfly stage of distance h < 16 as a lane shuffle
+/// (partner l ^ h) and a select of the sum or the difference, one of
+/// distance h >= 16 as adds and subtracts of whole vectors. Per element
+/// the operations and their order are the scalar stages', so the bits
+/// are the same; the scalar form is a select and two extracts per
+/// element and stage.
+Value hadamardVectors(OpBuilder &b, Location loc, Value x,
+                      const quant::Rotation &r, bool inverse) {
+  const std::vector<int8_t> &first = inverse ? r.signs2() : r.signs1();
+  const std::vector<int8_t> &second = inverse ? r.signs1() : r.signs2();
+  const int64_t dim = r.dim(), vectors = dim / kLanes;
+  auto f32s = VectorType::get({kLanes}, b.getF32Type());
+  auto signsOf = [&](const std::vector<int8_t> &signs, int64_t k) -> Value {
+    SmallVector<float> lanes;
+    for (int64_t l = 0; l < kLanes; ++l)
+      lanes.push_back(float(signs[(k * kLanes + l) % signs.size()]));
+    return arith::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(f32s, ArrayRef<float>(lanes)));
+  };
+  const float invSqrt = float(1.0 / std::sqrt(double(r.blockSize())));
+  Value scale = arith::ConstantOp::create(
+      b, loc, DenseElementsAttr::get(f32s, invSqrt));
+  Value out = tensor::EmptyOp::create(b, loc, sizesOf(b, loc, x),
+                                      b.getF32Type());
+  Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
+  return forEachRow(
+      b, loc, x, out,
+      [&](OpBuilder &b, Location loc, ValueRange row, Value out) -> Value {
+        auto at = [&](int64_t k) {
+          SmallVector<Value> indices(row);
+          indices.push_back(arith::ConstantIndexOp::create(b, loc, k * kLanes));
+          return indices;
+        };
+        SmallVector<Value> v;
+        for (int64_t k = 0; k < vectors; ++k) {
+          Value read = vector::TransferReadOp::create(
+              b, loc, f32s, x, at(k), zero, ArrayRef<bool>{true});
+          v.push_back(first.empty() ? read
+                                    : arith::MulFOp::create(
+                                          b, loc, read, signsOf(first, k))
+                                          .getResult());
+        }
+        for (int64_t h = 1; h < int64_t(r.blockSize()); h *= 2) {
+          if (h < kLanes) {
+            SmallVector<int64_t> partner;
+            SmallVector<bool> low;
+            for (int64_t l = 0; l < kLanes; ++l) {
+              partner.push_back(l ^ h);
+              low.push_back((l & h) == 0);
+            }
+            Value isLow = arith::ConstantOp::create(
+                b, loc,
+                DenseElementsAttr::get(
+                    VectorType::get({kLanes}, b.getI1Type()),
+                    ArrayRef<bool>(low)));
+            for (Value &mine : v) {
+              Value other =
+                  vector::ShuffleOp::create(b, loc, mine, mine, partner);
+              mine = arith::SelectOp::create(
+                  b, loc, isLow, arith::AddFOp::create(b, loc, mine, other),
+                  arith::SubFOp::create(b, loc, other, mine));
+            }
+            continue;
+          }
+          const int64_t apart = h / kLanes;
+          for (int64_t k = 0; k < vectors; ++k) {
+            if (k & apart)
+              continue;
+            Value lowHalf = v[k], highHalf = v[k + apart];
+            v[k] = arith::AddFOp::create(b, loc, lowHalf, highHalf);
+            v[k + apart] = arith::SubFOp::create(b, loc, lowHalf, highHalf);
+          }
+        }
+        for (int64_t k = 0; k < vectors; ++k) {
+          Value y = arith::MulFOp::create(b, loc, v[k], scale);
+          if (!second.empty())
+            y = arith::MulFOp::create(b, loc, y, signsOf(second, k));
+          out = vector::TransferWriteOp::create(b, loc, y, out, at(k),
+                                                ArrayRef<bool>{true})
+                    .getResult();
+        }
+        return out;
+      });
+}
+
 Value hadamard(OpBuilder &b, Location loc, Value x,
-               const quant::Rotation &r, bool inverse) {
+               const quant::Rotation &r, bool inverse, bool vectors) {
+  if (vectors && r.dim() % kLanes == 0)
+    return hadamardVectors(b, loc, x, r, inverse);
   const std::vector<int8_t> &first = inverse ? r.signs2() : r.signs1();
   const std::vector<int8_t> &second = inverse ? r.signs1() : r.signs2();
   x = multiplySigns(b, loc, x, first, r.dim());
@@ -146,13 +269,14 @@ Value haar(OpBuilder &b, Location loc, Value x, const quant::Rotation &r,
 } // namespace
 
 Value mlir::tq::emitRotation(OpBuilder &b, Location loc, Value input,
-                             const quant::Rotation &rotation, bool inverse) {
+                             const quant::Rotation &rotation, bool inverse,
+                             bool vectors) {
   switch (rotation.kind()) {
   case quant::RotationKind::Identity:
     return input;
   case quant::RotationKind::Hadamard:
   case quant::RotationKind::BlockHadamard:
-    return hadamard(b, loc, input, rotation, inverse);
+    return hadamard(b, loc, input, rotation, inverse, vectors);
   case quant::RotationKind::Haar:
     return haar(b, loc, input, rotation, inverse);
   }

@@ -18,9 +18,12 @@
 namespace mlir::tq {
 
 /// forward(x) (or inverse(x)) applied to every row of `input`, whose last
-/// dimension equals rotation.dim().
+/// dimension equals rotation.dim(). With `vectors` the Hadamard kinds
+/// work on rows of 16-lane vectors where the row length is a multiple of
+/// 16 (the same operations per element, so the same bits).
 Value emitRotation(OpBuilder &b, Location loc, Value input,
-                   const ::tq::quant::Rotation &rotation, bool inverse);
+                   const ::tq::quant::Rotation &rotation, bool inverse,
+                   bool vectors = false);
 
 } // namespace mlir::tq
 

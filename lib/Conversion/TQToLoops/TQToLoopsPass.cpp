@@ -37,10 +37,10 @@ CacheToBytesTypeConverter::CacheToBytesTypeConverter() {
 void mlir::tq::populateTQToLoopsPatterns(const TypeConverter &converter,
                                          RewritePatternSet &patterns,
                                          const TQToLoopsOptions &options) {
-  populateDenseLoweringPatterns(converter, patterns);
+  populateDenseLoweringPatterns(converter, patterns, options);
   populateCacheLoweringPatterns(converter, patterns, options);
   populateFlashLoweringPatterns(converter, patterns);
-  populateQuantizeLoweringPatterns(converter, patterns);
+  populateQuantizeLoweringPatterns(converter, patterns, options);
   populatePaddingLoweringPatterns(converter, patterns);
 }
 
@@ -130,6 +130,7 @@ struct TQLowerToLoopsPass
     options.narrowLevels = narrowLevels;
     options.tokenLaneScore = scoreLanes == "tokens";
     options.selectFields = selectFields;
+    options.vectorRotations = vectorRotations;
     options.valueDot = valueDot == "bf16"  ? ValueDot::BF16
                        : valueDot == "i16" ? ValueDot::I16
                                            : ValueDot::F32;

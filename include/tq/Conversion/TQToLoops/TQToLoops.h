@@ -71,6 +71,10 @@ struct TQToLoopsOptions {
   /// (VectorRowDecoder::selectFields): for targets where it is one
   /// instruction (AVX512-VBMI's vpmultishiftqb).
   bool selectFields = false;
+  /// tq.rotate's Hadamard kinds on rows of 16-lane vectors (the same bits
+  /// as the scalar stages); for pipelines that lower the vector dialect
+  /// (the CPU's: GPU kernel bodies keep scalar code).
+  bool vectorRotations = false;
 };
 
 /// Patterns lowering every tq op except tq.attention and tq.quantize to

@@ -27,6 +27,8 @@
 // its own chains and transpose. Where a token's one 16-byte read holds
 // every plane's window (tq3_0's block) the planes share it, and a block
 // scale inside it is taken from the joined reads, not read per token.
+// Each group of four tokens reads its own copy of the query bytes
+// (queryPerGroup), so no query vector lives across the step's groups.
 //
 //===----------------------------------------------------------------------===//
 

@@ -157,13 +157,18 @@ public:
   Value codebookTable;
   /// emitRotation's `vectors` (TQToLoopsOptions::vectorRotations).
   bool vectorRotations;
+
+  /// The format's forward rotation of x.
+  Value rotated(Value x) {
+    return emitRotation(b, loc, x, *spec.rotation, /*inverse=*/false,
+                        vectorRotations);
+  }
 };
 
 Encoded Encoder::tq3(Value x) {
   const int64_t block = spec.blockLen, blocks = spec.blocksPerRow();
   const float cmax = spec.codebook->centroids.back();
-  Value rot = emitRotation(b, loc, x, *spec.rotation, false,
-                           vectorRotations);
+  Value rot = rotated(x);
   Value amax = reduceGroups(
       blocks, block, b.getF32FloatAttr(0.0f),
       [&](OpBuilder &b, Location loc, ValueRange i, Value acc) {
@@ -239,8 +244,7 @@ Encoded Encoder::turbo(Value x) {
                    return arith::MulFOp::create(
                        b, loc, tensor::ExtractOp::create(b, loc, x, i), inv);
                  });
-  Value rot = emitRotation(b, loc, y, *spec.rotation, false,
-                           vectorRotations);
+  Value rot = rotated(y);
   Encoded e;
   e.index = map3(spec.paddedDim, b.getI32Type(),
                  [&](OpBuilder &b, Location loc, ValueRange i) {
@@ -315,8 +319,7 @@ Value clampedNorm(Encoder &enc, Value norm, double limit) {
 Encoded Encoder::polar(Value x) {
   const int64_t n = spec.paddedDim;
   auto [unit, norm] = normalise(*this, x);
-  Value rot = emitRotation(b, loc, unit, *spec.rotation, false,
-                           vectorRotations);
+  Value rot = rotated(unit);
   Encoded e;
   e.index = map3(n, b.getI32Type(), [&](OpBuilder &b, Location loc,
                                         ValueRange i) {
@@ -379,8 +382,7 @@ Encoded Encoder::polar(Value x) {
 
 Encoded Encoder::haar(Value x) {
   auto [unit, norm] = normalise(*this, x);
-  Value rot = emitRotation(b, loc, unit, *spec.rotation, false,
-                           vectorRotations);
+  Value rot = rotated(unit);
   Encoded e;
   e.index = map3(spec.paddedDim, b.getI32Type(),
                  [&](OpBuilder &b, Location loc, ValueRange i) {

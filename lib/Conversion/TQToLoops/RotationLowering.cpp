@@ -11,7 +11,6 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include <cmath>
-#include <functional>
 
 using namespace mlir;
 using namespace mlir::tq;
@@ -90,34 +89,6 @@ Value butterflyStage(OpBuilder &b, Location loc, Value x, unsigned h) {
 /// Lanes of the vector form of the Hadamard rotation.
 constexpr int64_t kLanes = 16;
 
-/// `body(indices, out)` for every index of the leading dims of `x` (all
-/// but the last), carrying `out` (a tensor shaped like x).
-Value forEachRow(
-    OpBuilder &b, Location loc, Value x, Value out,
-    function_ref<Value(OpBuilder &, Location, ValueRange, Value)> body) {
-  const unsigned leading = cast<ShapedType>(x.getType()).getRank() - 1;
-  SmallVector<Value> indices;
-  std::function<Value(OpBuilder &, Location, unsigned, Value)> nest =
-      [&](OpBuilder &b, Location loc, unsigned dim, Value out) -> Value {
-    if (dim == leading)
-      return body(b, loc, indices, out);
-    Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-    Value one = arith::ConstantIndexOp::create(b, loc, 1);
-    Value size = getValueOrCreateConstantIndexOp(b, loc,
-                                                 sizeOf(b, loc, x, dim));
-    return scf::ForOp::create(
-               b, loc, zero, size, one, ValueRange{out},
-               [&](OpBuilder &b, Location loc, Value i, ValueRange state) {
-                 indices.push_back(i);
-                 Value next = nest(b, loc, dim + 1, state[0]);
-                 indices.pop_back();
-                 scf::YieldOp::create(b, loc, next);
-               })
-        .getResult(0);
-  };
-  return nest(b, loc, 0, out);
-}
-
 /// The Hadamard rotation of every row held as 16-lane vectors (the row's
 /// length a multiple of 16): the sign flips and the scale as vector
 /// multiplies, a butterfly stage of distance h < 16 as a lane shuffle
@@ -127,9 +98,9 @@ Value forEachRow(
 /// are the same; the scalar form is a select and two extracts per
 /// element and stage.
 Value hadamardVectors(OpBuilder &b, Location loc, Value x,
-                      const quant::Rotation &r, bool inverse) {
-  const std::vector<int8_t> &first = inverse ? r.signs2() : r.signs1();
-  const std::vector<int8_t> &second = inverse ? r.signs1() : r.signs2();
+                      const quant::Rotation &r,
+                      const std::vector<int8_t> &first,
+                      const std::vector<int8_t> &second, float invSqrt) {
   const int64_t dim = r.dim(), vectors = dim / kLanes;
   auto f32s = VectorType::get({kLanes}, b.getF32Type());
   auto signsOf = [&](const std::vector<int8_t> &signs, int64_t k) -> Value {
@@ -139,15 +110,23 @@ Value hadamardVectors(OpBuilder &b, Location loc, Value x,
     return arith::ConstantOp::create(
         b, loc, DenseElementsAttr::get(f32s, ArrayRef<float>(lanes)));
   };
-  const float invSqrt = float(1.0 / std::sqrt(double(r.blockSize())));
   Value scale = arith::ConstantOp::create(
       b, loc, DenseElementsAttr::get(f32s, invSqrt));
   Value out = tensor::EmptyOp::create(b, loc, sizesOf(b, loc, x),
                                       b.getF32Type());
   Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
-  return forEachRow(
-      b, loc, x, out,
-      [&](OpBuilder &b, Location loc, ValueRange row, Value out) -> Value {
+  // A loop over every leading dim (all but the row's).
+  SmallVector<Value> lbs, ubs, steps;
+  for (unsigned d = 0; d + 1 < cast<ShapedType>(x.getType()).getRank(); ++d) {
+    lbs.push_back(arith::ConstantIndexOp::create(b, loc, 0));
+    ubs.push_back(getValueOrCreateConstantIndexOp(b, loc, sizeOf(b, loc, x, d)));
+    steps.push_back(arith::ConstantIndexOp::create(b, loc, 1));
+  }
+  return scf::buildLoopNest(
+      b, loc, lbs, ubs, steps, ValueRange{out},
+      [&](OpBuilder &b, Location loc, ValueRange row,
+          ValueRange state) -> scf::ValueVector {
+        Value out = state[0];
         auto at = [&](int64_t k) {
           SmallVector<Value> indices(row);
           indices.push_back(arith::ConstantIndexOp::create(b, loc, k * kLanes));
@@ -201,20 +180,21 @@ Value hadamardVectors(OpBuilder &b, Location loc, Value x,
                                                 ArrayRef<bool>{true})
                     .getResult();
         }
-        return out;
-      });
+        return {out};
+      })
+      .results[0];
 }
 
 Value hadamard(OpBuilder &b, Location loc, Value x,
                const quant::Rotation &r, bool inverse, bool vectors) {
-  if (vectors && r.dim() % kLanes == 0)
-    return hadamardVectors(b, loc, x, r, inverse);
   const std::vector<int8_t> &first = inverse ? r.signs2() : r.signs1();
   const std::vector<int8_t> &second = inverse ? r.signs1() : r.signs2();
+  const float invSqrt = float(1.0 / std::sqrt(double(r.blockSize())));
+  if (vectors && r.dim() % kLanes == 0)
+    return hadamardVectors(b, loc, x, r, first, second, invSqrt);
   x = multiplySigns(b, loc, x, first, r.dim());
   for (unsigned h = 1; h < r.blockSize(); h *= 2)
     x = butterflyStage(b, loc, x, h);
-  const float invSqrt = float(1.0 / std::sqrt(double(r.blockSize())));
   Value scale = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(invSqrt));
   x = elementwise(b, loc, x, b.getF32Type(),
                   [&](OpBuilder &b, Location loc, ValueRange idx) {

@@ -311,12 +311,11 @@ Value tokenSums(OpBuilder &b, Location loc, Value ab, Value cd) {
 Value queryPerGroup(OpBuilder &b, Location loc, Value bytes) {
   auto type = cast<RankedTensorType>(bytes.getType());
   const int64_t rank = type.getRank();
-  SmallVector<OpFoldResult> sizes{b.getIndexAttr(kGroups)};
   SmallVector<OpFoldResult> sliceSizes{b.getIndexAttr(1)};
-  for (int64_t d = 0; d < rank; ++d) {
-    sizes.push_back(sizeOf(b, loc, bytes, d));
+  for (int64_t d = 0; d < rank; ++d)
     sliceSizes.push_back(sizeOf(b, loc, bytes, d));
-  }
+  SmallVector<OpFoldResult> sizes(sliceSizes);
+  sizes[0] = b.getIndexAttr(kGroups);
   Value copies =
       tensor::EmptyOp::create(b, loc, sizes, type.getElementType());
   SmallVector<OpFoldResult> strides(rank + 1, b.getIndexAttr(1));

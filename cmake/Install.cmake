@@ -43,6 +43,7 @@ set(TQC_COMPILER_LIBRARIES
   MLIRTQExactMath
   MLIRTQLowerLaneLookup
   MLIRTQMemRefCopyToLinalg
+  MLIRTQHoistTileBuffers
   MLIRTQToLoops
   MLIRTQPipelines
   MLIRTQToGPU

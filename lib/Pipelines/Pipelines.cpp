@@ -77,6 +77,9 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
   bufferization::BufferDeallocationPipelineOptions dealloc;
   bufferization::buildBufferDeallocationPipeline(pm, dealloc);
+  // The flash loop's per-tile buffers: one allocation per loop nest instead
+  // of a malloc/free pair per tile.
+  pm.addPass(createTQHoistTileBuffers());
 
   // Centroid lookups become selects or register permutes (after
   // bufferization: the permute intrinsics declare no memory effects).

@@ -348,4 +348,52 @@ def TQMemRefCopyToLinalg : Pass<"tq-memref-copy-to-linalg"> {
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
 
+def TQHoistTileBuffers : Pass<"tq-hoist-tile-buffers"> {
+  let summary = "Allocate a loop's per-iteration buffers once, before the loop";
+  let description = [{
+    After bufferization and deallocation, the flash loop allocates and frees
+    its per-tile buffers (scores, weights, row tables) in every iteration: a
+    `malloc`/`free` pair per buffer and tile. This pass moves such a buffer
+    out of its loop nest when its lifetime is one iteration (its only
+    `memref.dealloc` is in the allocation's block, no terminator uses it):
+
+    - a static shape: the `memref.alloc` moves before the outermost
+      enclosing `scf.for`, the `memref.dealloc` after it;
+    - dynamic sizes that integer range analysis bounds (a tile's length is
+      `arith.minui` of the remaining tokens and the tile size): one byte
+      buffer of the bounded size is allocated before the loop nest, and each
+      iteration's buffer becomes a `memref.view` of its prefix (identity
+      layout, so no user changes type).
+
+    ```mlir
+    scf.for %t = %lo to %hi step %c512 {
+      %n = arith.minui %rest, %c512 : index
+      %s = memref.alloc(%n) {alignment = 64 : i64} : memref<1x4x?xf32>
+      ...
+      memref.dealloc %s : memref<1x4x?xf32>
+    }
+    ```
+    becomes
+    ```mlir
+    %storage = memref.alloc() {alignment = 64 : i64} : memref<8192xi8>
+    scf.for %t = %lo to %hi step %c512 {
+      %n = arith.minui %rest, %c512 : index
+      %s = memref.view %storage[%c0][%n] : memref<8192xi8> to memref<1x4x?xf32>
+      ...
+    }
+    memref.dealloc %storage : memref<8192xi8>
+    ```
+
+    The climb stops at anything but an `scf.for` (an `scf.forall`'s
+    iterations may run at once; a buffer under an `scf.if` may never be
+    needed). Unbounded sizes, bounds over `max-bytes`, non-identity layouts,
+    memory spaces and sub-byte elements stay as they are.
+  }];
+  let options = [
+    Option<"maxBytes", "max-bytes", "int64_t", /*default=*/"16777216",
+           "Largest buffer (bytes, at the bounded size) hoisted">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
 #endif // TQ_CONVERSION_PASSES_TD

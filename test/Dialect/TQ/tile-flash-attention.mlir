@@ -18,7 +18,7 @@
 // CHECK: %[[M0:.*]] = linalg.fill ins(%[[NEGINF]] : f32) outs(%{{.*}} : tensor<1x2xf32>)
 // CHECK: %[[N:.*]] = tq.num_tokens %[[K]]
 // CHECK: %[[LOOP:.*]]:3 = scf.for %[[T0:arg[0-9]+]] = %{{.*}} to %[[N]] step %[[C32]] iter_args(%[[M:.*]] = %[[M0]], %[[L:.*]] = %{{.*}}, %[[ACC:.*]] = %{{.*}})
-// CHECK:   %[[SIZE:.*]] = arith.minsi %{{.*}}, %[[C32]] : index
+// CHECK:   %[[SIZE:.*]] = arith.minui %{{.*}}, %[[C32]] : index
 // CHECK:   %[[KT:.*]] = tq.slice_tokens %[[K]][%[[T0]], %[[SIZE]]]
 // CHECK:   %[[VT:.*]] = tq.slice_tokens %[[V]][%[[T0]], %[[SIZE]]]
 // CHECK:   %[[S:.*]] = tq.score %[[Q]], %[[KT]] : tensor<1x2x128xf32>, {{.*}} -> tensor<1x2x?xf32>

@@ -272,7 +272,9 @@ private:
         b, loc, begin, end, step, ValueRange{init.max, init.sum, init.acc},
         [&](OpBuilder &b, Location loc, Value t0, ValueRange state) {
           Value remaining = arith::SubIOp::create(b, loc, end, t0);
-          Value size = arith::MinSIOp::create(b, loc, step, remaining);
+          // end > t0 in the loop: unsigned, the minimum bounds every tile
+          // buffer's size by the tile size (tq-hoist-tile-buffers).
+          Value size = arith::MinUIOp::create(b, loc, step, remaining);
           auto keysType = score.getKeys().getType();
           auto valuesType = accumulate.getValues().getType();
           auto dynamicTokens = [](CacheType t) {

@@ -274,71 +274,88 @@ PairWeights pairWeights(OpBuilder &b, Location loc, Value probs,
                                       arith::FastMathFlags::nnan |
                                           arith::FastMathFlags::nsz));
   };
-  ValueRange fixed = overRowsAndHeads(
+  // Per query row, every head of the group in the same token loops: the
+  // heads' max and sum chains are independent (one vmaxps/vaddps chain per
+  // loop was bound by their latency), and they share each token's scale
+  // reads.
+  ValueRange fixed = loopOf(
+      b, loc, getValueOrCreateConstantIndexOp(b, loc, queries), c1,
       ValueRange{words, factors},
-      [&](OpBuilder &b, Location loc, Value i, Value hh,
+      [&](OpBuilder &b, Location loc, Value i,
           ValueRange state) -> SmallVector<Value> {
         ValueRange stats = overTokens(
-            b, loc, ValueRange{zeros, zeros},
+            b, loc, SmallVector<Value>(2 * group, zeros),
             [&](OpBuilder &b, Location loc, Value t, ValueRange acc) {
-              Value p = probsAt(b, loc, i, hh, t);
               Value largest = scaleAt(b, loc, indexConst(b, loc, 0), t);
               for (int64_t blk = 1; blk < blocks; ++blk)
                 largest = fastMax(b, loc, largest,
                                   scaleAt(b, loc, indexConst(b, loc, blk), t));
-              Value w = arith::MulFOp::create(b, loc, p, largest);
-              return SmallVector<Value>{fastMax(b, loc, acc[0], w),
-                                        arith::AddFOp::create(b, loc, acc[1],
-                                                              w)};
+              SmallVector<Value> next;
+              for (int64_t hh = 0; hh < group; ++hh) {
+                Value p = probsAt(b, loc, i, indexConst(b, loc, hh), t);
+                Value w = arith::MulFOp::create(b, loc, p, largest);
+                next.push_back(fastMax(b, loc, acc[2 * hh], w));
+                next.push_back(
+                    arith::AddFOp::create(b, loc, acc[2 * hh + 1], w));
+              }
+              return next;
             });
-        Value maxW = vector::ReductionOp::create(
-            b, loc, vector::CombiningKind::MAXIMUMF, stats[0]);
-        Value sumW = vector::ReductionOp::create(
-            b, loc, vector::CombiningKind::ADD, stats[1]);
-        Value byMax =
-            arith::DivFOp::create(b, loc, f32Const(b, loc, 32767.0f), maxW);
-        Value bySum = arith::DivFOp::create(
-            b, loc, f32Const(b, loc, float(1 << 30) / float(kLevelMax)), sumW);
-        // All-zero weights (a masked head): q = 0, the sums stay zero.
-        Value isZero = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLE,
-                                             maxW, zero);
-        Value q = arith::SelectOp::create(
-            b, loc, isZero, zero,
-            arith::MinimumFOp::create(b, loc, byMax, bySum));
-        Value factor = arith::SelectOp::create(
-            b, loc, isZero, zero,
-            arith::DivFOp::create(b, loc, f32Const(b, loc, levelScale), q));
-        Value qs = vector::BroadcastOp::create(b, loc, f32s, q);
+        SmallVector<Value> qs;
+        Value nextFactors = state[1];
+        for (int64_t hh = 0; hh < group; ++hh) {
+          Value maxW = vector::ReductionOp::create(
+              b, loc, vector::CombiningKind::MAXIMUMF, stats[2 * hh]);
+          Value sumW = vector::ReductionOp::create(
+              b, loc, vector::CombiningKind::ADD, stats[2 * hh + 1]);
+          Value byMax =
+              arith::DivFOp::create(b, loc, f32Const(b, loc, 32767.0f), maxW);
+          Value bySum = arith::DivFOp::create(
+              b, loc, f32Const(b, loc, float(1 << 30) / float(kLevelMax)),
+              sumW);
+          // All-zero weights (a masked head): q = 0, the sums stay zero.
+          Value isZero = arith::CmpFOp::create(
+              b, loc, arith::CmpFPredicate::OLE, maxW, zero);
+          Value q = arith::SelectOp::create(
+              b, loc, isZero, zero,
+              arith::MinimumFOp::create(b, loc, byMax, bySum));
+          Value factor = arith::SelectOp::create(
+              b, loc, isZero, zero,
+              arith::DivFOp::create(b, loc, f32Const(b, loc, levelScale), q));
+          qs.push_back(vector::BroadcastOp::create(b, loc, f32s, q));
+          for (int64_t blk = 0; blk < blocks; ++blk)
+            nextFactors = tensor::InsertOp::create(
+                b, loc, factor, nextFactors,
+                ValueRange{i, indexConst(b, loc, hh),
+                           indexConst(b, loc, blk)});
+        }
         Value nextWords = overTokens(
             b, loc, state[0],
             [&](OpBuilder &b, Location loc, Value t, ValueRange words) {
-              Value p = probsAt(b, loc, i, hh, t);
               Value next = words[0];
-              for (int64_t blk = 0; blk < blocks; ++blk) {
-                Value scaled = math::RoundEvenOp::create(
-                    b, loc,
-                    arith::MulFOp::create(
-                        b, loc,
-                        arith::MulFOp::create(
-                            b, loc, p,
-                            scaleAt(b, loc, indexConst(b, loc, blk), t)),
-                        qs));
-                Value w = arith::TruncIOp::create(
-                    b, loc, VectorType::get({kWeightLanes}, word),
-                    arith::FPToSIOp::create(
-                        b, loc,
-                        VectorType::get({kWeightLanes}, b.getI32Type()),
-                        scaled));
-                next = write(b, loc, w, next, i, hh, indexConst(b, loc, blk),
-                             t);
+              for (int64_t hh = 0; hh < group; ++hh) {
+                Value head = indexConst(b, loc, hh);
+                Value p = probsAt(b, loc, i, head, t);
+                for (int64_t blk = 0; blk < blocks; ++blk) {
+                  Value scaled = math::RoundEvenOp::create(
+                      b, loc,
+                      arith::MulFOp::create(
+                          b, loc,
+                          arith::MulFOp::create(
+                              b, loc, p,
+                              scaleAt(b, loc, indexConst(b, loc, blk), t)),
+                          qs[hh]));
+                  Value w = arith::TruncIOp::create(
+                      b, loc, VectorType::get({kWeightLanes}, word),
+                      arith::FPToSIOp::create(
+                          b, loc,
+                          VectorType::get({kWeightLanes}, b.getI32Type()),
+                          scaled));
+                  next = write(b, loc, w, next, i, head,
+                               indexConst(b, loc, blk), t);
+                }
               }
               return SmallVector<Value>{next};
             })[0];
-        Value nextFactors = state[1];
-        for (int64_t blk = 0; blk < blocks; ++blk)
-          nextFactors = tensor::InsertOp::create(
-              b, loc, factor, nextFactors,
-              ValueRange{i, hh, indexConst(b, loc, blk)});
         return {nextWords, nextFactors};
       });
   return {fixed[0], fixed[1]};

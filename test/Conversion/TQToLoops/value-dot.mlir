@@ -50,18 +50,25 @@ func.func @turbo3(%p: tensor<1x2x5xf32>, %vb: tensor<5x1x50xi8>) -> tensor<1x2x1
 // weights per head and block with one fixed-point factor per head, from
 // each token's probability times its larger block scale (the maximum of
 // the two blocks' scales, then the running maximum); each token step
-// writes both blocks' words. The passes over the first block's chunks
-// take its weights, those over the second's theirs.
+// writes both blocks' words. The four heads share one token loop, each
+// carrying its own maximum and sum (eight independent chains). The passes
+// over the first block's chunks take its weights, those over the second's
+// theirs.
 // I16-LABEL: func @two_blocks
 // I16: tensor.empty() : tensor<1x4x2xf32>
 // I16: scf.for {{.*}} -> (tensor<1x4x2x?xi16>, tensor<1x4x2xf32>)
-// I16: scf.for {{.*}} -> (tensor<1x4x2x?xi16>, tensor<1x4x2xf32>)
-// I16: arith.maximumf %{{.*}}, %{{.*}} fastmath<nnan,nsz> : vector<16xf32>
-// I16: arith.maximumf %{{.*}}, %{{.*}} fastmath<nnan,nsz> : vector<16xf32>
-// I16: vector.transfer_write %{{.*}}[%{{.*}}, %{{.*}}, %c0{{.*}}, %{{.*}}]{{.*}} : vector<16xi16>, tensor<1x4x2x?xi16>
-// I16: vector.transfer_write %{{.*}}[%{{.*}}, %{{.*}}, %c1{{.*}}, %{{.*}}]{{.*}} : vector<16xi16>, tensor<1x4x2x?xi16>
+// I16: scf.for {{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// I16: %[[LARGEST:.*]] = arith.maximumf %{{.*}}, %{{.*}} fastmath<nnan,nsz> : vector<16xf32>
+// I16: %[[W0:.*]] = arith.mulf %{{.*}}, %[[LARGEST]] : vector<16xf32>
+// I16: arith.maximumf %{{.*}}, %[[W0]] fastmath<nnan,nsz> : vector<16xf32>
+// I16: arith.addf %{{.*}}, %[[W0]] : vector<16xf32>
+// I16: %[[W3:.*]] = arith.mulf %{{.*}}, %[[LARGEST]] : vector<16xf32>
+// I16: arith.maximumf %{{.*}}, %[[W3]] fastmath<nnan,nsz> : vector<16xf32>
+// I16: scf.yield
 // I16: tensor.insert %[[F:.*]] into %{{.*}}[%{{.*}}, %{{.*}}, %c0{{.*}}] : tensor<1x4x2xf32>
 // I16: tensor.insert %[[F]] into %{{.*}}[%{{.*}}, %{{.*}}, %c1{{.*}}] : tensor<1x4x2xf32>
+// I16: vector.transfer_write %{{.*}}[%{{.*}}, %{{.*}}, %c0{{.*}}, %{{.*}}]{{.*}} : vector<16xi16>, tensor<1x4x2x?xi16>
+// I16: vector.transfer_write %{{.*}}[%{{.*}}, %{{.*}}, %c1{{.*}}, %{{.*}}]{{.*}} : vector<16xi16>, tensor<1x4x2x?xi16>
 // I16: vector.transfer_read %{{.*}}[%c0{{.*}}, %{{.*}}, %c0{{.*}}, %{{.*}}]{{.*}} : tensor<1x4x2x?xi16>, vector<2xi16>
 // I16: tq.pair_dot
 // I16: tensor.extract %{{.*}}[%c0{{.*}}, %{{.*}}, %c0{{.*}}] : tensor<1x4x2xf32>

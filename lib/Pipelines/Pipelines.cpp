@@ -77,9 +77,6 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
   bufferization::BufferDeallocationPipelineOptions dealloc;
   bufferization::buildBufferDeallocationPipeline(pm, dealloc);
-  // The flash loop's per-tile buffers: one allocation per loop nest instead
-  // of a malloc/free pair per tile.
-  pm.addPass(createTQHoistTileBuffers());
 
   // Centroid lookups become selects or register permutes (after
   // bufferization: the permute intrinsics declare no memory effects).
@@ -92,6 +89,10 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
   pm.addPass(createTQMemRefCopyToLinalg());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   pm.addPass(createForallToForLoopPass());
+  // The flash loop's per-tile buffers (and, the split loop now serial, its
+  // per-split ones): one allocation per call instead of a malloc/free pair
+  // per tile.
+  pm.addPass(createTQHoistTileBuffers());
   pm.addPass(createConvertVectorToSCFPass());
   buildHostLoopsToLLVMPipeline(pm);
 }

@@ -67,6 +67,7 @@
 // STAGES-NEXT: convert-linalg-to-loops
 // STAGES-NEXT: ),
 // STAGES-NEXT: scf-forall-to-for,
+// STAGES-NEXT: tq-hoist-tile-buffers{max-bytes=16777216},
 // STAGES-NEXT: convert-vector-to-scf{{.*}},
 // STAGES-NEXT: expand-strided-metadata,
 // STAGES-NEXT: lower-affine,

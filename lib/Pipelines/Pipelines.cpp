@@ -56,6 +56,7 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
   lowering.scoreLanes = options.scoreLanes;
   lowering.selectFields = vbmi;
   lowering.vectorRotations = true;
+  lowering.vectorSoftmax = true;
   pm.addPass(createTQLowerToLoops(lowering));
   // exp as an inline polynomial instead of a libm call, so the softmax
   // loops vectorise.

@@ -40,11 +40,11 @@
 // value-dot reaches tq-lower-to-loops; bf16 (AVX512-BF16) makes the lane
 // lookup avx512bf16 (vdpbf16ps through x86vector, which the vector-to-llvm
 // conversion then lowers).
-// PAIRS: tq-lower-to-loops{{{.*}}value-dot=bf16 vector-rotations=true},
+// PAIRS: tq-lower-to-loops{{{.*}}value-dot=bf16 vector-rotations=true vector-softmax=true},
 // PAIRS: tq-lower-lane-lookup{isa=avx512bf16 vbmi=false},
 // PAIRS: convert-vector-to-llvm{{{.*}}enable-x86vector=true{{.*}}},
 
-// UNROLL: tq-lower-to-loops{accumulators=24 max-unrolled-chunks=7 narrow-levels=false score-dot=f32 score-lanes=rows score-rows=2 select-fields=false value-dot=f32 vector-rotations=true},
+// UNROLL: tq-lower-to-loops{accumulators=24 max-unrolled-chunks=7 narrow-levels=false score-dot=f32 score-lanes=rows score-rows=2 select-fields=false value-dot=f32 vector-rotations=true vector-softmax=true},
 
 // STAGES: builtin.module(
 // STAGES-NEXT: tq-decompose-attention,
@@ -53,7 +53,7 @@
 // STAGES-NEXT: tq-tile-flash-attention{splits=1 tile-size=64},
 // STAGES-NEXT: canonicalize{{.*}},
 // STAGES-NEXT: cse,
-// STAGES-NEXT: tq-lower-to-loops{accumulators=16 max-unrolled-chunks=48 narrow-levels=false score-dot=f32 score-lanes=rows score-rows=4 select-fields=false value-dot=f32 vector-rotations=true},
+// STAGES-NEXT: tq-lower-to-loops{accumulators=16 max-unrolled-chunks=48 narrow-levels=false score-dot=f32 score-lanes=rows score-rows=4 select-fields=false value-dot=f32 vector-rotations=true vector-softmax=true},
 // STAGES-NEXT: tq-approximate-math{native-fma-floor=false},
 // STAGES-NEXT: canonicalize{{.*}},
 // STAGES-NEXT: cse,

@@ -97,7 +97,13 @@ def TQLowerToLoops : Pass<"tq-lower-to-loops", "::mlir::ModuleOp"> {
            "flips and scale as vector multiplies, butterfly stages as lane "
            "shuffles and selects or whole-vector adds; the same bits as "
            "the scalar stages), for rows whose length is a multiple of 16; "
-           "for pipelines that lower the vector dialect">
+           "for pipelines that lower the vector dialect">,
+    Option<"vectorSoftmax", "vector-softmax", "bool", /*default=*/"false",
+           "tq.online_softmax (static heads) as 16-lane vector loops: per "
+           "query row one pass for every head's maximum, one for their "
+           "probabilities and sums, the exp specialised to its argument "
+           "(a logit minus a maximum over it: <= 0); for pipelines that "
+           "lower the vector dialect">
   ];
 }
 

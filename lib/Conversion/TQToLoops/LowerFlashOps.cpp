@@ -9,6 +9,7 @@
 #include "LoopBuilders.h"
 #include "LoweringPatterns.h"
 #include "RowDecoding.h"
+#include "VectorSoftmax.h"
 
 #include "tq/Dialect/TQ/IR/TQDialect.h"
 
@@ -77,7 +78,10 @@ struct LowerSliceTokens : public OpConversionPattern<SliceTokensOp> {
 };
 
 struct LowerOnlineSoftmax : public OpConversionPattern<OnlineSoftmaxOp> {
-  using OpConversionPattern::OpConversionPattern;
+  LowerOnlineSoftmax(const TypeConverter &converter, MLIRContext *context,
+                     bool vectorLoops)
+      : OpConversionPattern(converter, context), vectorLoops(vectorLoops) {}
+
   LogicalResult
   matchAndRewrite(OnlineSoftmaxOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
@@ -92,6 +96,15 @@ struct LowerOnlineSoftmax : public OpConversionPattern<OnlineSoftmaxOp> {
         MaskingParams{op.getScale().convertToFloat(),
                       op.getSoftcap().convertToFloat(), op.getCausal(),
                       int64_t(op.getWindow())});
+    if (vectorLoops) {
+      FailureOr<OnlineSoftmaxValues> values =
+          vectorOnlineSoftmax(rewriter, loc, masked, oldMax, oldSum);
+      if (succeeded(values)) {
+        rewriter.replaceOp(op, {values->probs, values->max, values->sum,
+                                values->correction});
+        return success();
+      }
+    }
     auto id3 = AffineMap::getMultiDimIdentityMap(3, ctx);
     auto rows3 = projection(ctx, 3, {0, 1});
     auto id2 = AffineMap::getMultiDimIdentityMap(2, ctx);
@@ -145,6 +158,10 @@ struct LowerOnlineSoftmax : public OpConversionPattern<OnlineSoftmaxOp> {
     rewriter.replaceOp(op, {probs, newMax, newSum, correction});
     return success();
   }
+
+  /// The CPU's 16-lane vector loops (VectorSoftmax.cpp) where the shape
+  /// allows; else linalg loop nests.
+  bool vectorLoops;
 };
 
 struct LowerMergeTile : public OpConversionPattern<MergeTileOp> {
@@ -258,9 +275,11 @@ struct LowerCombine : public OpConversionPattern<CombineOp> {
 
 } // namespace
 
-void mlir::tq::populateFlashLoweringPatterns(const TypeConverter &converter,
-                                             RewritePatternSet &patterns) {
-  patterns.add<LowerNumTokens, LowerSliceTokens, LowerOnlineSoftmax,
-               LowerMergeTile, LowerNormalize, LowerCombine>(
-      converter, patterns.getContext());
+void mlir::tq::populateFlashLoweringPatterns(
+    const TypeConverter &converter, RewritePatternSet &patterns,
+    const TQToLoopsOptions &options) {
+  patterns.add<LowerNumTokens, LowerSliceTokens, LowerMergeTile,
+               LowerNormalize, LowerCombine>(converter, patterns.getContext());
+  patterns.add<LowerOnlineSoftmax>(converter, patterns.getContext(),
+                                   options.vectorSoftmax);
 }

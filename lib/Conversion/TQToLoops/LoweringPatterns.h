@@ -22,7 +22,8 @@ void populateCacheLoweringPatterns(const TypeConverter &converter,
 /// tq.num_tokens, tq.slice_tokens, tq.online_softmax, tq.merge_tile,
 /// tq.normalize, tq.combine.
 void populateFlashLoweringPatterns(const TypeConverter &converter,
-                                   RewritePatternSet &patterns);
+                                   RewritePatternSet &patterns,
+                                   const TQToLoopsOptions &options);
 
 /// The masking rule shared by tq.softmax and tq.online_softmax.
 struct MaskingParams {

@@ -39,7 +39,7 @@ void mlir::tq::populateTQToLoopsPatterns(const TypeConverter &converter,
                                          const TQToLoopsOptions &options) {
   populateDenseLoweringPatterns(converter, patterns, options);
   populateCacheLoweringPatterns(converter, patterns, options);
-  populateFlashLoweringPatterns(converter, patterns);
+  populateFlashLoweringPatterns(converter, patterns, options);
   populateQuantizeLoweringPatterns(converter, patterns, options);
   populatePaddingLoweringPatterns(converter, patterns);
 }
@@ -131,6 +131,7 @@ struct TQLowerToLoopsPass
     options.tokenLaneScore = scoreLanes == "tokens";
     options.selectFields = selectFields;
     options.vectorRotations = vectorRotations;
+    options.vectorSoftmax = vectorSoftmax;
     options.valueDot = valueDot == "bf16"  ? ValueDot::BF16
                        : valueDot == "i16" ? ValueDot::I16
                                            : ValueDot::F32;

@@ -75,6 +75,10 @@ struct TQToLoopsOptions {
   /// as the scalar stages); for pipelines that lower the vector dialect
   /// (the CPU's: GPU kernel bodies keep scalar code).
   bool vectorRotations = false;
+  /// tq.online_softmax of a tile with static heads as 16-lane vector loops
+  /// (VectorSoftmax.cpp: the heads side by side, an exp for its bounded
+  /// argument); for the CPU pipeline.
+  bool vectorSoftmax = false;
 };
 
 /// Patterns lowering every tq op except tq.attention and tq.quantize to

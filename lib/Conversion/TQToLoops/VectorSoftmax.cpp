@@ -1,0 +1,224 @@
+//===- VectorSoftmax.cpp - A tile's online softmax as vector loops --------===//
+//
+// tq.online_softmax of a tile [queries x heads x T] on 16-lane vectors (the
+// CPU pipeline's `vector-softmax`): per query row, one pass over the tokens
+// for every head's maximum and one for every head's probabilities and
+// their sums, the heads' chains side by side. The exp there has a bounded
+// argument (a logit minus a maximum over it): see boundedExp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "VectorSoftmax.h"
+
+#include "LoopBuilders.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace mlir::tq;
+
+namespace {
+constexpr int64_t kLanes = 16;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+Value splat(OpBuilder &b, Location loc, float v) {
+  auto type = VectorType::get({kLanes}, b.getF32Type());
+  return arith::ConstantOp::create(
+      b, loc, DenseElementsAttr::get(type, b.getF32FloatAttr(v)));
+}
+} // namespace
+
+/// exp(d) for d <= 0 or NaN: 0 below -87 (exp(-87) ~ 1.6e-38; -inf, a
+/// hidden key, gives exactly 0); else d = n ln2 + r with n = d / ln2
+/// rounded to nearest (adding and subtracting 1.5 * 2^23, whose bits then
+/// hold n as an integer), n in [-126, 0], |r| <= ln2 / 2 (ln2 in two
+/// parts), e^r by its degree-6 Taylor polynomial (relative error under
+/// 1.3e-7, p in [0.70, 1.42]), and n added to p's exponent bits (a normal
+/// float: no overflow, no denormal). Multiplies and adds may contract to
+/// fma; no rounding or fma intrinsic, so no target needs a libm call. 15
+/// operations where the general approximation, which must handle any
+/// argument, takes 22.
+Value mlir::tq::boundedExp(OpBuilder &b, Location loc, Value d) {
+  auto i32s = VectorType::get({kLanes}, b.getI32Type());
+  auto contract = arith::FastMathFlags::contract;
+  auto mulAdd = [&](Value x, Value y, Value z) -> Value {
+    return arith::AddFOp::create(
+        b, loc, arith::MulFOp::create(b, loc, x, y, contract), z, contract);
+  };
+  auto i32Splat = [&](int32_t v) -> Value {
+    return arith::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(i32s, b.getI32IntegerAttr(v)));
+  };
+  Value tiny = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, d,
+                                     splat(b, loc, -87.0f));
+  Value x = arith::SelectOp::create(b, loc, tiny, splat(b, loc, -87.0f), d);
+  const float magic = 12582912.0f; // 1.5 * 2^23
+  Value shifted = mulAdd(x, splat(b, loc, float(M_LOG2E)),
+                         splat(b, loc, magic));
+  Value n = arith::SubFOp::create(b, loc, shifted, splat(b, loc, magic));
+  Value whole = arith::SubIOp::create(
+      b, loc, vector::BitCastOp::create(b, loc, i32s, shifted),
+      i32Splat(0x4b400000)); // the bits of 1.5 * 2^23
+  // ln 2 = 0.693359375 (10 bits, so n times it is exact) - 2.12194440e-4.
+  Value r = mulAdd(n, splat(b, loc, -0.693359375f), x);
+  r = mulAdd(n, splat(b, loc, 2.12194440e-4f), r);
+  Value p = splat(b, loc, 1.0f / 720.0f);
+  for (float c : {1.0f / 120.0f, 1.0f / 24.0f, 1.0f / 6.0f, 0.5f, 1.0f, 1.0f})
+    p = mulAdd(p, r, splat(b, loc, c));
+  Value e = vector::BitCastOp::create(
+      b, loc, p.getType(),
+      arith::AddIOp::create(
+          b, loc, vector::BitCastOp::create(b, loc, i32s, p),
+          arith::ShLIOp::create(b, loc, whole, i32Splat(23))));
+  return arith::SelectOp::create(b, loc, tiny, splat(b, loc, 0.0f), e);
+}
+
+FailureOr<OnlineSoftmaxValues>
+mlir::tq::vectorOnlineSoftmax(OpBuilder &b, Location loc, Value masked,
+                              Value oldMax, Value oldSum) {
+  auto type = dyn_cast<RankedTensorType>(masked.getType());
+  if (!type || type.getRank() != 3 || !type.getElementType().isF32() ||
+      type.isDynamicDim(1))
+    return failure();
+  const int64_t heads = type.getDimSize(1);
+  Type f32 = b.getF32Type();
+  auto f32s = VectorType::get({kLanes}, f32);
+  Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
+  Value c1 = arith::ConstantIndexOp::create(b, loc, 1);
+  Value step = arith::ConstantIndexOp::create(b, loc, kLanes);
+  Value negInf = f32Const(b, loc, kNegInf);
+  Value queries = tensor::DimOp::create(b, loc, masked, 0);
+  Value tokens = tensor::DimOp::create(b, loc, masked, 2);
+  SmallVector<OpFoldResult> rowSizes = {sizeOf(b, loc, oldMax, 0),
+                                        sizeOf(b, loc, oldMax, 1)};
+  Value correctionInit = tensor::EmptyOp::create(b, loc, rowSizes, f32);
+  Value probsInit = tensor::EmptyOp::create(
+      b, loc,
+      SmallVector<OpFoldResult>{sizeOf(b, loc, masked, 0),
+                                sizeOf(b, loc, masked, 1),
+                                sizeOf(b, loc, masked, 2)},
+      f32);
+  // Head h's logits of tokens [t, t + 16) of row i; -inf past the tokens
+  // (a masked read).
+  auto logitsAt = [&](OpBuilder &b, Location loc, Value i, int64_t h,
+                      Value t) -> Value {
+    return vector::TransferReadOp::create(
+        b, loc, f32s, masked,
+        ValueRange{i, arith::ConstantIndexOp::create(b, loc, h), t}, negInf,
+        ArrayRef<bool>{false});
+  };
+  auto rows = scf::ForOp::create(
+      b, loc, c0, queries, c1,
+      ValueRange{probsInit, oldMax, oldSum, correctionInit},
+      [&](OpBuilder &b, Location loc, Value i, ValueRange state) {
+        // Every head's maximum over the tile.
+        ValueRange maxima =
+            scf::ForOp::create(
+                b, loc, c0, tokens, step,
+                SmallVector<Value>(heads, splat(b, loc, kNegInf)),
+                [&](OpBuilder &b, Location loc, Value t, ValueRange acc) {
+                  // No NaN handling (one vmaxps): a NaN logit still
+                  // reaches the output through its probability.
+                  SmallVector<Value> next;
+                  for (int64_t h = 0; h < heads; ++h)
+                    next.push_back(arith::MaximumFOp::create(
+                        b, loc, acc[h], logitsAt(b, loc, i, h, t),
+                        arith::FastMathFlags::nnan |
+                            arith::FastMathFlags::nsz));
+                  scf::YieldOp::create(b, loc, next);
+                })
+                .getResults();
+        // Every head's old maximum and sum read before the first insert:
+        // the inserts update the loop-carried tensors in place.
+        SmallVector<Value> oldMaxOf, oldSumOf;
+        for (int64_t h = 0; h < heads; ++h) {
+          Value head = arith::ConstantIndexOp::create(b, loc, h);
+          oldMaxOf.push_back(tensor::ExtractOp::create(b, loc, state[1],
+                                                       ValueRange{i, head}));
+          oldSumOf.push_back(tensor::ExtractOp::create(b, loc, state[2],
+                                                       ValueRange{i, head}));
+        }
+        Value newMax = state[1], correction = state[3];
+        SmallVector<Value> maxOf, emptyOf, corrOf;
+        for (int64_t h = 0; h < heads; ++h) {
+          Value head = arith::ConstantIndexOp::create(b, loc, h);
+          Value old = oldMaxOf[h];
+          Value tileMax = vector::ReductionOp::create(
+              b, loc, vector::CombiningKind::MAXIMUMF, maxima[h]);
+          Value m = arith::MaximumFOp::create(b, loc, old, tileMax);
+          // exp(old - m); 1 while nothing was visible (m = -inf).
+          Value empty = arith::CmpFOp::create(
+              b, loc, arith::CmpFPredicate::OEQ, m, negInf);
+          Value corr = arith::SelectOp::create(
+              b, loc, empty, f32Const(b, loc, 1.0f),
+              math::ExpOp::create(b, loc,
+                                  arith::SubFOp::create(b, loc, old, m)));
+          newMax = tensor::InsertOp::create(b, loc, m, newMax,
+                                            ValueRange{i, head});
+          correction = tensor::InsertOp::create(b, loc, corr, correction,
+                                                ValueRange{i, head});
+          maxOf.push_back(vector::BroadcastOp::create(b, loc, f32s, m));
+          emptyOf.push_back(vector::BroadcastOp::create(
+              b, loc, VectorType::get({kLanes}, b.getI1Type()), empty));
+          corrOf.push_back(corr);
+        }
+        // Every head's probabilities exp(x - m) (0 where m = -inf, and
+        // past the tokens) and their sums.
+        SmallVector<Value> init = {state[0]};
+        init.append(heads, splat(b, loc, 0.0f));
+        ValueRange exps =
+            scf::ForOp::create(
+                b, loc, c0, tokens, step, init,
+                [&](OpBuilder &b, Location loc, Value t, ValueRange acc) {
+                  Value probs = acc[0];
+                  SmallVector<Value> sums;
+                  for (int64_t h = 0; h < heads; ++h) {
+                    Value e = boundedExp(
+                        b, loc,
+                        arith::SubFOp::create(b, loc,
+                                              logitsAt(b, loc, i, h, t),
+                                              maxOf[h]));
+                    Value p = arith::SelectOp::create(b, loc, emptyOf[h],
+                                                      splat(b, loc, 0.0f), e);
+                    probs = vector::TransferWriteOp::create(
+                                b, loc, p, probs,
+                                ValueRange{i,
+                                           arith::ConstantIndexOp::create(
+                                               b, loc, h),
+                                           t},
+                                ArrayRef<bool>{false})
+                                .getResult();
+                    sums.push_back(arith::AddFOp::create(b, loc, acc[1 + h], p));
+                  }
+                  SmallVector<Value> next = {probs};
+                  next.append(sums);
+                  scf::YieldOp::create(b, loc, next);
+                })
+                .getResults();
+        // new sum = sum * correction + the tile's sum.
+        Value newSum = state[2];
+        for (int64_t h = 0; h < heads; ++h) {
+          Value head = arith::ConstantIndexOp::create(b, loc, h);
+          Value old = oldSumOf[h];
+          Value tileSum = vector::ReductionOp::create(
+              b, loc, vector::CombiningKind::ADD, exps[1 + h]);
+          newSum = tensor::InsertOp::create(
+              b, loc,
+              arith::AddFOp::create(
+                  b, loc, arith::MulFOp::create(b, loc, old, corrOf[h]),
+                  tileSum),
+              newSum, ValueRange{i, head});
+        }
+        scf::YieldOp::create(
+            b, loc, ValueRange{exps[0], newMax, newSum, correction});
+      });
+  return OnlineSoftmaxValues{rows.getResult(0), rows.getResult(1),
+                             rows.getResult(2), rows.getResult(3)};
+}

@@ -62,6 +62,9 @@ memref::DeallocOp iterationDealloc(memref::AllocOp alloc) {
 /// where a size is unbounded or the total exceeds `limit`.
 std::optional<uint64_t> boundedBytes(MemRefType type, ValueRange dynamicSizes,
                                      DataFlowSolver &solver, uint64_t limit) {
+  // (index and vector elements have no fixed byte size here.)
+  if (!type.getElementType().isIntOrFloat())
+    return std::nullopt;
   unsigned bits = type.getElementTypeBitWidth();
   if (bits == 0 || bits % 8 != 0)
     return std::nullopt;

@@ -117,3 +117,31 @@ func.func @left_alone(%lo: index, %hi: index, %x: f32) -> memref<2xf32> {
   memref.dealloc %outside : memref<8xf32>
   return %last : memref<2xf32>
 }
+
+// -----
+
+// Elements without a byte size of their own (index, vectors) keep their
+// allocation when their size is dynamic; a static one still moves.
+// CHECK-LABEL: func @element_kinds
+// CHECK: memref.alloc() : memref<4xindex>
+// CHECK: scf.for
+// CHECK:   memref.alloc(%{{.*}}) : memref<?xindex>
+// CHECK:   memref.alloc(%{{.*}}) : memref<?xvector<16xf32>>
+func.func @element_kinds(%lo: index, %hi: index, %v: vector<16xf32>) {
+  %c0 = arith.constant 0 : index
+  %c512 = arith.constant 512 : index
+  scf.for %t = %lo to %hi step %c512 {
+    %rest = arith.subi %hi, %t : index
+    %n = arith.minui %rest, %c512 : index
+    %a = memref.alloc() : memref<4xindex>
+    %b = memref.alloc(%n) : memref<?xindex>
+    %c = memref.alloc(%n) : memref<?xvector<16xf32>>
+    memref.store %t, %a[%c0] : memref<4xindex>
+    memref.store %t, %b[%c0] : memref<?xindex>
+    memref.store %v, %c[%c0] : memref<?xvector<16xf32>>
+    memref.dealloc %c : memref<?xvector<16xf32>>
+    memref.dealloc %b : memref<?xindex>
+    memref.dealloc %a : memref<4xindex>
+  }
+  return
+}

@@ -2,7 +2,10 @@
 
 #include "LoopBuilders.h"
 
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::tq;
@@ -69,4 +72,21 @@ Value mlir::tq::multiplyAdd(OpBuilder &b, Location loc, Value acc, Value x,
 OpFoldResult mlir::tq::sizeOf(OpBuilder &b, Location loc, Value value,
                               unsigned i) {
   return tensor::getMixedSize(b, loc, value, i);
+}
+
+SmallVector<OpFoldResult> mlir::tq::sizesOf(OpBuilder &b, Location loc,
+                                            Value v) {
+  SmallVector<OpFoldResult> sizes;
+  for (unsigned i = 0; i < cast<ShapedType>(v.getType()).getRank(); ++i)
+    sizes.push_back(sizeOf(b, loc, v, i));
+  return sizes;
+}
+
+Value mlir::tq::guardedExp(OpBuilder &b, Location loc, Value x, Value max,
+                           float ifEmpty) {
+  Value empty = arith::CmpFOp::create(
+      b, loc, arith::CmpFPredicate::OEQ, max,
+      f32Const(b, loc, -std::numeric_limits<float>::infinity()));
+  Value e = math::ExpOp::create(b, loc, arith::SubFOp::create(b, loc, x, max));
+  return arith::SelectOp::create(b, loc, empty, f32Const(b, loc, ifEmpty), e);
 }

@@ -56,6 +56,14 @@ Value f32Const(OpBuilder &b, Location loc, float value);
 /// The size of dim `i` of `value` as an OpFoldResult.
 OpFoldResult sizeOf(OpBuilder &b, Location loc, Value value, unsigned i);
 
+/// The sizes of every dim of `v`.
+SmallVector<OpFoldResult> sizesOf(OpBuilder &b, Location loc, Value v);
+
+/// exp(x - max), or `ifEmpty` when max is -inf (nothing visible yet); f32
+/// scalars.
+Value guardedExp(OpBuilder &b, Location loc, Value x, Value max,
+                 float ifEmpty);
+
 } // namespace mlir::tq
 
 #endif // TQ_LIB_CONVERSION_TQTOLOOPS_LOOPBUILDERS_H

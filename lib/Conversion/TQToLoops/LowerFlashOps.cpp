@@ -14,7 +14,6 @@
 #include "tq/Dialect/TQ/IR/TQDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
@@ -27,15 +26,6 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-/// exp(x - max), or `ifEmpty` when max is -inf (nothing visible yet).
-Value guardedExp(OpBuilder &b, Location loc, Value x, Value max,
-                 float ifEmpty) {
-  Value empty = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, max,
-                                      f32Const(b, loc, kNegInf));
-  Value e = math::ExpOp::create(b, loc, arith::SubFOp::create(b, loc, x, max));
-  return arith::SelectOp::create(b, loc, empty, f32Const(b, loc, ifEmpty), e);
-}
-
 /// x / d, or 0 where d is not positive.
 Value guardedDiv(OpBuilder &b, Location loc, Value x, Value d) {
   Value positive = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, d,
@@ -43,13 +33,6 @@ Value guardedDiv(OpBuilder &b, Location loc, Value x, Value d) {
   return arith::SelectOp::create(b, loc, positive,
                                  arith::DivFOp::create(b, loc, x, d),
                                  f32Const(b, loc, 0.0f));
-}
-
-SmallVector<OpFoldResult> sizesOf(OpBuilder &b, Location loc, Value v) {
-  SmallVector<OpFoldResult> sizes;
-  for (unsigned i = 0; i < cast<ShapedType>(v.getType()).getRank(); ++i)
-    sizes.push_back(sizeOf(b, loc, v, i));
-  return sizes;
 }
 
 struct LowerNumTokens : public OpConversionPattern<NumTokensOp> {

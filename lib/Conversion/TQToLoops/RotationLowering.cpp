@@ -18,13 +18,6 @@ namespace quant = ::tq::quant;
 
 namespace {
 
-SmallVector<OpFoldResult> sizesOf(OpBuilder &b, Location loc, Value v) {
-  SmallVector<OpFoldResult> sizes;
-  for (unsigned i = 0; i < cast<ShapedType>(v.getType()).getRank(); ++i)
-    sizes.push_back(sizeOf(b, loc, v, i));
-  return sizes;
-}
-
 /// out[.., j] = body(indices, j) over the shape of `like`.
 Value elementwise(OpBuilder &b, Location loc, Value like, Type elementType,
                   function_ref<Value(OpBuilder &, Location, ValueRange)> body) {

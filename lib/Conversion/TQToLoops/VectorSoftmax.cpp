@@ -13,7 +13,6 @@
 #include "LoopBuilders.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -96,15 +95,10 @@ mlir::tq::vectorOnlineSoftmax(OpBuilder &b, Location loc, Value masked,
   Value negInf = f32Const(b, loc, kNegInf);
   Value queries = tensor::DimOp::create(b, loc, masked, 0);
   Value tokens = tensor::DimOp::create(b, loc, masked, 2);
-  SmallVector<OpFoldResult> rowSizes = {sizeOf(b, loc, oldMax, 0),
-                                        sizeOf(b, loc, oldMax, 1)};
-  Value correctionInit = tensor::EmptyOp::create(b, loc, rowSizes, f32);
-  Value probsInit = tensor::EmptyOp::create(
-      b, loc,
-      SmallVector<OpFoldResult>{sizeOf(b, loc, masked, 0),
-                                sizeOf(b, loc, masked, 1),
-                                sizeOf(b, loc, masked, 2)},
-      f32);
+  Value correctionInit =
+      tensor::EmptyOp::create(b, loc, sizesOf(b, loc, oldMax), f32);
+  Value probsInit =
+      tensor::EmptyOp::create(b, loc, sizesOf(b, loc, masked), f32);
   // Head h's logits of tokens [t, t + 16) of row i; -inf past the tokens
   // (a masked read).
   auto logitsAt = [&](OpBuilder &b, Location loc, Value i, int64_t h,
@@ -154,12 +148,9 @@ mlir::tq::vectorOnlineSoftmax(OpBuilder &b, Location loc, Value masked,
               b, loc, vector::CombiningKind::MAXIMUMF, maxima[h]);
           Value m = arith::MaximumFOp::create(b, loc, old, tileMax);
           // exp(old - m); 1 while nothing was visible (m = -inf).
+          Value corr = guardedExp(b, loc, old, m, 1.0f);
           Value empty = arith::CmpFOp::create(
               b, loc, arith::CmpFPredicate::OEQ, m, negInf);
-          Value corr = arith::SelectOp::create(
-              b, loc, empty, f32Const(b, loc, 1.0f),
-              math::ExpOp::create(b, loc,
-                                  arith::SubFOp::create(b, loc, old, m)));
           newMax = tensor::InsertOp::create(b, loc, m, newMax,
                                             ValueRange{i, head});
           correction = tensor::InsertOp::create(b, loc, corr, correction,

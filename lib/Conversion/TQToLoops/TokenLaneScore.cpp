@@ -27,8 +27,9 @@
 // its own chains and transpose. Where a token's one 16-byte read holds
 // every plane's window (tq3_0's block) the planes share it, and a block
 // scale inside it is taken from the joined reads, not read per token.
-// Each group of four tokens reads its own copy of the query bytes
-// (queryPerGroup), so no query vector lives across the step's groups.
+// Each group of four tokens reads its own copy of the query bytes, each
+// run of 16 already repeated to the four lanes (queryPerGroup), so no
+// query vector lives across the step's groups and none needs a shuffle.
 //
 //===----------------------------------------------------------------------===//
 
@@ -300,31 +301,50 @@ Value tokenSums(OpBuilder &b, Location loc, Value ab, Value cd) {
                                interleave(b, loc, ab, cd, {2, 3, 6, 7}));
 }
 
-/// `bytes` (the query bytes, tensor<rows x heads x width x i8>) copied
-/// once per token group: tensor<kGroups x rows x heads x width x i8>. Each
-/// group's dots read their own copy. Reads of one copy by all four groups
-/// are the same loads, which LLVM merges into one value per query vector
-/// kept live across the step's groups (64 vectors at head dim 256, four
-/// heads): those spilled the groups' accumulators. Distinct copies keep
-/// each query vector's life to one group, at width x heads x 4 bytes per
-/// call.
+/// `bytes` (the query bytes, tensor<rows x heads x width x i8>, width a
+/// multiple of 16) copied once per token group with each run of 16 bytes
+/// repeated to the four lanes: tensor<kGroups x rows x heads x width/16 x
+/// 64 x i8>. A dot's query operand is then one full-width load, where a
+/// 16-byte broadcast load (vbroadcasti32x4) is a load plus a shuffle on
+/// AMD Zen 4, whose shuffle pipes the level bytes' decoding already fills
+/// (eight per token at four heads, head dim 128). Each group's dots read
+/// their own copy: reads of one copy by all four groups are the same
+/// loads, which LLVM merges into one value per query vector kept live
+/// across the step's groups (64 vectors at head dim 256, four heads):
+/// those spilled the groups' accumulators. Distinct copies keep each query
+/// vector's life to one group, at width x heads x 16 bytes per call.
 Value queryPerGroup(OpBuilder &b, Location loc, Value bytes) {
   auto type = cast<RankedTensorType>(bytes.getType());
-  const int64_t rank = type.getRank();
-  SmallVector<OpFoldResult> sliceSizes{b.getIndexAttr(1)};
-  for (int64_t d = 0; d < rank; ++d)
-    sliceSizes.push_back(sizeOf(b, loc, bytes, d));
-  SmallVector<OpFoldResult> sizes(sliceSizes);
-  sizes[0] = b.getIndexAttr(kGroups);
+  assert(type.getRank() == 3 && type.getDimSize(2) % 16 == 0 &&
+         "query bytes are rows x heads x (16 x runs)");
+  const int64_t runs = type.getDimSize(2) / 16;
+  OpFoldResult rows = sizeOf(b, loc, bytes, 0);
+  OpFoldResult heads = sizeOf(b, loc, bytes, 1);
+  // rows x heads x runs x 16.
+  Value byRuns = tensor::ExpandShapeOp::create(
+      b, loc,
+      RankedTensorType::get({type.getDimSize(0), type.getDimSize(1), runs, 16},
+                            type.getElementType()),
+      bytes, ArrayRef<ReassociationIndices>{{0}, {1}, {2, 3}},
+      SmallVector<OpFoldResult>{rows, heads, b.getIndexAttr(runs),
+                                b.getIndexAttr(16)});
+  SmallVector<OpFoldResult> sizes = {b.getIndexAttr(kGroups), rows, heads,
+                                     b.getIndexAttr(runs),
+                                     b.getIndexAttr(4 * 16)};
   Value copies =
       tensor::EmptyOp::create(b, loc, sizes, type.getElementType());
-  SmallVector<OpFoldResult> strides(rank + 1, b.getIndexAttr(1));
-  for (int64_t g = 0; g < kGroups; ++g) {
-    SmallVector<OpFoldResult> offsets(rank + 1, b.getIndexAttr(0));
-    offsets[0] = b.getIndexAttr(g);
-    copies = tensor::InsertSliceOp::create(b, loc, bytes, copies, offsets,
-                                           sliceSizes, strides);
-  }
+  SmallVector<OpFoldResult> sliceSizes = {b.getIndexAttr(1), rows, heads,
+                                          b.getIndexAttr(runs),
+                                          b.getIndexAttr(16)};
+  SmallVector<OpFoldResult> strides(5, b.getIndexAttr(1));
+  for (int64_t g = 0; g < kGroups; ++g)
+    for (int64_t lane = 0; lane < kLaneTokens; ++lane) {
+      SmallVector<OpFoldResult> offsets(5, b.getIndexAttr(0));
+      offsets[0] = b.getIndexAttr(g);
+      offsets[4] = b.getIndexAttr(16 * lane);
+      copies = tensor::InsertSliceOp::create(b, loc, byRuns, copies, offsets,
+                                             sliceSizes, strides);
+    }
   return copies;
 }
 
@@ -343,7 +363,8 @@ FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
     return failure();
   const ::tq::quant::FormatSpec &spec = keys.rowDecoder().spec();
   std::optional<Plan> plan = planFor(spec);
-  if (!plan || int64_t(plan->order.size()) != codes->width())
+  if (!plan || int64_t(plan->order.size()) != codes->width() ||
+      codes->width() % 16 != 0)
     return failure();
   const int64_t blocks = codes->scaleBlocks();
   const CacheAccess &access = keys.rowDecoder().access();
@@ -488,18 +509,13 @@ FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
                                                           index, lookupAttr);
                       // The query bytes of the vector's 16 values (from
                       // the group's copy), in every lane.
-                      Value at = indexConst(b, loc, 16 * vectorIndex++);
+                      Value at = indexConst(b, loc, vectorIndex++);
                       Value copy = indexConst(b, loc, g);
                       for (int64_t hh = 0; hh < block; ++hh) {
-                        Value run = vector::TransferReadOp::create(
-                            b, loc, VectorType::get({16}, b.getI8Type()),
-                            groupQueries, ValueRange{copy, c0, heads[hh], at},
+                        Value qv = vector::TransferReadOp::create(
+                            b, loc, bytesType, groupQueries,
+                            ValueRange{copy, c0, heads[hh], at, c0},
                             zeroByte, ArrayRef<bool>{true});
-                        SmallVector<int64_t> repeat;
-                        for (int64_t i = 0; i < 64; ++i)
-                          repeat.push_back(i % 16);
-                        Value qv = vector::ShuffleOp::create(b, loc, run, run,
-                                                             repeat);
                         Value &chain = acc[hh * kGroups + g];
                         chain = ByteDotOp::create(b, loc, sumType, chain,
                                                   levels, qv, narrow);

@@ -18,9 +18,12 @@
 // CHECK: vector.shuffle %{{.*}} [0, 1, 2, 3, 4, 5, 6, 7, 32, 33, 34, 35, 36, 37, 38, 39, 8, 9,
 // The query bytes copied once per group of four tokens (group g's dots
 // read copy g, so LLVM cannot merge the groups' query loads into values
-// live across the step).
-// CHECK: tensor.insert_slice %{{.*}}[0, 0, 0, 0] [1, 1, 2, 128] [1, 1, 1, 1] : tensor<1x2x128xi8> into tensor<4x1x2x128xi8>
-// CHECK: %[[COPIES:.*]] = tensor.insert_slice %{{.*}}[3, 0, 0, 0] [1, 1, 2, 128] [1, 1, 1, 1] : tensor<1x2x128xi8> into tensor<4x1x2x128xi8>
+// live across the step), each run of 16 bytes repeated to the four lanes
+// (a dot's query operand is one full-width load, no broadcast shuffle).
+// CHECK: tensor.expand_shape %{{.*}} {{\[}}[0], [1], [2, 3]] output_shape [1, 2, 8, 16] : tensor<1x2x128xi8> into tensor<1x2x8x16xi8>
+// CHECK: tensor.insert_slice %{{.*}}[0, 0, 0, 0, 0] [1, 1, 2, 8, 16] [1, 1, 1, 1, 1] : tensor<1x2x8x16xi8> into tensor<4x1x2x8x64xi8>
+// CHECK: tensor.insert_slice %{{.*}}[0, 0, 0, 0, 48] [1, 1, 2, 8, 16] [1, 1, 1, 1, 1] : tensor<1x2x8x16xi8> into tensor<4x1x2x8x64xi8>
+// CHECK: %[[COPIES:.*]] = tensor.insert_slice %{{.*}}[3, 0, 0, 0, 48] [1, 1, 2, 8, 16] [1, 1, 1, 1, 1] : tensor<1x2x8x16xi8> into tensor<4x1x2x8x64xi8>
 // CHECK: scf.for %{{.*}} step %c16
 // The 16 rows' fp16 norms (bytes 0..1) as bits, widened together (no
 // scalar conversion per row).
@@ -43,11 +46,12 @@
 // CHECK: arith.andi
 // CHECK: arith.ori
 // CHECK: tq.byte_lookup %{{.*}} : vector<64xi8>
-// CHECK: vector.transfer_read %[[COPIES]][%c0{{[_0-9]*}}, %c0{{[_0-9]*}}, %{{.*}}, %c0{{[_0-9]*}}]
+// CHECK-NOT: vector.shuffle %{{.*}} [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1,
+// CHECK: vector.transfer_read %[[COPIES]][%c0{{[_0-9]*}}, %c0{{[_0-9]*}}, %{{.*}}, %c0{{[_0-9]*}}, %c0{{[_0-9]*}}]{{.*}} : tensor<4x1x2x8x64xi8>, vector<64xi8>
 // CHECK-COUNT-2: tq.byte_dot %{{.*}} : vector<64xi8> -> vector<16xi32>
 // The four groups' sums of a head: interleaves of i32 lanes.
 // CHECK: vector.shuffle %{{.*}} [0, 16, 1, 17, 4, 20, 5, 21, 8, 24, 9, 25, 12, 28, 13, 29] : vector<16xi32>, vector<16xi32>
-// CHECK: vector.transfer_read %[[COPIES]][%c3{{[_0-9]*}}, %c0{{[_0-9]*}}, %{{.*}}, %c0{{[_0-9]*}}]
+// CHECK: vector.transfer_read %[[COPIES]][%c3{{[_0-9]*}}, %c0{{[_0-9]*}}, %{{.*}}, %c0{{[_0-9]*}}, %c0{{[_0-9]*}}]
 // CHECK: arith.sitofp %{{.*}} : vector<16xi32> to vector<16xf32>
 // CHECK: vector.transfer_write %{{.*}} : vector<16xf32>, tensor<1x2x5xf32>
 // ROWS-LABEL: func @turbo3

@@ -371,7 +371,8 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
   // A scale per block (folded into the block's weights), codes, no QJL
   // residual.
   FailureOr<VectorRowDecoder> decoded =
-      VectorRowDecoder::getForScaledCodes(values.rowDecoder());
+      VectorRowDecoder::getForScaledCodes(values.rowDecoder(),
+                                          options.selectFields);
   if (failed(decoded))
     return failure();
   VectorRowDecoder &codes = *decoded;

@@ -266,7 +266,14 @@ VectorRowDecoder::getForCodes(const RowDecoder &decoder) {
 }
 
 FailureOr<VectorRowDecoder>
-VectorRowDecoder::getForScaledCodes(const RowDecoder &decoder) {
+VectorRowDecoder::getForScaledCodes(const RowDecoder &decoder,
+                                    bool selectFields) {
+  if (selectFields && supports(decoder.spec())) {
+    VectorRowDecoder rowOrder(decoder, /*chunkLanes=*/0, /*wordReads=*/false);
+    if (rowOrder.hasCodes() && rowOrder.hasScaledCodes() &&
+        rowOrder.groupBlockChunkLanes() == 64 && rowOrder.selectsChunks(64))
+      return rowOrder;
+  }
   FailureOr<VectorRowDecoder> codes = getForCodes(decoder);
   if (failed(codes) || !codes->hasScaledCodes() || !codes->blockChunkLanes())
     return failure();
@@ -914,6 +921,50 @@ Value VectorRowDecoder::planeCodes(OpBuilder &b, Location loc,
   return field;
 }
 
+bool VectorRowDecoder::selectsChunks(int64_t lanes) const {
+  if (planes_.empty() || lanes % 8 != 0 || width_ % lanes != 0 ||
+      rowBytes_ < 8)
+    return false;
+  int64_t indexBits = 0;
+  for (const PlaneLanes &plane : planes_) {
+    const int64_t bits = llvm::popcount(uint32_t(plane.mask));
+    if ((bits != 1 && bits != 2 && bits != 4) ||
+        plane.indexShift != indexBits)
+      return false;
+    indexBits += bits;
+    for (int64_t m = 0; m < width_; m += 8) {
+      SmallVector<int64_t> at;
+      for (int64_t l = m; l < m + 8; ++l)
+        at.push_back(plane.bytes[order_[l]]);
+      if (*llvm::max_element(at) - *llvm::min_element(at) >= 8)
+        return false;
+    }
+  }
+  const auto &codebook = decoder_->spec().codebook;
+  return codebook && int64_t(codebook->centroids.size()) == (1 << indexBits);
+}
+
+Value VectorRowDecoder::broadcastWindow(OpBuilder &b, Location loc,
+                                        const RowBytes &row,
+                                        ArrayRef<int64_t> at,
+                                        int64_t &window) const {
+  const int64_t count = at.size();
+  if (count % 8 != 0 || rowBytes_ < 8)
+    return {};
+  const int64_t lo = *llvm::min_element(at), hi = *llvm::max_element(at);
+  window = std::min(lo, rowBytes_ - 8);
+  if (window < 0 || hi >= window + 8)
+    return {};
+  Value word = vector::BitCastOp::create(
+      b, loc, VectorType::get({1}, b.getI64Type()),
+      row.read(b, loc, window, 8));
+  Value words = vector::BroadcastOp::create(
+      b, loc, VectorType::get({count / 8}, b.getI64Type()),
+      vector::ExtractOp::create(b, loc, word, ArrayRef<int64_t>{0}));
+  return vector::BitCastOp::create(
+      b, loc, VectorType::get({count}, b.getI8Type()), words);
+}
+
 Value VectorRowDecoder::selectCodes(OpBuilder &b, Location loc,
                                     const RowBytes &row,
                                     ArrayRef<int64_t> values) const {
@@ -956,6 +1007,25 @@ Value VectorRowDecoder::selectCodes(OpBuilder &b, Location loc,
       if (hi - lo >= 8)
         return {};
       window.push_back(std::min(lo, rowBytes_ - 8));
+    }
+    // Where every lane's fields lie in one 8-byte span, every lane reads
+    // it: one 8-byte read broadcast to the 64-bit lanes, which x86 loads
+    // with vpbroadcastq (a load alone, or the select's memory operand),
+    // where a wider read and a permute cost a shuffle uop. (Two spans
+    // joined by a select became vinserti64x4, a shuffle again: not
+    // faster than the permute on Zen 4.)
+    int64_t shared = 0;
+    if (Value data = broadcastWindow(b, loc, planeRow(row, lanes), at,
+                                     shared)) {
+      SmallVector<int8_t> offsets;
+      for (int64_t l = 0; l < count; ++l) {
+        const int64_t bit =
+            8 * (at[l] - shared) + shifts[l] - lanes.indexShift;
+        offsets.push_back(int8_t(((bit % 64) + 64) % 64));
+      }
+      fields.push_back(SelectBitsOp::create(b, loc, bytesType, data,
+                                            b.getDenseI8ArrayAttr(offsets)));
+      continue;
     }
     const int64_t lo = *llvm::min_element(window);
     int64_t span = *llvm::max_element(window) + 8 - lo;

@@ -78,8 +78,13 @@ public:
   /// (the integer score, the pair weighted sum): fails where the format
   /// does not fit them (hasScaledCodes) or no chunk width keeps chunks in
   /// one block (blockChunkLanes).
+  /// With `selectFields`, the row's order where decodeCodes can gather
+  /// every chunk of 64 lanes by tq.select_bits in it (selectsChunks):
+  /// a chunk's fields then lie in one stretch of each plane, so the
+  /// gather's windows repeat one or two 8-byte reads, where the widest
+  /// plane's order spreads a chunk over the whole row.
   static FailureOr<VectorRowDecoder>
-  getForScaledCodes(const RowDecoder &decoder);
+  getForScaledCodes(const RowDecoder &decoder, bool selectFields = false);
 
   /// Values per row (the padded head dim).
   int64_t width() const { return width_; }
@@ -244,6 +249,15 @@ private:
   /// where the planes or the row do not fit.
   Value selectCodes(OpBuilder &b, Location loc, const RowBytes &row,
                     ArrayRef<int64_t> values) const;
+  /// True where selectCodes gathers every chunk of `lanes` lanes of a
+  /// whole row: planes of 1, 2 or 4 bits each above the previous ones,
+  /// 2^bits levels, each 8 lanes' fields within 8 bytes of each plane.
+  bool selectsChunks(int64_t lanes) const;
+  /// The 8 bytes of `row` from `window` = min(at) (moved back to stay in
+  /// the row) repeated to every 64-bit lane, where every byte of `at` (a
+  /// byte per lane) lies in them; null otherwise.
+  Value broadcastWindow(OpBuilder &b, Location loc, const RowBytes &row,
+                        ArrayRef<int64_t> at, int64_t &window) const;
   /// True where every group of `group` lanes (default: the chunk) of
   /// every chunk of `lanes` lanes lies in one scale block.
   bool chunksInBlocks(int64_t lanes, int64_t group = 0) const;

@@ -57,10 +57,19 @@ func.func @turbo3_masks(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x50xi8>) -> tens
 // -----
 
 // The pair weighted sum decodes its rows the same way before the two
-// rows' index bytes are interleaved and widened to words.
+// rows' index bytes are interleaved and widened to words, in the row's
+// order (VectorRowDecoder::getForScaledCodes with select-fields): a
+// chunk's 64 values (0-63 first) have their high bits in the 1-bit
+// plane's first 8 bytes, so every 64-bit lane reads those: one 8-byte
+// read broadcast (vpbroadcastq, no permute), value 0's bit at offset 62.
 // CHECK-LABEL: func @turbo3_pairs
-// CHECK: tq.select_bits
-// CHECK: tq.select_bits
+// CHECK: tq.select_bits %{{.*}} [0, 2, 4, 6, 8, 10, 12, 14, 0, 2,
+// CHECK: %[[S8:.*]] = vector.transfer_read %{{.*}}%c34{{.*}} : tensor<?x?x1x50xi8>, vector<8xi8>
+// CHECK: %[[W:.*]] = vector.bitcast %[[S8]] : vector<8xi8> to vector<1xi64>
+// CHECK: %[[W0:.*]] = vector.extract %[[W]][0] : i64 from vector<1xi64>
+// CHECK: %[[WS:.*]] = vector.broadcast %[[W0]] : i64 to vector<8xi64>
+// CHECK: %[[SB:.*]] = vector.bitcast %[[WS]] : vector<8xi64> to vector<64xi8>
+// CHECK: tq.select_bits %[[SB]] [62, 63, 0, 1, 2, 3, 4, 5, 6, 7, 8,
 // CHECK: arith.ori
 // CHECK: vector.shuffle %{{.*}}, %{{.*}} [0, 64, 1, 65,
 // CHECK: tq.word_lookup

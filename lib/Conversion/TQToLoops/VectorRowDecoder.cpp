@@ -268,15 +268,17 @@ VectorRowDecoder::getForCodes(const RowDecoder &decoder) {
 FailureOr<VectorRowDecoder>
 VectorRowDecoder::getForScaledCodes(const RowDecoder &decoder,
                                     bool selectFields) {
-  if (selectFields && supports(decoder.spec())) {
-    VectorRowDecoder rowOrder(decoder, /*chunkLanes=*/0, /*wordReads=*/false);
-    if (rowOrder.hasCodes() && rowOrder.hasScaledCodes() &&
-        rowOrder.groupBlockChunkLanes() == 64 && rowOrder.selectsChunks(64))
-      return rowOrder;
-  }
   FailureOr<VectorRowDecoder> codes = getForCodes(decoder);
   if (failed(codes) || !codes->hasScaledCodes() || !codes->blockChunkLanes())
     return failure();
+  if (!selectFields || codes->groupBlockChunkLanes() != 64)
+    return codes;
+  std::optional<int64_t> permutes = codes->selectPermutes(64);
+  VectorRowDecoder rowOrder(decoder, /*chunkLanes=*/0, /*wordReads=*/false);
+  std::optional<int64_t> rowPermutes = rowOrder.selectPermutes(64);
+  if (permutes && rowPermutes && *rowPermutes < *permutes &&
+      rowOrder.groupBlockChunkLanes() == 64)
+    return rowOrder;
   return codes;
 }
 
@@ -921,27 +923,56 @@ Value VectorRowDecoder::planeCodes(OpBuilder &b, Location loc,
   return field;
 }
 
-bool VectorRowDecoder::selectsChunks(int64_t lanes) const {
+std::optional<int64_t>
+VectorRowDecoder::selectPermutes(int64_t lanes) const {
   if (planes_.empty() || lanes % 8 != 0 || width_ % lanes != 0 ||
       rowBytes_ < 8)
-    return false;
+    return std::nullopt;
   int64_t indexBits = 0;
   for (const PlaneLanes &plane : planes_) {
     const int64_t bits = llvm::popcount(uint32_t(plane.mask));
     if ((bits != 1 && bits != 2 && bits != 4) ||
         plane.indexShift != indexBits)
-      return false;
+      return std::nullopt;
     indexBits += bits;
-    for (int64_t m = 0; m < width_; m += 8) {
-      SmallVector<int64_t> at;
-      for (int64_t l = m; l < m + 8; ++l)
-        at.push_back(plane.bytes[order_[l]]);
-      if (*llvm::max_element(at) - *llvm::min_element(at) >= 8)
-        return false;
-    }
   }
   const auto &codebook = decoder_->spec().codebook;
-  return codebook && int64_t(codebook->centroids.size()) == (1 << indexBits);
+  if (!codebook || int64_t(codebook->centroids.size()) != (1 << indexBits))
+    return std::nullopt;
+  // selectCodes' reads, counted: a plane's chunk needs no permute where
+  // it is one broadcast 8-byte window or one read in lane order.
+  int64_t permutes = 0;
+  for (int64_t first = 0; first < width_; first += lanes)
+    for (const PlaneLanes &plane : planes_) {
+      SmallVector<int64_t> at;
+      for (int64_t l = first; l < first + lanes; ++l)
+        at.push_back(plane.bytes[order_[l]]);
+      const int64_t shared =
+          std::min(*llvm::min_element(at), rowBytes_ - 8);
+      if (shared >= 0 && *llvm::max_element(at) < shared + 8)
+        continue;
+      SmallVector<int64_t> window;
+      for (int64_t m = 0; m < lanes; m += 8) {
+        ArrayRef<int64_t> lane = ArrayRef<int64_t>(at).slice(m, 8);
+        const int64_t lo = *llvm::min_element(lane);
+        if (*llvm::max_element(lane) - lo >= 8)
+          return std::nullopt;
+        window.push_back(std::min(lo, rowBytes_ - 8));
+      }
+      const int64_t lo = *llvm::min_element(window);
+      const int64_t span = *llvm::max_element(window) + 8 - lo;
+      const int64_t whole = int64_t(llvm::PowerOf2Ceil(uint64_t(span)));
+      int64_t start = lo, size = span;
+      if (whole <= rowBytes_ && whole <= lanes) {
+        start = std::min(lo, rowBytes_ - whole);
+        size = whole;
+      }
+      bool inOrder = size == lanes;
+      for (int64_t l = 0; l < lanes && inOrder; ++l)
+        inOrder = window[l / 8] - start + l % 8 == l;
+      permutes += inOrder ? 0 : 1;
+    }
+  return permutes;
 }
 
 Value VectorRowDecoder::broadcastWindow(OpBuilder &b, Location loc,

@@ -28,6 +28,8 @@
 
 #include "llvm/ADT/SmallVector.h"
 
+#include <optional>
+
 namespace mlir::tq {
 
 /// Where the packed bytes of one row live: the trailing dim of `source`
@@ -78,11 +80,13 @@ public:
   /// (the integer score, the pair weighted sum): fails where the format
   /// does not fit them (hasScaledCodes) or no chunk width keeps chunks in
   /// one block (blockChunkLanes).
-  /// With `selectFields`, the row's order where decodeCodes can gather
-  /// every chunk of 64 lanes by tq.select_bits in it (selectsChunks):
-  /// a chunk's fields then lie in one stretch of each plane, so the
-  /// gather's windows repeat one or two 8-byte reads, where the widest
-  /// plane's order spreads a chunk over the whole row.
+  /// With `selectFields`, the row's order where tq.select_bits gathers
+  /// every chunk of 64 lanes in both orders and the row's order needs
+  /// fewer permutes (selectPermutes): a chunk's fields then lie in one
+  /// stretch of each plane, so a narrow plane's (turbo3_0's high bits) is
+  /// one broadcast 8-byte read, where the widest plane's order spreads the
+  /// chunk over the whole plane; but that order reads a single plane
+  /// (polar4) in lane order with no permute at all.
   static FailureOr<VectorRowDecoder>
   getForScaledCodes(const RowDecoder &decoder, bool selectFields = false);
 
@@ -249,10 +253,12 @@ private:
   /// where the planes or the row do not fit.
   Value selectCodes(OpBuilder &b, Location loc, const RowBytes &row,
                     ArrayRef<int64_t> values) const;
-  /// True where selectCodes gathers every chunk of `lanes` lanes of a
-  /// whole row: planes of 1, 2 or 4 bits each above the previous ones,
-  /// 2^bits levels, each 8 lanes' fields within 8 bytes of each plane.
-  bool selectsChunks(int64_t lanes) const;
+  /// Where selectCodes gathers every chunk of `lanes` lanes of a whole
+  /// row (planes of 1, 2 or 4 bits each above the previous ones, 2^bits
+  /// levels, each 8 lanes' fields within 8 bytes of each plane): how many
+  /// of the chunks' plane reads need a permute (neither one broadcast
+  /// 8-byte window nor one read in lane order); none where it does not.
+  std::optional<int64_t> selectPermutes(int64_t lanes) const;
   /// The 8 bytes of `row` from `window` = min(at) (moved back to stay in
   /// the row) repeated to every 64-bit lane, where every byte of `at` (a
   /// byte per lane) lies in them; null otherwise.

@@ -97,3 +97,23 @@ func.func @polar4_score(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x66xi8>) -> tens
   %s = tq.score %q, %k {lookup = #tq.lookup<tile>} : tensor<1x2x128xf32>, !tq.cache<5x1x128, #tq.format<"polar4">> -> tensor<1x2x5xf32>
   return %s : tensor<1x2x5xf32>
 }
+
+// -----
+
+// polar4's pair weighted sum keeps the widest plane's order: there a
+// chunk (value k of each of the plane's 64 bytes) is one 64-byte read in
+// lane order, no permute, where the row's order would need one per chunk
+// (VectorRowDecoder::selectPermutes: 0 against 2).
+// CHECK-LABEL: func @polar4_pairs
+// CHECK: %[[R0:.*]] = vector.transfer_read %{{.*}}%c2{{.*}} : tensor<?x?x1x66xi8>, vector<64xi8>
+// CHECK-NEXT: tq.select_bits %[[R0]] [0, 8, 16, 24, 32, 40, 48, 56, 0, 8,
+// CHECK: %[[B0:.*]] = vector.transfer_read %{{.*}}%c2{{.*}} : tensor<?x?x1x66xi8>, vector<64xi8>
+// CHECK-NEXT: tq.select_bits %[[B0]] [0, 8, 16, 24, 32, 40, 48, 56, 0, 8,
+// CHECK: %[[R1:.*]] = vector.transfer_read %{{.*}}%c2{{.*}} : tensor<?x?x1x66xi8>, vector<64xi8>
+// CHECK-NEXT: tq.select_bits %[[R1]] [4, 12, 20, 28, 36, 44, 52, 60, 4, 12,
+// CHECK: tq.pair_dot
+func.func @polar4_pairs(%p: tensor<1x2x5xf32>, %vb: tensor<5x1x66xi8>) -> tensor<1x2x128xf32> {
+  %v = tq.from_bytes %vb : tensor<5x1x66xi8> -> !tq.cache<5x1x128, #tq.format<"polar4">>
+  %a = tq.accumulate %p, %v {lookup = #tq.lookup<tile>} : tensor<1x2x5xf32>, !tq.cache<5x1x128, #tq.format<"polar4">> -> tensor<1x2x128xf32>
+  return %a : tensor<1x2x128xf32>
+}

@@ -923,100 +923,89 @@ Value VectorRowDecoder::planeCodes(OpBuilder &b, Location loc,
   return field;
 }
 
-std::optional<int64_t>
-VectorRowDecoder::selectPermutes(int64_t lanes) const {
-  if (planes_.empty() || lanes % 8 != 0 || width_ % lanes != 0 ||
-      rowBytes_ < 8)
-    return std::nullopt;
+bool VectorRowDecoder::selectsPlanes() const {
+  if (planes_.empty() || rowBytes_ < 8)
+    return false;
   int64_t indexBits = 0;
   for (const PlaneLanes &plane : planes_) {
     const int64_t bits = llvm::popcount(uint32_t(plane.mask));
     if ((bits != 1 && bits != 2 && bits != 4) ||
         plane.indexShift != indexBits)
-      return std::nullopt;
+      return false;
     indexBits += bits;
   }
   const auto &codebook = decoder_->spec().codebook;
-  if (!codebook || int64_t(codebook->centroids.size()) != (1 << indexBits))
+  return codebook && int64_t(codebook->centroids.size()) == (1 << indexBits);
+}
+
+std::optional<VectorRowDecoder::PlaneRead>
+VectorRowDecoder::planeRead(ArrayRef<int64_t> at) const {
+  const int64_t count = at.size();
+  PlaneRead read;
+  for (int64_t m = 0; m < count; m += 8) {
+    ArrayRef<int64_t> lane = at.slice(m, 8);
+    const int64_t lo = *llvm::min_element(lane);
+    if (*llvm::max_element(lane) - lo >= 8)
+      return std::nullopt;
+    read.window.push_back(std::min(lo, rowBytes_ - 8));
+  }
+  // Where every lane's fields lie in one 8-byte span, every lane reads
+  // it: one 8-byte read broadcast to the 64-bit lanes, which x86 loads
+  // with vpbroadcastq (a load alone, or the select's memory operand),
+  // where a wider read and a permute cost a shuffle uop. (Two spans
+  // joined by a select became vinserti64x4, a shuffle again: not faster
+  // than the permute on Zen 4.)
+  const int64_t shared = std::min(*llvm::min_element(at), rowBytes_ - 8);
+  if (shared >= 0 && *llvm::max_element(at) < shared + 8) {
+    read.window.assign(read.window.size(), shared);
+    read.first = shared;
+    read.span = 8;
+    read.broadcast = true;
+    return read;
+  }
+  const int64_t lo = *llvm::min_element(read.window);
+  read.first = lo;
+  read.span = *llvm::max_element(read.window) + 8 - lo;
+  // One read of a power-of-two size, moved back to stay in the row where
+  // it must: a 16-, 32- or 64-byte load and one permute, where an odd
+  // size (tq3_0's two blocks' windows: 22 bytes) loads in pieces.
+  const int64_t whole = int64_t(llvm::PowerOf2Ceil(uint64_t(read.span)));
+  if (whole <= rowBytes_ && whole <= count) {
+    read.first = std::min(lo, rowBytes_ - whole);
+    read.span = whole;
+  }
+  read.inOrder = read.span == count;
+  for (int64_t l = 0; l < count && read.inOrder; ++l)
+    read.inOrder = read.window[l / 8] - read.first + l % 8 == l;
+  return read;
+}
+
+std::optional<int64_t>
+VectorRowDecoder::selectPermutes(int64_t lanes) const {
+  if (lanes % 8 != 0 || width_ % lanes != 0 || !selectsPlanes())
     return std::nullopt;
-  // selectCodes' reads, counted: a plane's chunk needs no permute where
-  // it is one broadcast 8-byte window or one read in lane order.
   int64_t permutes = 0;
   for (int64_t first = 0; first < width_; first += lanes)
     for (const PlaneLanes &plane : planes_) {
-      SmallVector<int64_t> at;
-      for (int64_t l = first; l < first + lanes; ++l)
-        at.push_back(plane.bytes[order_[l]]);
-      const int64_t shared =
-          std::min(*llvm::min_element(at), rowBytes_ - 8);
-      if (shared >= 0 && *llvm::max_element(at) < shared + 8)
-        continue;
-      SmallVector<int64_t> window;
-      for (int64_t m = 0; m < lanes; m += 8) {
-        ArrayRef<int64_t> lane = ArrayRef<int64_t>(at).slice(m, 8);
-        const int64_t lo = *llvm::min_element(lane);
-        if (*llvm::max_element(lane) - lo >= 8)
-          return std::nullopt;
-        window.push_back(std::min(lo, rowBytes_ - 8));
-      }
-      const int64_t lo = *llvm::min_element(window);
-      const int64_t span = *llvm::max_element(window) + 8 - lo;
-      const int64_t whole = int64_t(llvm::PowerOf2Ceil(uint64_t(span)));
-      int64_t start = lo, size = span;
-      if (whole <= rowBytes_ && whole <= lanes) {
-        start = std::min(lo, rowBytes_ - whole);
-        size = whole;
-      }
-      bool inOrder = size == lanes;
-      for (int64_t l = 0; l < lanes && inOrder; ++l)
-        inOrder = window[l / 8] - start + l % 8 == l;
-      permutes += inOrder ? 0 : 1;
+      std::optional<PlaneRead> read = planeRead(gather<int64_t>(
+          plane.bytes, ArrayRef<int64_t>(order_).slice(first, lanes)));
+      if (!read)
+        return std::nullopt;
+      permutes += read->broadcast || read->inOrder ? 0 : 1;
     }
   return permutes;
-}
-
-Value VectorRowDecoder::broadcastWindow(OpBuilder &b, Location loc,
-                                        const RowBytes &row,
-                                        ArrayRef<int64_t> at,
-                                        int64_t &window) const {
-  const int64_t count = at.size();
-  if (count % 8 != 0 || rowBytes_ < 8)
-    return {};
-  const int64_t lo = *llvm::min_element(at), hi = *llvm::max_element(at);
-  window = std::min(lo, rowBytes_ - 8);
-  if (window < 0 || hi >= window + 8)
-    return {};
-  Value word = vector::BitCastOp::create(
-      b, loc, VectorType::get({1}, b.getI64Type()),
-      row.read(b, loc, window, 8));
-  Value words = vector::BroadcastOp::create(
-      b, loc, VectorType::get({count / 8}, b.getI64Type()),
-      vector::ExtractOp::create(b, loc, word, ArrayRef<int64_t>{0}));
-  return vector::BitCastOp::create(
-      b, loc, VectorType::get({count}, b.getI8Type()), words);
 }
 
 Value VectorRowDecoder::selectCodes(OpBuilder &b, Location loc,
                                     const RowBytes &row,
                                     ArrayRef<int64_t> values) const {
   const int64_t count = values.size();
-  // Whole rows (no decode period's moved planes), 64-bit lanes of values.
-  if (planes_.empty() || row.base || !row.planeBase.empty() ||
-      count % 8 != 0 || rowBytes_ < 8)
-    return {};
-  // Planes of 1, 2 or 4 bits (a field never straddles a byte), each
-  // above the previous ones' bits, and a table of exactly 2^bits levels:
-  // the lookups then ignore the bits above the index.
-  int64_t indexBits = 0;
-  for (const PlaneLanes &lanes : planes_) {
-    const int64_t bits = llvm::popcount(uint32_t(lanes.mask));
-    if ((bits != 1 && bits != 2 && bits != 4) ||
-        lanes.indexShift != indexBits)
-      return {};
-    indexBits += bits;
-  }
-  const auto &codebook = decoder_->spec().codebook;
-  if (!codebook || int64_t(codebook->centroids.size()) != (1 << indexBits))
+  // Whole rows (no decode period's moved planes), 64-bit lanes of values;
+  // planes of 1, 2 or 4 bits (a field never straddles a byte), each above
+  // the previous ones' bits, and a table of exactly 2^bits levels: the
+  // lookups then ignore the bits above the index.
+  if (row.base || !row.planeBase.empty() || count % 8 != 0 ||
+      !selectsPlanes())
     return {};
   auto bytesType = VectorType::get({count}, b.getI8Type());
   auto splat = [&](int64_t v) -> Value {
@@ -1030,61 +1019,36 @@ Value VectorRowDecoder::selectCodes(OpBuilder &b, Location loc,
   for (const PlaneLanes &lanes : planes_) {
     SmallVector<int64_t> at = gather<int64_t>(lanes.bytes, values);
     SmallVector<int32_t> shifts = gather<int32_t>(lanes.shifts, values);
-    SmallVector<int64_t> window;
-    for (int64_t m = 0; m < count; m += 8) {
-      ArrayRef<int64_t> lane = ArrayRef<int64_t>(at).slice(m, 8);
-      const int64_t lo = *llvm::min_element(lane),
-                    hi = *llvm::max_element(lane);
-      if (hi - lo >= 8)
-        return {};
-      window.push_back(std::min(lo, rowBytes_ - 8));
-    }
-    // Where every lane's fields lie in one 8-byte span, every lane reads
-    // it: one 8-byte read broadcast to the 64-bit lanes, which x86 loads
-    // with vpbroadcastq (a load alone, or the select's memory operand),
-    // where a wider read and a permute cost a shuffle uop. (Two spans
-    // joined by a select became vinserti64x4, a shuffle again: not
-    // faster than the permute on Zen 4.)
-    int64_t shared = 0;
-    if (Value data = broadcastWindow(b, loc, planeRow(row, lanes), at,
-                                     shared)) {
-      SmallVector<int8_t> offsets;
-      for (int64_t l = 0; l < count; ++l) {
-        const int64_t bit =
-            8 * (at[l] - shared) + shifts[l] - lanes.indexShift;
-        offsets.push_back(int8_t(((bit % 64) + 64) % 64));
+    std::optional<PlaneRead> read = planeRead(at);
+    if (!read)
+      return {};
+    RowBytes plane = planeRow(row, lanes);
+    Value data;
+    if (read->broadcast) {
+      Value word = vector::BitCastOp::create(
+          b, loc, VectorType::get({1}, b.getI64Type()),
+          plane.read(b, loc, read->first, 8));
+      data = vector::BitCastOp::create(
+          b, loc, bytesType,
+          vector::BroadcastOp::create(
+              b, loc, VectorType::get({count / 8}, b.getI64Type()),
+              vector::ExtractOp::create(b, loc, word, ArrayRef<int64_t>{0})));
+    } else {
+      data = plane.read(b, loc, read->first, read->span);
+      if (!read->inOrder) {
+        SmallVector<int64_t> spread;
+        for (int64_t l = 0; l < count; ++l)
+          spread.push_back(read->window[l / 8] - read->first + l % 8);
+        data = vector::ShuffleOp::create(b, loc, bytesType, data, data,
+                                         b.getDenseI64ArrayAttr(spread));
       }
-      fields.push_back(SelectBitsOp::create(b, loc, bytesType, data,
-                                            b.getDenseI8ArrayAttr(offsets)));
-      continue;
     }
-    const int64_t lo = *llvm::min_element(window);
-    int64_t span = *llvm::max_element(window) + 8 - lo;
-    // One read of a power-of-two size, moved back to stay in the row
-    // where it must: a 16-, 32- or 64-byte load and one permute, where an
-    // odd size (tq3_0's two blocks' windows: 22 bytes) loads in pieces.
-    const int64_t whole = int64_t(llvm::PowerOf2Ceil(uint64_t(span)));
-    int64_t first = lo;
-    if (whole <= rowBytes_ && whole <= count) {
-      first = std::min(lo, rowBytes_ - whole);
-      span = whole;
-    }
-    Value bytes = planeRow(row, lanes).read(b, loc, first, span);
-    SmallVector<int64_t> spread;
     SmallVector<int8_t> offsets;
     for (int64_t l = 0; l < count; ++l) {
-      const int64_t w = window[l / 8];
-      spread.push_back(w - first + l % 8);
-      const int64_t bit = 8 * (at[l] - w) + shifts[l] - lanes.indexShift;
+      const int64_t bit = 8 * (at[l] - read->window[l / 8]) + shifts[l] -
+                          lanes.indexShift;
       offsets.push_back(int8_t(((bit % 64) + 64) % 64));
     }
-    Value data = span == count && llvm::equal(spread, llvm::seq<int64_t>(
-                                                          0, count))
-                     ? bytes
-                     : vector::ShuffleOp::create(
-                           b, loc, bytesType, bytes, bytes,
-                           b.getDenseI64ArrayAttr(spread))
-                           .getResult();
     fields.push_back(SelectBitsOp::create(b, loc, bytesType, data,
                                           b.getDenseI8ArrayAttr(offsets)));
   }

@@ -253,17 +253,27 @@ private:
   /// where the planes or the row do not fit.
   Value selectCodes(OpBuilder &b, Location loc, const RowBytes &row,
                     ArrayRef<int64_t> values) const;
-  /// Where selectCodes gathers every chunk of `lanes` lanes of a whole
-  /// row (planes of 1, 2 or 4 bits each above the previous ones, 2^bits
-  /// levels, each 8 lanes' fields within 8 bytes of each plane): how many
-  /// of the chunks' plane reads need a permute (neither one broadcast
-  /// 8-byte window nor one read in lane order); none where it does not.
+  /// True where selectCodes applies to the planes: 1, 2 or 4 bits each,
+  /// each above the previous ones' bits, 2^bits levels, rows of at least
+  /// 8 bytes.
+  bool selectsPlanes() const;
+  /// How selectCodes reads one plane for lanes whose fields lie at row
+  /// bytes `at` (a byte per lane): `window[k]` is the first of the 8 bytes
+  /// 64-bit lane k reads; `broadcast` where every lane reads the same 8
+  /// (one 8-byte read repeated to every lane), else one read of `span`
+  /// bytes from `first`, `inOrder` where it needs no permute. None where
+  /// some 8 lanes' fields do not lie in 8 bytes.
+  struct PlaneRead {
+    SmallVector<int64_t> window;
+    int64_t first = 0, span = 0;
+    bool broadcast = false, inOrder = false;
+  };
+  std::optional<PlaneRead> planeRead(ArrayRef<int64_t> at) const;
+  /// Where selectCodes gathers every chunk of `lanes` lanes of a whole row
+  /// (selectsPlanes, each 8 lanes' fields within 8 bytes of each plane):
+  /// how many of the chunks' plane reads need a permute (planeRead
+  /// neither broadcast nor in order); none where it does not.
   std::optional<int64_t> selectPermutes(int64_t lanes) const;
-  /// The 8 bytes of `row` from `window` = min(at) (moved back to stay in
-  /// the row) repeated to every 64-bit lane, where every byte of `at` (a
-  /// byte per lane) lies in them; null otherwise.
-  Value broadcastWindow(OpBuilder &b, Location loc, const RowBytes &row,
-                        ArrayRef<int64_t> at, int64_t &window) const;
   /// True where every group of `group` lanes (default: the chunk) of
   /// every chunk of `lanes` lanes lies in one scale block.
   bool chunksInBlocks(int64_t lanes, int64_t group = 0) const;

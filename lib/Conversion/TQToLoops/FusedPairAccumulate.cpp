@@ -554,17 +554,53 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
               Value zeroAcc = arith::ConstantOp::create(
                   b, loc, cast<TypedAttr>(b.getZeroAttr(accType)));
               SmallVector<Value> zeros(block * count * 4, zeroAcc);
+              const int64_t numAccs = block * count * 4;
+              // One query row: the loop decodes pair n + 1 while its dots
+              // take pair n's words (carried), so a pair's decode chain
+              // (permutes, field selects, lookups: ~25 cycles) overlaps
+              // the previous pair's dots instead of filling the scheduler.
+              Value lastPair = arith::SubIOp::create(b, loc, pairs, c1);
+              if (oneQueryRow) {
+                // Pair 0's words; none to read without tokens.
+                Value some = arith::CmpIOp::create(
+                    b, loc, arith::CmpIPredicate::ne, pairs, c0);
+                auto first = scf::IfOp::create(
+                    b, loc, SmallVector<Type>(count * 4, i16Words), some,
+                    /*withElseRegion=*/true);
+                {
+                  OpBuilder::InsertionGuard guard(b);
+                  b.setInsertionPointToStart(first.thenBlock());
+                  auto [t0, t1] = pairRows(b, loc, c0);
+                  scf::YieldOp::create(
+                      b, loc,
+                      pairWords(b, loc, kvh, t0, t1, firstChunk, count));
+                  b.setInsertionPointToStart(first.elseBlock());
+                  Value none = arith::ConstantOp::create(
+                      b, loc, DenseElementsAttr::get(i16Words,
+                                                     b.getI16IntegerAttr(0)));
+                  scf::YieldOp::create(
+                      b, loc, SmallVector<Value>(count * 4, none));
+                }
+                llvm::append_range(zeros, first.getResults());
+              }
               auto loop = scf::ForOp::create(
                   b, loc, c0, pairs, c1, zeros,
-                  [&](OpBuilder &b, Location loc, Value pair, ValueRange accs) {
+                  [&](OpBuilder &b, Location loc, Value pair, ValueRange state) {
+                    ValueRange accs = state.take_front(numAccs);
                     auto [t0, t1] = pairRows(b, loc, pair);
-                    SmallVector<Value> words;
+                    SmallVector<Value> words, ahead;
                     if (oneQueryRow) {
                       if (firstChunk == 0) {
                         codes.prefetchNextRange(b, loc, prefetch, t0, kvh);
                         codes.prefetchNextRange(b, loc, prefetch, t1, kvh);
                       }
-                      words = pairWords(b, loc, kvh, t0, t1, firstChunk, count);
+                      words = llvm::to_vector(state.drop_front(numAccs));
+                      auto [n0, n1] = pairRows(
+                          b, loc,
+                          arith::MinUIOp::create(
+                              b, loc, arith::AddIOp::create(b, loc, pair, c1),
+                              lastPair));
+                      ahead = pairWords(b, loc, kvh, n0, n1, firstChunk, count);
                     } else {
                       Value zeroWord = arith::ConstantIntOp::create(
                           b, loc, b.getI16Type(), 0);
@@ -600,6 +636,7 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
                             chunkWeights[chunk]));
                       }
                     }
+                    llvm::append_range(next, ahead);
                     scf::YieldOp::create(b, loc, next);
                   });
               for (int64_t hh = 0; hh < block; ++hh) {

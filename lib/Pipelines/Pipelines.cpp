@@ -54,6 +54,7 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
   lowering.narrowLevels = options.narrowLevels;
   lowering.valueDot = options.valueDot;
   lowering.scoreLanes = options.scoreLanes;
+  lowering.pairAhead = options.pairAhead;
   lowering.selectFields = vbmi;
   lowering.vectorRotations = true;
   lowering.vectorSoftmax = true;

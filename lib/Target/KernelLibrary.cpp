@@ -248,6 +248,24 @@ std::string scoreLanesFor(const llvm::TargetMachine &tm,
   return hasAvx512(tm) && hasVbmi(tm) ? "tokens" : "rows";
 }
 
+/// Whether the decode pair sum decodes a pair ahead: `requested` (on or
+/// off), or for "auto" on where the CPU has AVX-512 and fast vpdpwssd
+/// (LLVM's fast-dpwssd: Zen 4 and 5). Measured on Zen 4 (d128 4/1, 64K,
+/// one thread): turbo3_0 2-5% and polar4 5% faster, bf16 and i16 alike;
+/// code for CPUs without fast-dpwssd (Ice Lake's, where LLVM splits
+/// vpdpwssd into vpmaddwd and vpaddd and the sums spill) and AVX2 code
+/// (16 registers) were 30-60% slower run on the same Zen 4
+/// (docs/perf/cpu.md, session #26).
+std::string pairAheadFor(const llvm::TargetMachine &tm,
+                         const std::string &requested) {
+  if (requested != "auto")
+    return requested;
+  return hasAvx512(tm) &&
+                 tm.getMCSubtargetInfo()->checkFeatures("+fast-dpwssd")
+             ? "on"
+             : "off";
+}
+
 /// The permute `options` ask for, or the widest the target CPU has.
 std::string centroidPermuteFor(const llvm::TargetMachine &tm,
                                const KernelLibraryOptions &options) {
@@ -288,6 +306,8 @@ KernelLibraryOptions optionsFor(const RuntimeKernelSpec &spec,
       own.valueDot = value;
     else if (knob == "score_lanes")
       own.scoreLanes = value;
+    else if (knob == "pair_ahead")
+      own.pairAhead = value;
     else if (knob == "lookup") {
       if (auto l = symbolizeLookupStrategy(value))
         own.lookup = *l;
@@ -317,6 +337,7 @@ void configurePipeline(TQPipelineOptions &pipeline,
   pipeline.bf16 = hasBf16(tm);
   pipeline.vbmi = hasVbmi(tm);
   pipeline.scoreLanes = options.scoreLanes;
+  pipeline.pairAhead = decode && options.pairAhead == "on";
   // exp's FMA and floor as instructions: measured 2-3% faster decode and
   // 1% faster prefill on Emerald Rapids; on a Zen 3 (AVX2) no gain showed
   // (docs/perf/cpu.md), so AVX-512 targets only.
@@ -682,6 +703,7 @@ bool mlir::tq::writeKernelLibrary(MLIRContext &context,
   const bool accumulatorsByShape = options.accumulators == 0;
   options.accumulators = accumulatorsFor(*tm, options.accumulators);
   options.scoreLanes = scoreLanesFor(*tm, options.scoreLanes);
+  options.pairAhead = pairAheadFor(*tm, options.pairAhead);
   // A decode kernel whose shape wants other accumulators than the
   // library's default gets them as its own knob (unless it has one).
   if (accumulatorsByShape)
@@ -1011,6 +1033,25 @@ bool mlir::tq::kernelKnobs(const RuntimeKernelSpec &spec,
     knobs.push_back(dot);
   }
 
+  if (decode && hasIntegerDots(*tm) &&
+      hasScaledCodes(spec.valueFormat, spec.headDim)) {
+    KnobInfo ahead;
+    ahead.name = "pair_ahead";
+    ahead.description =
+        "with value_dot=bf16 or i16 and one query row, the pair weighted "
+        "sum decodes the next token pair while its dots take the current "
+        "pair's words (on), or each pair before its dots (off); the same "
+        "sums. On needs a chunk's words more in registers: measured "
+        "faster on Zen 4, slower where vpdpwssd splits (no fast-dpwssd) "
+        "or with AVX2's 16 registers, so the tuner tries it on AVX-512";
+    ahead.legal = "on, off";
+    ahead.defaultValue = pairAheadFor(*tm, defaults.pairAhead);
+    ahead.values = {ahead.defaultValue};
+    if (hasAvx512(*tm))
+      ahead.values.push_back(ahead.defaultValue == "on" ? "off" : "on");
+    knobs.push_back(ahead);
+  }
+
   std::vector<std::string> permutes = centroidPermutesOf(*tm);
   if (codebook && permutes.size() > 1) {
     KnobInfo permute;
@@ -1094,6 +1135,8 @@ KnobValues mlir::tq::effectiveKnobs(const RuntimeKernelSpec &spec,
   values["value_dot"] = options.valueDot;
   if (decode)
     values["score_lanes"] = options.scoreLanes;
+  if (decode)
+    values["pair_ahead"] = options.pairAhead;
   values["centroid_permute"] = permute;
   return values;
 }

@@ -29,7 +29,8 @@ def test_variants():
     assert axes[0] == {"tile_size": "512", "splits": "4", "lookup": "tile",
                        "centroid_permute": "avx2", "score_rows": "4",
                        "accumulators": "16", "score_dot": "f32",
-                       "score_lanes": "rows", "value_dot": "f32"}
+                       "score_lanes": "rows", "value_dot": "f32",
+                       "pair_ahead": "off"}
     assert len(axes) == 3
     with pytest.raises(ValueError, match="no knob 'unroll'"):
         variants(SPEC, {"unroll": [1]}, cpu=CPU)

@@ -11,7 +11,7 @@
 // RUN: tq-opt %s --tq-to-llvm="lookup=tile centroid-permute=avx512" | FileCheck %s --check-prefix=AVX512
 // RUN: tq-opt %s --tq-to-llvm="lookup=tile" | FileCheck %s --check-prefix=TREE
 // RUN: not tq-opt %s --tq-to-llvm="centroid-permute=neon" 2>&1 | FileCheck %s --check-prefix=BAD
-// RUN: tq-opt %s --tq-to-llvm="max-unrolled-chunks=7 score-rows=2 accumulators=24" --dump-pass-pipeline -o /dev/null 2>&1 \
+// RUN: tq-opt %s --tq-to-llvm="max-unrolled-chunks=7 score-rows=2 accumulators=24 pair-ahead=true" --dump-pass-pipeline -o /dev/null 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=UNROLL
 // RUN: tq-opt %s --tq-to-llvm="score-dot=i8 score-lanes=tokens centroid-permute=avx512 vnni=true vbmi=true" --dump-pass-pipeline -o /dev/null 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=BYTES
@@ -44,7 +44,8 @@
 // PAIRS: tq-lower-lane-lookup{isa=avx512bf16 vbmi=false},
 // PAIRS: convert-vector-to-llvm{{{.*}}enable-x86vector=true{{.*}}},
 
-// UNROLL: tq-lower-to-loops{accumulators=24 max-unrolled-chunks=7 narrow-levels=false score-dot=f32 score-lanes=rows score-rows=2 select-fields=false value-dot=f32 vector-rotations=true vector-softmax=true},
+// (pair-ahead, like the other register knobs, reaches tq-lower-to-loops.)
+// UNROLL: tq-lower-to-loops{accumulators=24 max-unrolled-chunks=7 narrow-levels=false pair-ahead=true score-dot=f32 score-lanes=rows score-rows=2 select-fields=false value-dot=f32 vector-rotations=true vector-softmax=true},
 
 // STAGES: builtin.module(
 // STAGES-NEXT: tq-decompose-attention,
@@ -53,7 +54,7 @@
 // STAGES-NEXT: tq-tile-flash-attention{splits=1 tile-size=64},
 // STAGES-NEXT: canonicalize{{.*}},
 // STAGES-NEXT: cse,
-// STAGES-NEXT: tq-lower-to-loops{accumulators=16 max-unrolled-chunks=48 narrow-levels=false score-dot=f32 score-lanes=rows score-rows=4 select-fields=false value-dot=f32 vector-rotations=true vector-softmax=true},
+// STAGES-NEXT: tq-lower-to-loops{accumulators=16 max-unrolled-chunks=48 narrow-levels=false pair-ahead=false score-dot=f32 score-lanes=rows score-rows=4 select-fields=false value-dot=f32 vector-rotations=true vector-softmax=true},
 // STAGES-NEXT: tq-approximate-math{native-fma-floor=false},
 // STAGES-NEXT: canonicalize{{.*}},
 // STAGES-NEXT: cse,

@@ -139,6 +139,13 @@ cl::opt<std::string> scoreLanes(
              "polar formats, others keep rows); the scores are the same; "
              "auto: tokens where --chip has AVX-512 with VBMI, else rows"),
     cl::init("auto"));
+cl::opt<std::string> pairAhead(
+    "pair-ahead", cl::cat(toolOptions),
+    cl::desc("the decode kernels' pair weighted sum (--value-dot bf16 or "
+             "i16) decodes the next token pair while its dots take the "
+             "current pair's: on, off (the same sums), or auto: on where "
+             "--chip has AVX-512 and fast vpdpwssd (Zen 4, Zen 5)"),
+    cl::init("auto"));
 cl::opt<std::string> valueDot(
     "value-dot", cl::cat(toolOptions),
     cl::desc("multiply-adds of the weighted sum: f32, bf16 (bf16 "
@@ -303,6 +310,8 @@ int main(int argc, char **argv) {
   if (scoreLanes != "rows" && scoreLanes != "tokens" && scoreLanes != "auto")
     fail("--score-lanes must be rows, tokens or auto, got '" + scoreLanes +
          "'");
+  if (pairAhead != "on" && pairAhead != "off" && pairAhead != "auto")
+    fail("--pair-ahead must be on, off or auto, got '" + pairAhead + "'");
   if (valueDot != "f32" && valueDot != "bf16" && valueDot != "i16" &&
       valueDot != "auto")
     fail("--value-dot must be f32, bf16, i16 or auto, got '" + valueDot +
@@ -473,6 +482,7 @@ int main(int argc, char **argv) {
   options.scoreDot = scoreDot;
   options.valueDot = valueDot;
   options.scoreLanes = scoreLanes;
+  options.pairAhead = pairAhead;
   if (target == "cpu") {
     // `auto`: the fastest dot paths the CPU has (said, so a pack's
     // configuration is never a guess).

@@ -85,6 +85,9 @@ struct Path {
   bool bf16;
   /// score-lanes=tokens (one query row; prefill keeps rows).
   bool tokenLanes = false;
+  /// pair-ahead: the one-row pair sum decodes a pair ahead (the same
+  /// sums as without, so the same bounds).
+  bool pairAhead = false;
   /// True where the path changes a kernel of `format` with `queryRows`
   /// query rows (the int8 score by rows, and by tokens with several
   /// rows, needs blocks of at least 64 values).
@@ -101,6 +104,8 @@ const Path kPaths[] = {
     {"ScoreI8Tokens", "i8", "f32", false, true},
     {"ValueBf16", "f32", "bf16", true},
     {"ValueI16", "f32", "i16", false},
+    {"ValueBf16Ahead", "f32", "bf16", true, false, true},
+    {"ValueI16Ahead", "f32", "i16", false, false, true},
 };
 
 struct Case {
@@ -202,6 +207,7 @@ protected:
     shape.peaked = false;
     const std::string key = shape.describe() + " " +
                             (path && path->tokenLanes ? "tokens " : "") +
+                            (path && path->pairAhead ? "ahead " : "") +
                             (path ? path->name : "f32") + " " +
                             std::to_string(int(lowering));
     if (auto it = kernels.find(key); it != kernels.end())
@@ -227,6 +233,7 @@ protected:
     options.vnni = lowering == Lowering::Vnni;
     options.vbmi = options.vnni && hostHasVbmi();
     options.scoreLanes = path && path->tokenLanes ? "tokens" : "rows";
+    options.pairAhead = path && path->pairAhead;
     options.avxVnni = lowering == Lowering::AvxVnni;
     options.bf16 = options.vnni && path && path->bf16;
     options.narrowLevels = lowering == Lowering::PortableNarrow ||
@@ -305,6 +312,13 @@ protected:
       rowLanes.tokenLanes = false;
       EXPECT_EQ(reduced, run(&rowLanes, Lowering::Portable))
           << "the token lanes' scores differ from the row lanes'";
+    }
+    if (path.pairAhead && c.numQueries == 1) {
+      // The same words and dots, only decoded a turn earlier.
+      Path inTurn = path;
+      inTurn.pairAhead = false;
+      EXPECT_EQ(reduced, run(&inTurn, Lowering::Portable))
+          << "the pair sum decoded ahead differs from the one decoded in turn";
     }
 
     AttentionShape shape{unsigned(c.numQueries), c.queryHeads, c.kvHeads,

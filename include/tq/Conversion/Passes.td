@@ -92,6 +92,13 @@ def TQLowerToLoops : Pass<"tq-lower-to-loops", "::mlir::ModuleOp"> {
            "tq.select_bits is one instruction (tq-lower-lane-lookup "
            "vbmi). Formats whose planes are 1, 2 or 4 bits wide with "
            "2^bits levels; others keep the shift-and-mask decode">,
+    Option<"pairAhead", "pair-ahead", "bool", /*default=*/"false",
+           "The pair weighted sum with one query row (value-dot=bf16 or "
+           "i16) decodes the next token pair while its dots take the "
+           "current pair's words (carried by the loop), so the decode's "
+           "permute chain overlaps the dots; needs four more live vectors, "
+           "for targets whose registers hold them (see tq-aot's "
+           "--pair-ahead)">,
     Option<"vectorRotations", "vector-rotations", "bool", /*default=*/"false",
            "tq.rotate's Hadamard kinds on rows of 16-lane vectors (sign "
            "flips and scale as vector multiplies, butterfly stages as lane "

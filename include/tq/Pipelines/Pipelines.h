@@ -71,6 +71,11 @@ struct TQPipelineOptions : public PassPipelineOptions<TQPipelineOptions> {
       llvm::cl::desc("Multiply-adds of the one-row weighted sum: f32, bf16 "
                      "or i16 (see tq-lower-to-loops)"),
       llvm::cl::init("f32")};
+  PassOptions::Option<bool> pairAhead{
+      *this, "pair-ahead",
+      llvm::cl::desc("The one-row pair weighted sum decodes a token pair "
+                     "ahead (see tq-lower-to-loops)"),
+      llvm::cl::init(false)};
   PassOptions::Option<std::string> scoreLanes{
       *this, "score-lanes",
       llvm::cl::desc("Lanes of the int8 score with one query row: rows or "

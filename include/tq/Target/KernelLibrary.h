@@ -67,6 +67,12 @@ struct KernelLibraryOptions {
   /// score-lanes: the same scores, tokens measured 1-11% faster on
   /// Emerald Rapids with head-major pools, docs/perf/cpu.md).
   std::string scoreLanes = "auto";
+  /// The decode kernels' pair weighted sum decodes a token pair ahead:
+  /// on, off or auto (on where the CPU has AVX-512 and LLVM keeps
+  /// vpdpwssd whole, fast-dpwssd: Zen 4 and 5; see tq-lower-to-loops'
+  /// pair-ahead; the same sums, measured 2-5% faster on Zen 4 and slower
+  /// where vpdpwssd splits or registers are 16, docs/perf/cpu.md).
+  std::string pairAhead = "auto";
   /// Build the naive pipeline instead (every cached row dequantised and
   /// un-rotated, no codebook fusion, no tiling): the dequantise-then-attend
   /// baseline of tq-bench.

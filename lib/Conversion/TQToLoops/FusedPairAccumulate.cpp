@@ -555,12 +555,12 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
                   b, loc, cast<TypedAttr>(b.getZeroAttr(accType)));
               SmallVector<Value> zeros(block * count * 4, zeroAcc);
               const int64_t numAccs = block * count * 4;
-              // One query row: the loop decodes pair n + 1 while its dots
-              // take pair n's words (carried), so a pair's decode chain
+              // pairAhead: the loop decodes pair n + 1 while its dots take
+              // pair n's words (carried), so a pair's decode chain
               // (permutes, field selects, lookups: ~25 cycles) overlaps
               // the previous pair's dots instead of filling the scheduler.
-              Value lastPair = arith::SubIOp::create(b, loc, pairs, c1);
-              if (oneQueryRow) {
+              const bool ahead = oneQueryRow && options.pairAhead;
+              if (ahead) {
                 // Pair 0's words; none to read without tokens.
                 Value some = arith::CmpIOp::create(
                     b, loc, arith::CmpIPredicate::ne, pairs, c0);
@@ -588,19 +588,21 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
                   [&](OpBuilder &b, Location loc, Value pair, ValueRange state) {
                     ValueRange accs = state.take_front(numAccs);
                     auto [t0, t1] = pairRows(b, loc, pair);
-                    SmallVector<Value> words, ahead;
-                    if (oneQueryRow) {
-                      if (firstChunk == 0) {
-                        codes.prefetchNextRange(b, loc, prefetch, t0, kvh);
-                        codes.prefetchNextRange(b, loc, prefetch, t1, kvh);
-                      }
+                    SmallVector<Value> words, next;
+                    if (oneQueryRow && firstChunk == 0) {
+                      codes.prefetchNextRange(b, loc, prefetch, t0, kvh);
+                      codes.prefetchNextRange(b, loc, prefetch, t1, kvh);
+                    }
+                    if (ahead) {
                       words = llvm::to_vector(state.drop_front(numAccs));
-                      auto [n0, n1] = pairRows(
-                          b, loc,
-                          arith::MinUIOp::create(
-                              b, loc, arith::AddIOp::create(b, loc, pair, c1),
-                              lastPair));
-                      ahead = pairWords(b, loc, kvh, n0, n1, firstChunk, count);
+                      // Pair min(n + 1, last)'s words for the next turn.
+                      Value following = arith::MinUIOp::create(
+                          b, loc, arith::AddIOp::create(b, loc, pair, c1),
+                          arith::SubIOp::create(b, loc, pairs, c1));
+                      auto [n0, n1] = pairRows(b, loc, following);
+                      next = pairWords(b, loc, kvh, n0, n1, firstChunk, count);
+                    } else if (oneQueryRow) {
+                      words = pairWords(b, loc, kvh, t0, t1, firstChunk, count);
                     } else {
                       Value zeroWord = arith::ConstantIntOp::create(
                           b, loc, b.getI16Type(), 0);
@@ -615,7 +617,7 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
                     if (floats)
                       for (Value &w : words)
                         w = vector::BitCastOp::create(b, loc, wordsType, w);
-                    SmallVector<Value> next;
+                    SmallVector<Value> sums;
                     for (int64_t hh = 0; hh < block; ++hh) {
                       // Each block's weights once per pass, and each
                       // chunk's (its lanes' blocks') once.
@@ -631,13 +633,13 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
                         if (!chunkWeights.count(chunk))
                           chunkWeights[chunk] = byLane(
                               b, loc, chunk, wordsType, weightOf);
-                        next.push_back(PairDotOp::create(
+                        sums.push_back(PairDotOp::create(
                             b, loc, accType, accs[hh * count * 4 + k], words[k],
                             chunkWeights[chunk]));
                       }
                     }
-                    llvm::append_range(next, ahead);
-                    scf::YieldOp::create(b, loc, next);
+                    llvm::append_range(sums, next);
+                    scf::YieldOp::create(b, loc, sums);
                   });
               for (int64_t hh = 0; hh < block; ++hh) {
                 Value row = arith::AddIOp::create(b, loc, heads.inGroup,

@@ -130,6 +130,7 @@ struct TQLowerToLoopsPass
     options.narrowLevels = narrowLevels;
     options.tokenLaneScore = scoreLanes == "tokens";
     options.selectFields = selectFields;
+    options.pairAhead = pairAhead;
     options.vectorRotations = vectorRotations;
     options.vectorSoftmax = vectorSoftmax;
     options.valueDot = valueDot == "bf16"  ? ValueDot::BF16

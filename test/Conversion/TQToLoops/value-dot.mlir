@@ -10,6 +10,7 @@
 // RUN: tq-opt %s -split-input-file --tq-lower-to-loops="value-dot=bf16" | FileCheck %s --check-prefix=BF16
 // RUN: tq-opt %s -split-input-file --tq-lower-to-loops="value-dot=i16" | FileCheck %s --check-prefix=I16
 // RUN: tq-opt %s -split-input-file --tq-lower-to-loops | FileCheck %s --check-prefix=F32
+// RUN: tq-opt %s -split-input-file --tq-lower-to-loops="value-dot=bf16 pair-ahead=true" | FileCheck %s --check-prefix=AHEAD
 // RUN: not tq-opt %s -split-input-file --tq-lower-to-loops="value-dot=f16" 2>&1 | FileCheck %s --check-prefix=BAD
 
 // BAD: tq-lower-to-loops: value-dot must be f32, bf16 or i16, got 'f16'
@@ -18,7 +19,9 @@
 // 32 (16 pairs) each; bf16 centroids, the weights rounded to bf16.
 // BF16-LABEL: func @turbo3
 // BF16: arith.truncf %{{.*}} : vector<16xf32> to vector<16xbf16>
-// BF16: scf.for
+// Each pair's words decoded in the turn that takes them (no pair-ahead):
+// the pair loop carries the sums alone.
+// BF16: scf.for {{.*}} -> ({{(vector<16xf32>, )+}}vector<16xf32>) {
 // BF16-COUNT-2: vector.shuffle %{{.*}} : vector<64xi8>, vector<64xi8>
 // BF16: tq.word_lookup %{{.*}} : vector<32xi16>
 // BF16: vector.bitcast %{{.*}} : vector<32xi16> to vector<32xbf16>
@@ -38,6 +41,21 @@
 // F32-LABEL: func @turbo3
 // F32-NOT: tq.pair_dot
 // F32: vector.fma
+// With pair-ahead (one query row) pair 0's words are decoded before the
+// loop (none without tokens), every turn decodes pair min(n + 1, last)
+// and yields its words after the sums, and the dots take the words
+// carried in (iter_args, not this turn's lookups).
+// AHEAD-LABEL: func @turbo3
+// AHEAD: %[[FIRST:.*]]:8 = scf.if %{{.*}} -> (vector<32xi16>, vector<32xi16>, vector<32xi16>, vector<32xi16>, vector<32xi16>, vector<32xi16>, vector<32xi16>, vector<32xi16>) {
+// AHEAD: tq.word_lookup
+// AHEAD: } else {
+// AHEAD: scf.yield %[[NONE:.*]], %[[NONE]], %[[NONE]], %[[NONE]], %[[NONE]], %[[NONE]], %[[NONE]], %[[NONE]] :
+// AHEAD: scf.for {{.*}} iter_args({{.*}}, %[[W0:.*]] = %[[FIRST]]#0, {{.*}} = %[[FIRST]]#7) -> ({{.*}}vector<16xf32>, vector<32xi16>, vector<32xi16>, vector<32xi16>, vector<32xi16>, vector<32xi16>, vector<32xi16>, vector<32xi16>, vector<32xi16>) {
+// AHEAD: arith.minui
+// AHEAD: %[[NEXT:.*]] = tq.word_lookup
+// AHEAD: %[[B0:.*]] = vector.bitcast %[[W0]] : vector<32xi16> to vector<32xbf16>
+// AHEAD: tq.pair_dot %{{.*}}, %[[B0]], %{{.*}} : vector<32xbf16> -> vector<16xf32>
+// AHEAD: scf.yield {{.*}}, %[[NEXT]], {{.*}} : {{.*}}vector<16xf32>, vector<32xi16>,
 func.func @turbo3(%p: tensor<1x2x5xf32>, %vb: tensor<5x1x50xi8>) -> tensor<1x2x128xf32> {
   %v = tq.from_bytes %vb : tensor<5x1x50xi8> -> !tq.cache<5x1x128, #tq.format<"turbo3_0">>
   %a = tq.accumulate %p, %v {lookup = #tq.lookup<tile>} : tensor<1x2x5xf32>, !tq.cache<5x1x128, #tq.format<"turbo3_0">> -> tensor<1x2x128xf32>
@@ -54,6 +72,7 @@ func.func @turbo3(%p: tensor<1x2x5xf32>, %vb: tensor<5x1x50xi8>) -> tensor<1x2x1
 // carrying its own maximum and sum (eight independent chains). The passes
 // over the first block's chunks take its weights, those over the second's
 // theirs.
+// BF16-LABEL: func @two_blocks
 // I16-LABEL: func @two_blocks
 // I16: tensor.empty() : tensor<1x4x2xf32>
 // I16: scf.for {{.*}} -> (tensor<1x4x2x?xi16>, tensor<1x4x2xf32>)

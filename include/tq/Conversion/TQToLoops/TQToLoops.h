@@ -71,6 +71,10 @@ struct TQToLoopsOptions {
   /// (VectorRowDecoder::selectFields): for targets where it is one
   /// instruction (AVX512-VBMI's vpmultishiftqb).
   bool selectFields = false;
+  /// The one-row pair weighted sum decodes pair n + 1 while its dots take
+  /// pair n's words (carried by the loop): the decode chain overlaps the
+  /// dots, at the cost of a chunk's words more in registers.
+  bool pairAhead = false;
   /// tq.rotate's Hadamard kinds on rows of 16-lane vectors (the same bits
   /// as the scalar stages); for pipelines that lower the vector dialect
   /// (the CPU's: GPU kernel bodies keep scalar code).

@@ -28,6 +28,8 @@
 // The unpacks permute lanes; the output is put back in row order once.
 // With several query rows (prefill) each pair's words are formed once per
 // call and kv head into a buffer, which every query row's passes read.
+// With one query row and pairAhead, each turn decodes the next pair while
+// its dots take the words carried from the turn before.
 //
 //===----------------------------------------------------------------------===//
 

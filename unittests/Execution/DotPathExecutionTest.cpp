@@ -441,6 +441,22 @@ TEST_P(DotPath, GqaGroupsAndLongContext) {
   }
 }
 
+/// Odd and short contexts for the weighted sums: a last pair (or a
+/// whole context) of one row, whose second row repeats it at weight
+/// zero, a last tile of three tokens, and with pair_ahead pair 0 decoded
+/// before a loop of one turn.
+TEST_P(DotPath, OddAndShortContexts) {
+  if (std::string(GetParam().valueDot) == "f32")
+    GTEST_SKIP() << "the score paths take no token pairs";
+  for (int64_t keys : {1, 3, 259}) {
+    Case c;
+    c.format = "turbo3_0";
+    c.numKeys = keys;
+    c.peaked = keys > 1;
+    check(c);
+  }
+}
+
 /// Several query rows (the pair sum's words buffer; the score's rows
 /// decoded once), also over rows of two scale blocks and tq3_0's (pair
 /// sums over chunks of two blocks; its score keeps f32 here).

@@ -203,6 +203,13 @@ bool hasIntegerDots(const llvm::TargetMachine &tm) {
   return hasVnni(tm) || tm.getMCSubtargetInfo()->checkFeatures("+avx2");
 }
 
+/// True where LLVM keeps vpdpwssd whole on the target CPU (its
+/// fast-dpwssd tuning: Zen 4 and 5); elsewhere it may split the
+/// instruction into vpmaddwd and vpaddd.
+bool hasFastDpwssd(const llvm::TargetMachine &tm) {
+  return tm.getMCSubtargetInfo()->checkFeatures("+fast-dpwssd");
+}
+
 /// AVX512-BF16 as well (vdpbf16ps).
 bool hasBf16(const llvm::TargetMachine &tm) {
   return hasVnni(tm) &&
@@ -260,10 +267,7 @@ std::string pairAheadFor(const llvm::TargetMachine &tm,
                          const std::string &requested) {
   if (requested != "auto")
     return requested;
-  return hasAvx512(tm) &&
-                 tm.getMCSubtargetInfo()->checkFeatures("+fast-dpwssd")
-             ? "on"
-             : "off";
+  return hasAvx512(tm) && hasFastDpwssd(tm) ? "on" : "off";
 }
 
 /// The permute `options` ask for, or the widest the target CPU has.

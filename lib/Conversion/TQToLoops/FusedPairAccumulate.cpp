@@ -555,14 +555,18 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
               // Accumulator (hh, c, v) at (hh * count + c) * 4 + v.
               Value zeroAcc = arith::ConstantOp::create(
                   b, loc, cast<TypedAttr>(b.getZeroAttr(accType)));
-              SmallVector<Value> zeros(block * count * 4, zeroAcc);
               const int64_t numAccs = block * count * 4;
+              // The loop's state: the accumulators, then (pairAhead) the
+              // words of the pair its first turn takes.
+              SmallVector<Value> init(numAccs, zeroAcc);
               // pairAhead: the loop decodes pair n + 1 while its dots take
               // pair n's words (carried), so a pair's decode chain
               // (permutes, field selects, lookups: ~25 cycles) overlaps
               // the previous pair's dots instead of filling the scheduler.
               const bool ahead = oneQueryRow && options.pairAhead;
+              Value lastPair;
               if (ahead) {
+                lastPair = arith::SubIOp::create(b, loc, pairs, c1);
                 // Pair 0's words; none to read without tokens.
                 Value some = arith::CmpIOp::create(
                     b, loc, arith::CmpIPredicate::ne, pairs, c0);
@@ -583,10 +587,10 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
                   scf::YieldOp::create(
                       b, loc, SmallVector<Value>(count * 4, none));
                 }
-                llvm::append_range(zeros, first.getResults());
+                llvm::append_range(init, first.getResults());
               }
               auto loop = scf::ForOp::create(
-                  b, loc, c0, pairs, c1, zeros,
+                  b, loc, c0, pairs, c1, init,
                   [&](OpBuilder &b, Location loc, Value pair, ValueRange state) {
                     ValueRange accs = state.take_front(numAccs);
                     auto [t0, t1] = pairRows(b, loc, pair);
@@ -600,7 +604,7 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
                       // Pair min(n + 1, last)'s words for the next turn.
                       Value following = arith::MinUIOp::create(
                           b, loc, arith::AddIOp::create(b, loc, pair, c1),
-                          arith::SubIOp::create(b, loc, pairs, c1));
+                          lastPair);
                       auto [n0, n1] = pairRows(b, loc, following);
                       next = pairWords(b, loc, kvh, n0, n1, firstChunk, count);
                     } else if (oneQueryRow) {

@@ -55,6 +55,7 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
   lowering.valueDot = options.valueDot;
   lowering.scoreLanes = options.scoreLanes;
   lowering.pairAhead = options.pairAhead;
+  lowering.amxTiles = options.amxTiles;
   lowering.selectFields = vbmi;
   lowering.vectorRotations = true;
   lowering.vectorSoftmax = true;
@@ -96,7 +97,7 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
   // per tile.
   pm.addPass(createTQHoistTileBuffers());
   pm.addPass(createConvertVectorToSCFPass());
-  buildHostLoopsToLLVMPipeline(pm);
+  buildHostLoopsToLLVMPipeline(pm, options.amxTiles);
 }
 
 std::string mlir::tq::laneLookupIsa(const TQPipelineOptions &options) {
@@ -113,7 +114,7 @@ bool mlir::tq::hasVnniByteDots(StringRef isa) {
   return isa == "avx512vnni" || isa == "avx512bf16" || isa == "avxvnni";
 }
 
-void mlir::tq::buildHostLoopsToLLVMPipeline(OpPassManager &pm) {
+void mlir::tq::buildHostLoopsToLLVMPipeline(OpPassManager &pm, bool amx) {
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
@@ -122,10 +123,20 @@ void mlir::tq::buildHostLoopsToLLVMPipeline(OpPassManager &pm) {
   // (x86vector: vdpbf16ps of a bf16 weighted sum.)
   ConvertVectorToLLVMPassOptions vectorToLLVM;
   vectorToLLVM.x86Vector = true;
+  // (amx: the prefill's tile products.)
+  vectorToLLVM.amx = amx;
   pm.addPass(createConvertVectorToLLVMPass(vectorToLLVM));
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(createArithToLLVMConversionPass());
-  pm.addPass(createConvertControlFlowToLLVMPass());
+  if (amx) {
+    // Branches carrying AMX tiles (a weighted sum's accumulator across
+    // its token loop) need the AMX dialect's type conversion.
+    ConvertToLLVMPassOptions controlFlow;
+    controlFlow.filterDialects = {"cf", "amx"};
+    pm.addPass(createConvertToLLVMPass(controlFlow));
+  } else {
+    pm.addPass(createConvertControlFlowToLLVMPass());
+  }
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createConvertIndexToLLVMPass());
   // Lowered n-D vector transfers leave ub.poison behind.

@@ -210,6 +210,12 @@ bool hasFastDpwssd(const llvm::TargetMachine &tm) {
   return tm.getMCSubtargetInfo()->checkFeatures("+fast-dpwssd");
 }
 
+/// True where the target CPU has AMX's tiles and their bf16 products
+/// (tdpbf16ps): the prefill's tile products.
+bool hasAmx(const llvm::TargetMachine &tm) {
+  return tm.getMCSubtargetInfo()->checkFeatures("+amx-tile,+amx-bf16");
+}
+
 /// AVX512-BF16 as well (vdpbf16ps).
 bool hasBf16(const llvm::TargetMachine &tm) {
   return hasVnni(tm) &&
@@ -270,6 +276,54 @@ std::string pairAheadFor(const llvm::TargetMachine &tm,
   return hasAvx512(tm) && hasFastDpwssd(tm) ? "on" : "off";
 }
 
+/// Whether prefill kernels take AMX tile products: `requested` (on or
+/// off), or for "auto" on where the CPU has AMX-BF16.
+std::string amxFor(const llvm::TargetMachine &tm,
+                   const std::string &requested) {
+  if (requested != "auto")
+    return requested;
+  return hasAmx(tm) ? "on" : "off";
+}
+
+/// Linux gives a process AMX's tile data only when asked
+/// (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)); until then the
+/// first tile instruction faults. An object with AMX kernels asks when
+/// its library is loaded, from a constructor of its own (asking again is
+/// harmless; a refusal leaves the kernels faulting, which a runtime
+/// checks first: tq_amx_available).
+void addAmxPermissionRequest(ModuleOp module) {
+  MLIRContext *ctx = module.getContext();
+  Location loc = module.getLoc();
+  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+  auto i64 = b.getI64Type();
+  auto syscall = module.lookupSymbol<LLVM::LLVMFuncOp>("syscall");
+  if (!syscall)
+    syscall = LLVM::LLVMFuncOp::create(
+        b, loc, "syscall",
+        LLVM::LLVMFunctionType::get(i64, {i64}, /*isVarArg=*/true));
+  auto ctor = LLVM::LLVMFuncOp::create(
+      b, loc, "tq_request_amx_tiles",
+      LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx), {}),
+      LLVM::Linkage::Internal);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ctor.addEntryBlock(b));
+    auto constant = [&](int64_t v) -> Value {
+      return LLVM::ConstantOp::create(b, loc, i64, v);
+    };
+    constexpr int64_t kArchPrctl = 158, kReqXcompPerm = 0x1023,
+                      kXtileData = 18;
+    LLVM::CallOp::create(
+        b, loc, syscall,
+        ValueRange{constant(kArchPrctl), constant(kReqXcompPerm),
+                   constant(kXtileData)});
+    LLVM::ReturnOp::create(b, loc, ValueRange{});
+  }
+  LLVM::GlobalCtorsOp::create(
+      b, loc, b.getArrayAttr({FlatSymbolRefAttr::get(ctor)}),
+      b.getI32ArrayAttr({65535}), b.getArrayAttr({LLVM::ZeroAttr::get(ctx)}));
+}
+
 /// The permute `options` ask for, or the widest the target CPU has.
 std::string centroidPermuteFor(const llvm::TargetMachine &tm,
                                const KernelLibraryOptions &options) {
@@ -312,6 +366,8 @@ KernelLibraryOptions optionsFor(const RuntimeKernelSpec &spec,
       own.scoreLanes = value;
     else if (knob == "pair_ahead")
       own.pairAhead = value;
+    else if (knob == "amx")
+      own.amx = value;
     else if (knob == "lookup") {
       if (auto l = symbolizeLookupStrategy(value))
         own.lookup = *l;
@@ -342,6 +398,7 @@ void configurePipeline(TQPipelineOptions &pipeline,
   pipeline.vbmi = hasVbmi(tm);
   pipeline.scoreLanes = options.scoreLanes;
   pipeline.pairAhead = decode && options.pairAhead == "on";
+  pipeline.amxTiles = !decode && options.amx == "on" && hasAmx(tm);
   // exp's FMA and floor as instructions: measured 2-3% faster decode and
   // 1% faster prefill on Emerald Rapids; on a Zen 3 (AVX2) no gain showed
   // (docs/perf/cpu.md), so AVX-512 targets only.
@@ -401,8 +458,13 @@ bool compileKernel(MLIRContext &context, const RuntimeKernelSpec &spec,
   };
   TQPipelineOptions pipeline;
   configurePipeline(pipeline, options, tm, isDecodeKind(spec));
+  auto annotate = [&](ModuleOp lowered) {
+    addInfo(lowered);
+    if (pipeline.amxTiles)
+      addAmxPermissionRequest(lowered);
+  };
   return emitObject(context, *module, pipeline, options.passManagerCLOptions,
-                    tm, objectPath, spec.name(), addInfo, diagnostics, error);
+                    tm, objectPath, spec.name(), annotate, diagnostics, error);
 }
 
 llvm::json::Object describe(const RuntimeKernelSpec &spec,
@@ -708,6 +770,12 @@ bool mlir::tq::writeKernelLibrary(MLIRContext &context,
   options.accumulators = accumulatorsFor(*tm, options.accumulators);
   options.scoreLanes = scoreLanesFor(*tm, options.scoreLanes);
   options.pairAhead = pairAheadFor(*tm, options.pairAhead);
+  options.amx = amxFor(*tm, options.amx);
+  if (options.amx == "on" && !hasAmx(*tm)) {
+    error = "amx=on needs a CPU with AMX tiles and AMX-BF16 (sapphirerapids "
+            "or later), not '" + libraryOptions.cpu + "'";
+    return false;
+  }
   // A decode kernel whose shape wants other accumulators than the
   // library's default gets them as its own knob (unless it has one).
   if (accumulatorsByShape)
@@ -1056,6 +1124,23 @@ bool mlir::tq::kernelKnobs(const RuntimeKernelSpec &spec,
     knobs.push_back(ahead);
   }
 
+  if (!decode && hasAmx(*tm)) {
+    KnobInfo amx;
+    amx.name = "amx";
+    amx.description =
+        "several query rows: the score and the weighted sum as AMX-BF16 "
+        "tile products (tdpbf16ps over queries, keys, weights and values "
+        "written once per tile as bf16; formats without QJL whose padded "
+        "dim is a multiple of 32) or the vector products (off). bf16 "
+        "operands are lossy (bounded against the format's own error)";
+    amx.legal = "on, off";
+    amx.defaultValue = amxFor(*tm, defaults.amx);
+    amx.values = {amx.defaultValue};
+    amx.values.push_back(amx.defaultValue == "on" ? "off" : "on");
+    amx.onlyWith = "lookup=tile";
+    knobs.push_back(amx);
+  }
+
   std::vector<std::string> permutes = centroidPermutesOf(*tm);
   if (codebook && permutes.size() > 1) {
     KnobInfo permute;
@@ -1141,6 +1226,8 @@ KnobValues mlir::tq::effectiveKnobs(const RuntimeKernelSpec &spec,
     values["score_lanes"] = options.scoreLanes;
   if (decode)
     values["pair_ahead"] = options.pairAhead;
+  else
+    values["amx"] = options.amx;
   values["centroid_permute"] = permute;
   return values;
 }

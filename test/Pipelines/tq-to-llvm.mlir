@@ -19,6 +19,8 @@
 // RUN:   | FileCheck %s --check-prefix=NOVNNI
 // RUN: tq-opt %s --tq-to-llvm="value-dot=bf16 centroid-permute=avx512 vnni=true bf16=true" --dump-pass-pipeline -o /dev/null 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=PAIRS
+// RUN: tq-opt %s --tq-to-llvm="amx-tiles=true" --dump-pass-pipeline -o /dev/null 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=AMX
 // RUN: tq-opt %s --tq-to-llvm="native-fma-floor=true" --dump-pass-pipeline -o /dev/null 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=FMA
 
@@ -45,7 +47,13 @@
 // PAIRS: convert-vector-to-llvm{{{.*}}enable-x86vector=true{{.*}}},
 
 // (pair-ahead, like the other register knobs, reaches tq-lower-to-loops.)
-// UNROLL: tq-lower-to-loops{accumulators=24 max-unrolled-chunks=7 narrow-levels=false pair-ahead=true score-dot=f32 score-lanes=rows score-rows=2 select-fields=false value-dot=f32 vector-rotations=true vector-softmax=true},
+// The AMX tile products: the option reaches the loop lowering, the vector
+// conversion lowers the tile ops and branches carrying tiles (a weighted
+// sum's accumulator) take the AMX dialect's type conversion.
+// AMX: tq-lower-to-loops{{.*}}amx-tiles=true
+// AMX: convert-vector-to-llvm{enable-amx=true
+// AMX: convert-to-llvm{{.*}}filter-dialects={cf,amx}
+// UNROLL: tq-lower-to-loops{accumulators=24 amx-tiles=false max-unrolled-chunks=7 narrow-levels=false pair-ahead=true score-dot=f32 score-lanes=rows score-rows=2 select-fields=false value-dot=f32 vector-rotations=true vector-softmax=true},
 
 // STAGES: builtin.module(
 // STAGES-NEXT: tq-decompose-attention,
@@ -54,7 +62,7 @@
 // STAGES-NEXT: tq-tile-flash-attention{splits=1 tile-size=64},
 // STAGES-NEXT: canonicalize{{.*}},
 // STAGES-NEXT: cse,
-// STAGES-NEXT: tq-lower-to-loops{accumulators=16 max-unrolled-chunks=48 narrow-levels=false pair-ahead=false score-dot=f32 score-lanes=rows score-rows=4 select-fields=false value-dot=f32 vector-rotations=true vector-softmax=true},
+// STAGES-NEXT: tq-lower-to-loops{accumulators=16 amx-tiles=false max-unrolled-chunks=48 narrow-levels=false pair-ahead=false score-dot=f32 score-lanes=rows score-rows=4 select-fields=false value-dot=f32 vector-rotations=true vector-softmax=true},
 // STAGES-NEXT: tq-approximate-math{native-fma-floor=false},
 // STAGES-NEXT: canonicalize{{.*}},
 // STAGES-NEXT: cse,

@@ -146,6 +146,14 @@ cl::opt<std::string> pairAhead(
              "current pair's: on, off (the same sums), or auto: on where "
              "--chip has AVX-512 and fast vpdpwssd (Zen 4, Zen 5)"),
     cl::init("auto"));
+cl::opt<std::string> amx(
+    "amx", cl::cat(toolOptions),
+    cl::desc("the prefill kernels' score and weighted sum as AMX-BF16 tile "
+             "products (bf16 operands, f32 sums; formats without QJL whose "
+             "padded dim is a multiple of 32): on, off, or auto: on where "
+             "--chip has AMX-BF16 (Sapphire Rapids and later). The library "
+             "asks Linux for the tile registers when it is loaded"),
+    cl::init("auto"));
 cl::opt<std::string> valueDot(
     "value-dot", cl::cat(toolOptions),
     cl::desc("multiply-adds of the weighted sum: f32, bf16 (bf16 "
@@ -312,6 +320,8 @@ int main(int argc, char **argv) {
          "'");
   if (pairAhead != "on" && pairAhead != "off" && pairAhead != "auto")
     fail("--pair-ahead must be on, off or auto, got '" + pairAhead + "'");
+  if (amx != "on" && amx != "off" && amx != "auto")
+    fail("--amx must be on, off or auto, got '" + amx + "'");
   if (valueDot != "f32" && valueDot != "bf16" && valueDot != "i16" &&
       valueDot != "auto")
     fail("--value-dot must be f32, bf16, i16 or auto, got '" + valueDot +
@@ -483,6 +493,7 @@ int main(int argc, char **argv) {
   options.valueDot = valueDot;
   options.scoreLanes = scoreLanes;
   options.pairAhead = pairAhead;
+  options.amx = amx;
   if (target == "cpu") {
     // `auto`: the fastest dot paths the CPU has (said, so a pack's
     // configuration is never a guess).

@@ -30,6 +30,7 @@ def TQLowerToLoops : Pass<"tq-lower-to-loops", "::mlir::ModuleOp"> {
     `one-shot-bufferize` and lowers to LLVM with upstream passes.
   }];
   let dependentDialects = [
+    "::mlir::amx::AMXDialect",
     "::mlir::arith::ArithDialect",
     "::mlir::bufferization::BufferizationDialect",
     "::mlir::linalg::LinalgDialect",
@@ -99,6 +100,14 @@ def TQLowerToLoops : Pass<"tq-lower-to-loops", "::mlir::ModuleOp"> {
            "permute chain overlaps the dots; needs four more live vectors, "
            "for targets whose registers hold them (see tq-aot's "
            "--pair-ahead)">,
+    Option<"amxTiles", "amx-tiles", "bool", /*default=*/"false",
+           "With several query rows (prefill), the fused score and weighted "
+           "sum as AMX-BF16 tile products (tdpbf16ps on 16x16 f32 tiles): "
+           "per tile the queries, keys, weights and values are written once "
+           "as bf16 in the tiles' layouts (keys and values as VNNI pairs). "
+           "Formats without a QJL residual whose padded dim is a multiple "
+           "of 32; others keep the vector products. For CPUs with AMX-BF16 "
+           "(see tq-aot's --amx)">,
     Option<"vectorRotations", "vector-rotations", "bool", /*default=*/"false",
            "tq.rotate's Hadamard kinds on rows of 16-lane vectors (sign "
            "flips and scale as vector multiplies, butterfly stages as lane "

@@ -76,6 +76,11 @@ struct TQPipelineOptions : public PassPipelineOptions<TQPipelineOptions> {
       llvm::cl::desc("The one-row pair weighted sum decodes a token pair "
                      "ahead (see tq-lower-to-loops)"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> amxTiles{
+      *this, "amx-tiles",
+      llvm::cl::desc("Several query rows: the score and weighted sum as "
+                     "AMX-BF16 tile products (see tq-lower-to-loops)"),
+      llvm::cl::init(false)};
   PassOptions::Option<std::string> scoreLanes{
       *this, "score-lanes",
       llvm::cl::desc("Lanes of the int8 score with one query row: rows or "
@@ -154,8 +159,10 @@ bool hasVnniByteDots(StringRef isa);
 /// math, arith and memref ops: strided metadata expanded, affine and scf
 /// lowered, then everything converted to the LLVM dialect (math by LLVM
 /// intrinsics, libm for the rest). Also runs kernels built for the host
-/// emulation of the GPU target (after tq-gpu-to-host).
-void buildHostLoopsToLLVMPipeline(OpPassManager &pm);
+/// emulation of the GPU target (after tq-gpu-to-host). `amx`: the code
+/// has AMX tiles (tq-lower-to-loops' amx-tiles), whose ops and branches
+/// the conversion then lowers too.
+void buildHostLoopsToLLVMPipeline(OpPassManager &pm, bool amx = false);
 
 /// Registers "tq-fusion" and "tq-to-llvm" with the pass registry.
 void registerTQPipelines();

@@ -73,6 +73,12 @@ struct KernelLibraryOptions {
   /// pair-ahead; the same sums, measured 2-5% faster on Zen 4 and slower
   /// where vpdpwssd splits or registers are 16, docs/perf/cpu.md).
   std::string pairAhead = "auto";
+  /// Prefill kernels' score and weighted sum as AMX-BF16 tile products
+  /// (bf16 operands: lossy, like the other dot paths, so off unless
+  /// asked): on, off or auto (on where the CPU has AMX-BF16; see
+  /// tq-lower-to-loops' amx-tiles). A library with them asks Linux for
+  /// the tile registers when it is loaded.
+  std::string amx = "off";
   /// Build the naive pipeline instead (every cached row dequantised and
   /// un-rotated, no codebook fusion, no tiling): the dequantise-then-attend
   /// baseline of tq-bench.

@@ -1,6 +1,7 @@
 //===- FusedTileProducts.cpp - Products over rows decoded in registers ----===//
 
 #include "FusedTileProducts.h"
+#include "AmxTileProducts.h"
 #include "FusedByteScore.h"
 #include "FusedLoops.h"
 #include "FusedPairAccumulate.h"
@@ -31,6 +32,11 @@ Value mlir::tq::emitFusedScore(OpBuilder &b, Location loc, Value query,
                                VectorRowDecoder &keys, int64_t kvHeads,
                                int64_t group,
                                const TQToLoopsOptions &options) {
+  if (options.amxTiles)
+    if (FailureOr<Value> tiles =
+            emitAmxScore(b, loc, query, keys, kvHeads, group);
+        succeeded(tiles))
+      return *tiles;
   if (options.scoreDot == ScoreDot::I8)
     if (FailureOr<Value> bytes = emitFusedByteScore(b, loc, query, keys,
                                                     kvHeads, group, options);
@@ -563,6 +569,11 @@ Value mlir::tq::emitFusedAccumulate(OpBuilder &b, Location loc, Value probs,
     return permuteRows(b, loc, out, inverseOrder(values.laneOrder()));
   };
   const bool oneQueryRow = cast<ShapedType>(probs.getType()).getDimSize(0) == 1;
+  if (options.amxTiles)
+    if (FailureOr<Value> tiles =
+            emitAmxAccumulate(b, loc, probs, values, kvHeads, group);
+        succeeded(tiles))
+      return *tiles;
   if (options.valueDot != ValueDot::F32)
     if (FailureOr<Value> pairs = emitFusedPairAccumulate(
             b, loc, probs, values, kvHeads, group, options);

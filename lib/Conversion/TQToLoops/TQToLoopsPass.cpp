@@ -5,6 +5,7 @@
 #include "tq/Conversion/Passes.h"
 #include "tq/Dialect/TQ/IR/TQDialect.h"
 
+#include "mlir/Dialect/AMX/AMXDialect.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -111,6 +112,9 @@ struct TQLowerToLoopsPass
     // Fused row decoding prefetches the next tile's rows through the
     // pool's buffer.
     target.addLegalOp<bufferization::ToBufferOp, memref::PrefetchOp>();
+    // The AMX tile products: tiles, and a stack slot for a finished one.
+    target.addLegalDialect<amx::AMXDialect>();
+    target.addLegalOp<memref::AllocaOp, memref::LoadOp>();
     target.addDynamicallyLegalOp<tensor::PadOp, tensor::ExtractSliceOp>(
         [](Operation *op) { return !isLoweredPadding(op); });
     target.addDynamicallyLegalOp<func::FuncOp>([&](func::FuncOp op) {
@@ -131,6 +135,7 @@ struct TQLowerToLoopsPass
     options.tokenLaneScore = scoreLanes == "tokens";
     options.selectFields = selectFields;
     options.pairAhead = pairAhead;
+    options.amxTiles = amxTiles;
     options.vectorRotations = vectorRotations;
     options.vectorSoftmax = vectorSoftmax;
     options.valueDot = valueDot == "bf16"  ? ValueDot::BF16

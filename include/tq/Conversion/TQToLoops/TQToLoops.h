@@ -75,6 +75,11 @@ struct TQToLoopsOptions {
   /// pair n's words (carried by the loop): the decode chain overlaps the
   /// dots, at the cost of a chunk's words more in registers.
   bool pairAhead = false;
+  /// Several query rows (prefill): the score and the weighted sum as
+  /// AMX-BF16 tile products (AmxTileProducts.cpp) where they apply; for
+  /// CPUs with AMX-BF16 (the kernels need the OS's permission to use the
+  /// tile registers: tq-aot's libraries ask for it when loaded).
+  bool amxTiles = false;
   /// tq.rotate's Hadamard kinds on rows of 16-lane vectors (the same bits
   /// as the scalar stages); for pipelines that lower the vector dialect
   /// (the CPU's: GPU kernel bodies keep scalar code).

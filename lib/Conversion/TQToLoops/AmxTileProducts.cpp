@@ -43,6 +43,10 @@ namespace {
 constexpr int64_t kTileRows = 16;
 constexpr int64_t kTileF32 = 16;
 constexpr int64_t kTileBf16 = 32;
+/// Keys decoded a step at a time (their words transposed as 8 x 8).
+constexpr int64_t kKeyRows = 8;
+/// Finished tiles stored side by side before their rows are read back.
+constexpr int64_t kBlockTiles = 8;
 
 Value mulIndex(OpBuilder &b, Location loc, Value x, int64_t k) {
   return arith::MulIOp::create(b, loc, x, indexConst(b, loc, k));
@@ -116,6 +120,21 @@ Value packRows(OpBuilder &b, Location loc, Value in, int64_t kvHeads,
       });
 }
 
+/// Moves `b` before the outermost scf.for around it that `v` is defined
+/// outside of: what is built there from `v` alone (the packed queries) is
+/// built once, not in every iteration of the flash loop.
+void hoistAbove(OpBuilder &b, Value v) {
+  Operation *outermost = nullptr;
+  for (Operation *op = b.getInsertionBlock()->getParentOp();
+       isa_and_nonnull<scf::ForOp>(op); op = op->getParentOp()) {
+    if (op->isAncestor(v.getParentBlock()->getParentOp()))
+      break;
+    outermost = op;
+  }
+  if (outermost)
+    b.setInsertionPoint(outermost);
+}
+
 /// A read-only view of a packed operand for tile loads.
 Value tileBuffer(OpBuilder &b, Location loc, Value packed) {
   auto type = cast<RankedTensorType>(packed.getType());
@@ -128,8 +147,9 @@ Value tileBuffer(OpBuilder &b, Location loc, Value packed) {
       packed, /*readOnly=*/true);
 }
 
-/// memref<16x16xf32> for a finished tile, in the function's entry block
-/// (a stack slot of the frame, not one per iteration).
+/// memref<16 x 128 x f32> for kBlockTiles finished tiles side by side, in
+/// the function's entry block (a stack slot of the frame, not one per
+/// iteration).
 Value tileScratch(OpBuilder &b, Location loc) {
   OpBuilder::InsertionGuard guard(b);
   Operation *parent = b.getInsertionBlock()->getParentOp();
@@ -137,27 +157,49 @@ Value tileScratch(OpBuilder &b, Location loc) {
                                         : parent->getParentOfType<func::FuncOp>();
   b.setInsertionPointToStart(&func.getBody().front());
   return memref::AllocaOp::create(
-      b, loc, MemRefType::get({kTileRows, kTileF32}, b.getF32Type()));
+      b, loc,
+      MemRefType::get({kTileRows, kBlockTiles * kTileF32}, b.getF32Type()));
 }
 
-/// Writes the 16 rows of the tile in `scratch` to out[i, h, col ...] of
-/// rows mb * 16 + r of kv head kvh (rows past `last` write row `last`
-/// again); `inBounds`: the 16 columns are all in out.
-Value writeTileRows(OpBuilder &b, Location loc, Value scratch, Value out,
-                    Value mb, Value last, Value kvh, int64_t group, Value col,
-                    bool inBounds) {
+/// One row block's tiles j in [0, count) (count <= kBlockTiles, `tileAt`
+/// computes tile j) stored side by side in `scratch`, then its 16 rows
+/// written to out[i, h, col + 16 j ...] for rows mb * 16 + r of kv head
+/// kvh (rows past `last` write row `last` again). The rows are read back
+/// after all the block's tiles are stored, not each right after its
+/// store (a tile store does not forward to vector loads). `inBounds`:
+/// every tile of kBlockTiles has its 16 columns in out (else the writes
+/// are masked at out's end, and tiles past `count` write nothing).
+Value writeTileBlock(OpBuilder &b, Location loc, Value scratch, Value out,
+                     Value mb, Value last, Value kvh, int64_t group, Value col,
+                     Value count, bool inBounds,
+                     function_ref<Value(OpBuilder &, Location, Value)> tileAt) {
+  scf::ForOp::create(
+      b, loc, indexConst(b, loc, 0), count, indexConst(b, loc, 1),
+      ValueRange{}, [&](OpBuilder &b, Location loc, Value j, ValueRange) {
+        amx::TileStoreOp::create(
+            b, loc, scratch,
+            ValueRange{indexConst(b, loc, 0), mulIndex(b, loc, j, kTileF32)},
+            tileAt(b, loc, j));
+        scf::YieldOp::create(b, loc);
+      });
   auto rowType = VectorType::get({kTileF32}, b.getF32Type());
   Value first = mulIndex(b, loc, mb, kTileRows);
+  std::optional<int64_t> tiles = getConstantIntValue(count);
+  const int64_t width = inBounds && tiles ? *tiles : kBlockTiles;
   for (int64_t r = 0; r < kTileRows; ++r) {
     Value m = arith::AddIOp::create(b, loc, first, indexConst(b, loc, r));
     auto [i, h] = queryRowOf(b, loc, m, last, kvh, group);
-    Value row = vector::LoadOp::create(
-        b, loc, rowType, scratch,
-        ValueRange{indexConst(b, loc, r), indexConst(b, loc, 0)});
-    out = vector::TransferWriteOp::create(b, loc, row, out,
-                                          ValueRange{i, h, col},
-                                          ArrayRef<bool>{inBounds})
-              .getResult();
+    for (int64_t j = 0; j < width; ++j) {
+      Value row = vector::LoadOp::create(
+          b, loc, rowType, scratch,
+          ValueRange{indexConst(b, loc, r), indexConst(b, loc, j * kTileF32)});
+      Value at =
+          arith::AddIOp::create(b, loc, col, indexConst(b, loc, j * kTileF32));
+      out = vector::TransferWriteOp::create(b, loc, row, out,
+                                            ValueRange{i, h, at},
+                                            ArrayRef<bool>{inBounds})
+                .getResult();
+    }
   }
   return out;
 }
@@ -178,6 +220,36 @@ Value tileProduct(OpBuilder &b, Location loc, Value aBuf, Value bBuf,
   Value rhs = amx::TileLoadOp::create(b, loc, bf16Tile(b), bBuf,
                                       ValueRange{kvh, rb, cb});
   return amx::TileMulFOp::create(b, loc, f32Tile(b), lhs, rhs, acc);
+}
+
+/// The 8 x 8 transpose of `rows` (8 vectors of 8 i32): result p holds
+/// word p of every row, in row order. Three rounds of shuffles, each
+/// doubling the rows a group of lanes holds.
+SmallVector<Value> transposeWords(OpBuilder &b, Location loc,
+                                  ArrayRef<Value> rows) {
+  assert(rows.size() == kKeyRows && "8 rows of 8 words");
+  // Joins x and y (n words of each of g rows per word index, 8 indices)
+  // into 2g rows per index: index p's lanes of x, then of y.
+  auto join = [&](Value x, Value y, int64_t g, int64_t first,
+                  int64_t count) {
+    const int64_t n = cast<VectorType>(x.getType()).getDimSize(0);
+    SmallVector<int64_t> mask;
+    for (int64_t p = first; p < first + count; ++p) {
+      for (int64_t k = 0; k < g; ++k)
+        mask.push_back(p * g + k);
+      for (int64_t k = 0; k < g; ++k)
+        mask.push_back(n + p * g + k);
+    }
+    return vector::ShuffleOp::create(b, loc, x, y, mask).getResult();
+  };
+  SmallVector<Value> pairs, quads, columns;
+  for (int64_t r = 0; r < 8; r += 2)
+    pairs.push_back(join(rows[r], rows[r + 1], 1, 0, 8));
+  for (int64_t r = 0; r < 4; r += 2)
+    quads.push_back(join(pairs[r], pairs[r + 1], 2, 0, 8));
+  for (int64_t p = 0; p < 8; ++p)
+    columns.push_back(join(quads[0], quads[1], 4, p, 1));
+  return columns;
 }
 
 /// A decoded chunk of `row` (token t, kv head kvh) times the row's scale
@@ -217,14 +289,20 @@ FailureOr<Value> mlir::tq::emitAmxScore(OpBuilder &b, Location loc,
   const int64_t width = keys.width();
   const CacheAccess &access = keys.rowDecoder().access();
   Value tokens = getValueOrCreateConstantIndexOp(b, loc, access.numTokens);
-  if (keys.isReordered())
-    query = permuteRows(b, loc, query, keys.laneOrder());
-  auto [last, padded] = queryRows(b, loc, query, group);
-  Value queries = packRows(b, loc, query, kvHeads, group, last, padded,
-                           indexConst(b, loc, width));
+  Value last, padded, queries;
+  {
+    OpBuilder::InsertionGuard guard(b);
+    hoistAbove(b, query);
+    if (keys.isReordered())
+      query = permuteRows(b, loc, query, keys.laneOrder());
+    std::tie(last, padded) = queryRows(b, loc, query, group);
+    queries = packRows(b, loc, query, kvHeads, group, last, padded,
+                       indexConst(b, loc, width));
+  }
 
-  // The keys, rows of four tokens at a time: lanes 2p, 2p + 1 of a
-  // chunk c are K[kvh, 8c + p, 2t ..].
+  // The keys, eight tokens at a time: chunk c of each row as 8 words
+  // (bf16 pairs d = 2p, 2p + 1), the 8 x 8 words transposed, so word p of
+  // the eight rows is K[kvh, 8c + p, 2t0 ..] (32 bytes).
   Value paddedTokens = roundUp(b, loc, tokens, kTileF32);
   Value keyInit = tensor::EmptyOp::create(
       b, loc,
@@ -233,29 +311,31 @@ FailureOr<Value> mlir::tq::emitAmxScore(OpBuilder &b, Location loc,
           getAsOpFoldResult(mulIndex(b, loc, paddedTokens, 2))},
       b.getBF16Type());
   auto chunkType = VectorType::get({kTileF32}, b.getBF16Type());
+  auto wordsType = VectorType::get({kKeyRows}, b.getI32Type());
   Value packedKeys = forEachDecodedRows(
-      b, loc, keys, kvHeads, kTileF32, /*step=*/4, keyInit,
+      b, loc, keys, kvHeads, kTileF32, kKeyRows, keyInit,
       [&](OpBuilder &b, Location loc, Value kvh, ArrayRef<DecodedRow> rows,
           Value pack) {
-        for (const DecodedRow &row : rows) {
-          Value col = mulIndex(b, loc, row.t, 2);
-          for (auto [c, chunk] : llvm::enumerate(row.chunks)) {
-            Value x = scaledChunk(b, loc, keys, chunk, row, kvh);
-            Value y = arith::TruncFOp::create(b, loc, chunkType, x);
-            for (int64_t p = 0; p < kTileF32 / 2; ++p) {
-              Value pair = vector::ExtractStridedSliceOp::create(
-                  b, loc, y, ArrayRef<int64_t>{2 * p}, ArrayRef<int64_t>{2},
-                  ArrayRef<int64_t>{1});
-              pack = vector::TransferWriteOp::create(
-                         b, loc, pair, pack,
-                         ValueRange{kvh,
-                                    indexConst(b, loc,
-                                               int64_t(c) * kTileF32 / 2 + p),
-                                    col},
-                         ArrayRef<bool>{true})
-                         .getResult();
-            }
-          }
+        Value col = mulIndex(b, loc, rows[0].t, 2);
+        for (size_t c = 0; c < rows[0].chunks.size(); ++c) {
+          SmallVector<Value> words;
+          for (const DecodedRow &row : rows)
+            words.push_back(vector::BitCastOp::create(
+                b, loc, wordsType,
+                arith::TruncFOp::create(
+                    b, loc, chunkType,
+                    scaledChunk(b, loc, keys, row.chunks[c], row, kvh))));
+          for (auto [p, column] : llvm::enumerate(transposeWords(b, loc, words)))
+            pack = vector::TransferWriteOp::create(
+                       b, loc,
+                       vector::BitCastOp::create(b, loc, chunkType, column),
+                       pack,
+                       ValueRange{kvh,
+                                  indexConst(b, loc,
+                                             int64_t(c) * kKeyRows + p),
+                                  col},
+                       ArrayRef<bool>{true})
+                       .getResult();
         }
         return pack;
       });
@@ -273,6 +353,11 @@ FailureOr<Value> mlir::tq::emitAmxScore(OpBuilder &b, Location loc,
                                           indexConst(b, loc, kTileRows));
   Value tokenTiles = arith::DivUIOp::create(b, loc, paddedTokens,
                                             indexConst(b, loc, kTileF32));
+  Value tokenBlocks = arith::DivUIOp::create(
+      b, loc,
+      arith::AddIOp::create(b, loc, tokenTiles,
+                            indexConst(b, loc, kBlockTiles - 1)),
+      indexConst(b, loc, kBlockTiles));
   return forEach(
       b, loc, indexConst(b, loc, kvHeads), init,
       [&](OpBuilder &b, Location loc, Value kvh, Value out) {
@@ -280,25 +365,30 @@ FailureOr<Value> mlir::tq::emitAmxScore(OpBuilder &b, Location loc,
             b, loc, rowTiles, out,
             [&](OpBuilder &b, Location loc, Value mb, Value out) {
               Value ra = mulIndex(b, loc, mb, kTileRows);
+              // Blocks of kBlockTiles token tiles.
               return forEach(
-                  b, loc, tokenTiles, out,
-                  [&](OpBuilder &b, Location loc, Value nb, Value out) {
-                    Value acc = amx::TileZeroOp::create(b, loc, f32Tile(b));
-                    Value cb = mulIndex(b, loc, nb, 2 * kTileF32);
-                    for (int64_t kb = 0; kb < width / kTileBf16; ++kb)
-                      acc = tileProduct(
-                          b, loc, queryBuf, keyBuf, kvh, ra,
-                          indexConst(b, loc, kb * kTileBf16),
-                          indexConst(b, loc, kb * kTileRows), cb, acc);
-                    amx::TileStoreOp::create(
-                        b, loc, scratch,
-                        ValueRange{indexConst(b, loc, 0),
-                                   indexConst(b, loc, 0)},
-                        acc);
-                    return writeTileRows(b, loc, scratch, out, mb, last, kvh,
-                                         group,
-                                         mulIndex(b, loc, nb, kTileF32),
-                                         /*inBounds=*/false);
+                  b, loc, tokenBlocks, out,
+                  [&](OpBuilder &b, Location loc, Value blk, Value out) {
+                    Value firstTile = mulIndex(b, loc, blk, kBlockTiles);
+                    Value count = arith::MinUIOp::create(
+                        b, loc, indexConst(b, loc, kBlockTiles),
+                        arith::SubIOp::create(b, loc, tokenTiles, firstTile));
+                    return writeTileBlock(
+                        b, loc, scratch, out, mb, last, kvh, group,
+                        mulIndex(b, loc, firstTile, kTileF32), count,
+                        /*inBounds=*/false,
+                        [&](OpBuilder &b, Location loc, Value j) {
+                          Value nb = arith::AddIOp::create(b, loc, firstTile, j);
+                          Value acc =
+                              amx::TileZeroOp::create(b, loc, f32Tile(b));
+                          Value cb = mulIndex(b, loc, nb, 2 * kTileF32);
+                          for (int64_t kb = 0; kb < width / kTileBf16; ++kb)
+                            acc = tileProduct(
+                                b, loc, queryBuf, keyBuf, kvh, ra,
+                                indexConst(b, loc, kb * kTileBf16),
+                                indexConst(b, loc, kb * kTileRows), cb, acc);
+                          return acc;
+                        });
                   });
             });
       });
@@ -394,33 +484,36 @@ FailureOr<Value> mlir::tq::emitAmxAccumulate(OpBuilder &b, Location loc,
             b, loc, rowTiles, out,
             [&](OpBuilder &b, Location loc, Value mb, Value out) {
               Value ra = mulIndex(b, loc, mb, kTileRows);
-              return forEach(
-                  b, loc, indexConst(b, loc, width / kTileF32), out,
-                  [&](OpBuilder &b, Location loc, Value nd, Value out) {
-                    Value cb = mulIndex(b, loc, nd, kTileBf16);
-                    Value zero = amx::TileZeroOp::create(b, loc, f32Tile(b));
-                    auto sum = scf::ForOp::create(
-                        b, loc, indexConst(b, loc, 0), tokenTiles,
-                        indexConst(b, loc, 1), ValueRange{zero},
-                        [&](OpBuilder &b, Location loc, Value kb,
-                            ValueRange acc) {
-                          scf::YieldOp::create(
-                              b, loc,
-                              tileProduct(b, loc, weightBuf, valueBuf, kvh,
-                                          ra, mulIndex(b, loc, kb, kTileBf16),
-                                          mulIndex(b, loc, kb, kTileRows), cb,
-                                          acc[0]));
-                        });
-                    amx::TileStoreOp::create(
-                        b, loc, scratch,
-                        ValueRange{indexConst(b, loc, 0),
-                                   indexConst(b, loc, 0)},
-                        sum.getResult(0));
-                    return writeTileRows(b, loc, scratch, out, mb, last, kvh,
-                                         group,
-                                         mulIndex(b, loc, nd, kTileF32),
-                                         /*inBounds=*/true);
-                  });
+              // Blocks of kBlockTiles 16-value column tiles of the row.
+              const int64_t columnTiles = width / kTileF32;
+              for (int64_t first = 0; first < columnTiles;
+                   first += kBlockTiles)
+                out = writeTileBlock(
+                    b, loc, scratch, out, mb, last, kvh, group,
+                    indexConst(b, loc, first * kTileF32),
+                    indexConst(b, loc,
+                               std::min(kBlockTiles, columnTiles - first)),
+                    /*inBounds=*/true,
+                    [&](OpBuilder &b, Location loc, Value j) {
+                      Value nd =
+                          arith::AddIOp::create(b, loc, j, indexConst(b, loc, first));
+                      Value cb = mulIndex(b, loc, nd, kTileBf16);
+                      Value zero = amx::TileZeroOp::create(b, loc, f32Tile(b));
+                      auto sum = scf::ForOp::create(
+                          b, loc, indexConst(b, loc, 0), tokenTiles,
+                          indexConst(b, loc, 1), ValueRange{zero},
+                          [&](OpBuilder &b, Location loc, Value kb,
+                              ValueRange acc) {
+                            scf::YieldOp::create(
+                                b, loc,
+                                tileProduct(b, loc, weightBuf, valueBuf, kvh,
+                                            ra, mulIndex(b, loc, kb, kTileBf16),
+                                            mulIndex(b, loc, kb, kTileRows),
+                                            cb, acc[0]));
+                          });
+                      return sum.getResult(0);
+                    });
+              return out;
             });
       });
   if (!values.isReordered())

@@ -28,6 +28,19 @@ llvm_config.add_tool_substitutions(
 if os.path.isdir(config.tqc_golden_dir):
     config.available_features.add("golden")
 
+# Kernels with AMX tiles run only on a host whose CPU has AMX-BF16 (tests
+# that run them declare REQUIRES: amx; reported unsupported elsewhere).
+def host_has_amx():
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((l for l in f if l.startswith("flags")), "").split()
+    except OSError:
+        return False
+    return "amx_bf16" in flags and "amx_tile" in flags
+
+if host_has_amx():
+    config.available_features.add("amx")
+
 # GPU assembly checks: PTX is assembled with the CUDA toolkit's ptxas
 # (REQUIRES: ptxas; reported unsupported without a toolkit). AMDGCN needs
 # only llvm-mc and ld.lld, which come with LLVM.

@@ -289,9 +289,10 @@ std::string amxFor(const llvm::TargetMachine &tm,
 /// (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)); until then the
 /// first tile instruction faults. An object with AMX kernels asks when
 /// its library is loaded, from a constructor of its own (asking again is
-/// harmless; a refusal leaves the kernels faulting, which a runtime
-/// checks first: tq_amx_available).
-void addAmxPermissionRequest(ModuleOp module) {
+/// harmless). Each such kernel also exports `<name>_uses_amx`: a runtime
+/// that finds it checks the grant before the first call (a refusal would
+/// make the first tile instruction fault).
+void addAmxPermissionRequest(ModuleOp module, const std::string &kernel) {
   MLIRContext *ctx = module.getContext();
   Location loc = module.getLoc();
   OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
@@ -322,6 +323,9 @@ void addAmxPermissionRequest(ModuleOp module) {
   LLVM::GlobalCtorsOp::create(
       b, loc, b.getArrayAttr({FlatSymbolRefAttr::get(ctor)}),
       b.getI32ArrayAttr({65535}), b.getArrayAttr({LLVM::ZeroAttr::get(ctx)}));
+  LLVM::GlobalOp::create(b, loc, b.getI8Type(), /*isConstant=*/true,
+                         LLVM::Linkage::External, kernel + "_uses_amx",
+                         b.getI8IntegerAttr(1));
 }
 
 /// The permute `options` ask for, or the widest the target CPU has.
@@ -461,7 +465,7 @@ bool compileKernel(MLIRContext &context, const RuntimeKernelSpec &spec,
   auto annotate = [&](ModuleOp lowered) {
     addInfo(lowered);
     if (pipeline.amxTiles)
-      addAmxPermissionRequest(lowered);
+      addAmxPermissionRequest(lowered, spec.name());
   };
   return emitObject(context, *module, pipeline, options.passManagerCLOptions,
                     tm, objectPath, spec.name(), annotate, diagnostics, error);
@@ -1132,11 +1136,11 @@ bool mlir::tq::kernelKnobs(const RuntimeKernelSpec &spec,
         "tile products (tdpbf16ps over queries, keys, weights and values "
         "written once per tile as bf16; formats without QJL whose padded "
         "dim is a multiple of 32) or the vector products (off). bf16 "
-        "operands are lossy (bounded against the format's own error)";
+        "operands are lossy (bounded against the format's own error), so "
+        "it is tuned only where asked for";
     amx.legal = "on, off";
     amx.defaultValue = amxFor(*tm, defaults.amx);
     amx.values = {amx.defaultValue};
-    amx.values.push_back(amx.defaultValue == "on" ? "off" : "on");
     amx.onlyWith = "lookup=tile";
     knobs.push_back(amx);
   }

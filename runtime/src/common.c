@@ -1,13 +1,23 @@
 /*===- common.c - What the CPU and GPU runtimes share -------------------===*/
 
+/* syscall(2) for the AMX grant check (the build's _POSIX_C_SOURCE alone
+ * hides it). */
+#define _DEFAULT_SOURCE
+
 #include "common.h"
 
+#include <dlfcn.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 static void *default_allocate(void *user, size_t bytes, size_t alignment) {
   (void)user;
@@ -339,4 +349,35 @@ void tq_merge_parts(const float *outs, const float *lses, int64_t stride,
   const float inv = 1.0f / total;
   for (int64_t d = 0; d < dv; ++d)
     out[d] *= inv;
+}
+
+/*--- AMX tiles ---------------------------------------------------------*/
+
+#if defined(__linux__) && defined(__x86_64__)
+/* Whether this process may use AMX tile data (XFEATURE_XTILEDATA, bit 18
+ * of ARCH_GET_XCOMP_PERM's answer). */
+static bool amx_granted(void) {
+  unsigned long features = 0;
+  enum { ARCH_GET_XCOMP_PERM_ = 0x1022, XFEATURE_XTILEDATA_ = 18 };
+  if (syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM_, &features) != 0)
+    return false;
+  return (features >> XFEATURE_XTILEDATA_) & 1;
+}
+#else
+static bool amx_granted(void) { return false; }
+#endif
+
+tq_status tq_check_amx_grant(void *library, const char *name) {
+  char symbol[512];
+  if (snprintf(symbol, sizeof symbol, "%s_uses_amx", name) >=
+      (int)sizeof symbol)
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT, "kernel name too long: %s",
+                   name);
+  if (!dlsym(library, symbol) || amx_granted())
+    return TQ_STATUS_OK;
+  return tq_fail(TQ_STATUS_UNAVAILABLE,
+                 "kernel '%s' uses AMX tiles, which Linux did not grant "
+                 "this process (arch_prctl ARCH_REQ_XCOMP_PERM refused or "
+                 "unsupported): rebuild the library with tq-aot --amx=off",
+                 name);
 }

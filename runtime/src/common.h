@@ -123,6 +123,13 @@ tq_status tq_check_append_call(const tq_kv_cache_v0 *c, uint32_t seq,
                                uint64_t start, uint32_t num_rows,
                                const float *k_rows, const float *v_rows);
 
+/* OK where kernel `name` of `library` does not use AMX tiles (no
+ * `<name>_uses_amx` symbol) or Linux granted this process the tile data
+ * (the library's constructor asks: arch_prctl ARCH_REQ_XCOMP_PERM);
+ * TQ_STATUS_UNAVAILABLE naming the kernel otherwise: its first tile
+ * instruction would fault. */
+tq_status tq_check_amx_grant(void *library, const char *name);
+
 /* Format names become part of symbol names: letters, digits, '_'. */
 bool tq_is_identifier(const char *s);
 

@@ -126,7 +126,8 @@ static bool lookup(const tq_ggml_pack *pack, const char *name,
   if (snprintf(symbol, sizeof symbol, "%s_info", name) >= (int)sizeof symbol)
     return false;
   *info = (const int64_t *)dlsym(pack->library, symbol);
-  return *entry && *info && (*info)[INFO_VERSION] == version;
+  return *entry && *info && (*info)[INFO_VERSION] == version &&
+         tq_check_amx_grant(pack->library, name) == TQ_STATUS_OK;
 }
 
 /* The row kernel `kind` ("append" or "dequantize") of format at head_dim. */

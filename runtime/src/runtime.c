@@ -202,7 +202,7 @@ static tq_status lookup(tq_runtime *rt, const char *name, int64_t version,
                    "runtime needs %lld: rebuild the library",
                    name, rt->library_path, (long long)out->info[INFO_VERSION],
                    (long long)version);
-  return TQ_STATUS_OK;
+  return tq_check_amx_grant(rt->library, name);
 }
 
 /*--- Views -------------------------------------------------------------*/

@@ -87,14 +87,15 @@ std::pair<Value, Value> queryRowOf(OpBuilder &b, Location loc, Value m,
 /// in[i, h, 0 .. cols) of its query row (i, h), zero past in's last
 /// column; `cols` a multiple of 16.
 Value packRows(OpBuilder &b, Location loc, Value in, int64_t kvHeads,
-               int64_t group, Value last, Value padded, Value cols) {
+               int64_t group, Value last, Value padded, OpFoldResult cols) {
   Value init = tensor::EmptyOp::create(
       b, loc,
       SmallVector<OpFoldResult>{b.getIndexAttr(kvHeads), padded, cols},
       b.getBF16Type());
   auto chunkType = VectorType::get({kTileF32}, b.getBF16Type());
-  Value chunks = arith::DivUIOp::create(b, loc, cols,
-                                        indexConst(b, loc, kTileF32));
+  Value chunks = arith::DivUIOp::create(
+      b, loc, getValueOrCreateConstantIndexOp(b, loc, cols),
+      indexConst(b, loc, kTileF32));
   return forEach(
       b, loc, indexConst(b, loc, kvHeads), init,
       [&](OpBuilder &b, Location loc, Value kvh, Value pack) {
@@ -297,7 +298,7 @@ FailureOr<Value> mlir::tq::emitAmxScore(OpBuilder &b, Location loc,
       query = permuteRows(b, loc, query, keys.laneOrder());
     std::tie(last, padded) = queryRows(b, loc, query, group);
     queries = packRows(b, loc, query, kvHeads, group, last, padded,
-                       indexConst(b, loc, width));
+                       b.getIndexAttr(width));
   }
 
   // The keys, eight tokens at a time: chunk c of each row as 8 words

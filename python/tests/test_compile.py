@@ -82,6 +82,28 @@ def test_cpu_with_features(tmp_path):
     assert kernel["knobs"]["value_dot"] == "i16"
 
 
+def test_amx_knob(tmp_path):
+    # Prefill kernels of a CPU with AMX-BF16 have the amx knob (tile
+    # products; compiled only, never run here); decode kernels and CPUs
+    # without AMX do not, and asking for it there is refused.
+    prefill = tqc.KernelSpec("prefill", "turbo3_0", "turbo3_0", 128, 4)
+    decode = tqc.KernelSpec("decode", "turbo3_0", "turbo3_0", 128, 4)
+    (amx,) = [k for k in tqc.knobs(prefill, "sapphirerapids")
+              if k.name == "amx"]
+    assert amx.default == "off" and amx.values == ("off",)
+    assert "amx" not in {k.name for k in tqc.knobs(decode, "sapphirerapids")}
+    assert "amx" not in {k.name for k in tqc.knobs(prefill, "znver4")}
+    lib = tqc.compile(kind="prefill", k_format="turbo3_0", head_dim=128,
+                      gqa=4, cpu="sapphirerapids", knobs={"amx": "on"},
+                      output_dir=tmp_path / "spr")
+    (kernel,) = lib.metadata["kernels"]
+    assert kernel["knobs"]["amx"] == "on"
+    with pytest.raises((ValueError, tqc.CompileError), match="amx"):
+        tqc.compile(kind="prefill", k_format="turbo3_0", head_dim=128,
+                    gqa=4, cpu="znver4", knobs={"amx": "on"},
+                    output_dir=tmp_path / "zn4")
+
+
 def test_bad_options():
     with pytest.raises(ValueError, match="k_format: unknown format 'turbo5'"):
         tqc.compile(k_format="turbo5", head_dim=64)

@@ -5,8 +5,10 @@
 // by shuffles into VNNI pairs (32 bytes a store), the values a token pair
 // a step (two rows interleaved); each 16 x 16 f32 tile is a chain of
 // tdpbf16ps (amx.tile_mulf), stored beside the row block's others in a
-// stack slot and read back as rows. One query row, a QJL residual or a
-// padded dim that is not a multiple of 32 keep the vector products.
+// stack slot and read back as rows. One query row, a QJL residual, a
+// format without a codebook (q8_0, f16: bf16 operands would be a large
+// share of their small error) or a padded dim that is not a multiple of
+// 32 keep the vector products.
 
 // RUN: tq-opt %s -split-input-file --tq-lower-to-loops="amx-tiles=true" | FileCheck %s
 // RUN: tq-opt %s -split-input-file --tq-lower-to-loops | FileCheck %s --check-prefix=OFF
@@ -82,11 +84,12 @@ func.func @qjl_residual(%p: tensor<3x2x5xf32>, %vb: tensor<5x1x100xi8>) -> tenso
 
 // -----
 
-// A padded dim of 80 is two and a half 32-value tile columns.
-// CHECK-LABEL: func @width_80
+// f16 keys (no codebook; here also a padded dim of 80, two and a half
+// 32-value tile columns).
+// CHECK-LABEL: func @f16_keys
 // CHECK-NOT: amx.
 // CHECK: return
-func.func @width_80(%q: tensor<3x2x80xf32>, %kb: tensor<5x1x160xi8>) -> tensor<3x2x5xf32> {
+func.func @f16_keys(%q: tensor<3x2x80xf32>, %kb: tensor<5x1x160xi8>) -> tensor<3x2x5xf32> {
   %k = tq.from_bytes %kb : tensor<5x1x160xi8> -> !tq.cache<5x1x80, #tq.format<"f16">>
   %s = tq.score %q, %k {lookup = #tq.lookup<tile>} : tensor<3x2x80xf32>, !tq.cache<5x1x80, #tq.format<"f16">> -> tensor<3x2x5xf32>
   return %s : tensor<3x2x5xf32>

@@ -30,6 +30,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "AttentionCase.h"
 #include "KernelRunner.h"
 
 #include "tq/Quant/Attention.h"
@@ -103,33 +104,16 @@ bool amxApplies(const std::string &format, unsigned d, int64_t numQueries) {
          !f->spec().qjl && f->paddedDim() % 32 == 0;
 }
 
-struct Case {
-  std::string format = "turbo3_0";
-  unsigned headDim = 128, queryHeads = 8, kvHeads = 2;
-  int64_t numQueries = 5, numKeys = 700;
-  /// Peaked: each query head is a scaled copy of one key of its group (in
-  /// its causal prefix), so the softmax puts most weight on that token;
-  /// flat: small queries, weights spread over the whole context.
-  bool peaked = false;
-
-  std::string describe() const {
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "%s d=%u H=%u KH=%u q=%lld n=%lld %s",
-                  format.c_str(), headDim, queryHeads, kvHeads,
-                  (long long)numQueries, (long long)numKeys,
-                  peaked ? "peaked" : "flat");
-    return buf;
+/// The tests' default shape: prefill (5 queries) over a context that is
+/// no multiple of the tiles.
+struct Case : test::AttentionCase {
+  Case() {
+    format = "turbo3_0";
+    numQueries = 5;
+    numKeys = 700;
   }
 };
-
-double relativeL2(const std::vector<float> &x, const std::vector<float> &y) {
-  double err = 0, norm = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    err += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
-    norm += double(y[i]) * y[i];
-  }
-  return std::sqrt(err / std::max(norm, 1e-30));
-}
+using test::relativeL2;
 
 bool allFinite(const std::vector<float> &x) {
   return std::all_of(x.begin(), x.end(),

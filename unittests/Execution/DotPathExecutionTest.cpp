@@ -32,6 +32,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "AttentionCase.h"
 #include "KernelRunner.h"
 
 #include "tq/Quant/Attention.h"
@@ -108,32 +109,8 @@ const Path kPaths[] = {
     {"ValueI16Ahead", "f32", "i16", false, false, true},
 };
 
-struct Case {
-  std::string format;
-  unsigned headDim = 128, queryHeads = 8, kvHeads = 2;
-  int64_t numQueries = 1, numKeys = 2048;
-  /// Peaked: each query head is a scaled copy of one key of its group, so
-  /// the softmax puts most weight on that token; flat: small queries.
-  bool peaked = false;
-
-  std::string describe() const {
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "%s d=%u H=%u KH=%u q=%lld n=%lld %s",
-                  format.c_str(), headDim, queryHeads, kvHeads,
-                  (long long)numQueries, (long long)numKeys,
-                  peaked ? "peaked" : "flat");
-    return buf;
-  }
-};
-
-double relativeL2(const std::vector<float> &x, const std::vector<float> &y) {
-  double err = 0, norm = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    err += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
-    norm += double(y[i]) * y[i];
-  }
-  return std::sqrt(err / std::max(norm, 1e-30));
-}
+using Case = test::AttentionCase;
+using test::relativeL2;
 
 class DotPath : public ::testing::TestWithParam<Path> {
 protected:

@@ -151,9 +151,10 @@ cl::opt<std::string> amx(
     cl::desc("the prefill kernels' score and weighted sum as AMX-BF16 tile "
              "products (bf16 operands, f32 sums; formats without QJL whose "
              "padded dim is a multiple of 32): on, off, or auto: on where "
-             "--chip has AMX-BF16 (Sapphire Rapids and later). The library "
-             "asks Linux for the tile registers when it is loaded"),
-    cl::init("auto"));
+             "--chip has AMX-BF16 (Sapphire Rapids and later). Lossy like "
+             "the other dot paths, so off unless asked. The library asks "
+             "Linux for the tile registers when it is loaded"),
+    cl::init("off"));
 cl::opt<std::string> valueDot(
     "value-dot", cl::cat(toolOptions),
     cl::desc("multiply-adds of the weighted sum: f32, bf16 (bf16 "

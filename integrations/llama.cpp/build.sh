@@ -19,10 +19,9 @@
 #   TQ_GGML_GQA        query heads per KV head (comma separated)
 #   TQ_GGML_DOT        dot products of the attention kernels: auto (default:
 #                      the int8 score and bf16/int16 pair sums where the CPU
-#                      has AVX512-VNNI/BF16 or AVX2, f32 elsewhere, and
-#                      prefill's AMX tiles where it has AMX-BF16; tq-aot
-#                      --score-dot=auto --value-dot=auto --amx=auto) or f32
-#                      (the reference kernels)
+#                      has AVX512-VNNI/BF16 or AVX2, f32 elsewhere; tq-aot
+#                      --score-dot=auto --value-dot=auto) or f32 (the
+#                      reference kernels)
 #   TQ_GGML_TUNING_DB  a tuning database (python -m tqc.tune --kind
 #                      ggml_decode,ggml_prefill ...): each attention kernel
 #                      of the pack is built with its best record for this
@@ -115,8 +114,7 @@ k_list="$(for p in $pairs; do echo "${p%%:*}"; done | awk '!s[$0]++' | paste -sd
 v_list="$(for p in $pairs; do echo "${p##*:}"; done | awk '!s[$0]++' | paste -sd,)"
 aot_cmd=("$tq_aot" --abi=ggml --centred-k "--pairs=$pair_list"
          "--head-dim=$head_dims" "--gqa=$gqa" "--score-dot=$dot"
-         "--value-dot=$dot" "--amx=$([[ $dot == auto ]] && echo auto || echo off)"
-         -o "$pack")
+         "--value-dot=$dot" -o "$pack")
 db_hash=""
 if [[ -n "$tuning_db" ]]; then
   aot_cmd+=("--tuning-db=$(realpath "$tuning_db")")

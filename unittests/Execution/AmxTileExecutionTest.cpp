@@ -33,9 +33,7 @@
 #include "AttentionCase.h"
 #include "KernelRunner.h"
 
-#include "tq/Quant/Attention.h"
 #include "tq/Quant/Format.h"
-#include "tq/Quant/Random.h"
 
 #include "llvm/TargetParser/Host.h"
 
@@ -120,59 +118,15 @@ bool allFinite(const std::vector<float> &x) {
                      [](float v) { return std::isfinite(v); });
 }
 
-/// A case's queries, its cache (K/V encoded in the case's format) and the
-/// exact attention over the unquantised K/V.
-struct Inputs {
-  std::vector<float> q;
-  std::vector<uint8_t> keys, values;
-  std::vector<float> exact;
-};
-
-Inputs makeInputs(const Case &c, const Format &f) {
-  SplitMix64 rng(c.headDim * 977u + c.queryHeads * 31u + c.numKeys * 3u +
-                 c.numQueries + (c.peaked ? 1 : 0));
-  const size_t d = c.headDim, group = c.queryHeads / c.kvHeads;
-  const size_t rows = size_t(c.numKeys) * c.kvHeads;
-  std::vector<float> k(rows * d), v(rows * d);
-  for (float &x : k)
-    x = float(rng.gaussian());
-  for (float &x : v)
-    x = float(rng.gaussian());
-  Inputs in;
-  in.q.resize(c.numQueries * c.queryHeads * d);
-  for (int64_t i = 0; i < c.numQueries; ++i)
-    for (unsigned h = 0; h < c.queryHeads; ++h) {
-      float *row = &in.q[(i * c.queryHeads + h) * d];
-      // Query i sees tokens [0, numKeys - numQueries + i] (causal).
-      const int64_t visible = c.numKeys - c.numQueries + 1 + i;
-      const int64_t token = int64_t(rng.next() % uint64_t(visible));
-      const float *key = &k[(token * c.kvHeads + h / group) * d];
-      for (size_t j = 0; j < d; ++j)
-        row[j] = c.peaked ? float(0.6 * key[j] + 0.2 * rng.gaussian())
-                          : float(0.05 * rng.gaussian());
-    }
-  auto encode = [&](const std::vector<float> &x) {
-    std::vector<uint8_t> out(rows * f.rowBytes());
-    for (size_t r = 0; r < rows; ++r)
-      EXPECT_TRUE(f.encodeRow(std::span<const float>(x).subspan(r * d, d),
-                              std::span<uint8_t>(out).subspan(r * f.rowBytes(),
-                                                              f.rowBytes()))
-                      .ok());
-    return out;
-  };
-  in.keys = encode(k);
-  in.values = encode(v);
-  AttentionShape shape{unsigned(c.numQueries), c.queryHeads, c.kvHeads,
-                       c.headDim, unsigned(c.numKeys)};
-  AttentionOptions opts;
-  opts.causal = c.numQueries > 1;
-  std::vector<double> exact(in.q.size());
-  EXPECT_TRUE(referenceAttention(shape, opts, in.q, k, v, exact).ok());
-  in.exact.assign(exact.begin(), exact.end());
-  return in;
+/// The case's inputs (a seed of its own per shape and softmax).
+test::AttentionInputs makeInputs(const Case &c, const Format &f) {
+  return test::makeAttentionInputs(
+      c, f,
+      c.headDim * 977u + c.queryHeads * 31u + c.numKeys * 3u + c.numQueries +
+          (c.peaked ? 1 : 0));
 }
 
-class AmxTiles : public ::testing::Test {
+class AmxTiles : public test::CompiledKernelSuite<::testing::Test> {
 protected:
   /// Every test starts at the gate: without AMX it reports itself
   /// skipped (GTEST_SKIP in SetUp skips the body).
@@ -180,23 +134,6 @@ protected:
     if (!amxSkipReason().empty())
       GTEST_SKIP() << amxSkipReason();
   }
-
-  static test::KernelRunner &runner() {
-    static test::KernelRunner r;
-    return r;
-  }
-
-  /// Kernels compiled by this suite, by shape and lowering (a peaked and a
-  /// flat case share theirs: the tests are compile-bound).
-  static std::map<std::string, std::shared_ptr<test::CompiledKernel>> &
-  compiled() {
-    static std::map<std::string, std::shared_ptr<test::CompiledKernel>> m;
-    return m;
-  }
-
-  /// The kernels' execution engines must go while LLVM's statics live:
-  /// not at exit.
-  static void TearDownTestSuite() { compiled().clear(); }
 
   /// The kernel of case `c`, with tile products or the f32 vector ones,
   /// otherwise the same options (tile lookup, 64-token tiles, vpermps
@@ -231,7 +168,7 @@ protected:
     return kernel;
   }
 
-  std::vector<float> run(const Case &c, bool amx, Inputs &in) {
+  std::vector<float> run(const Case &c, bool amx, test::AttentionInputs &in) {
     std::vector<float> out(in.q.size(), NAN), noMask;
     if (auto kernel = compile(c, amx))
       kernel->run(in.q, in.keys, in.values, noMask, out);
@@ -247,7 +184,7 @@ protected:
     EXPECT_TRUE(f.ok()) << c.format << " d=" << c.headDim;
     if (!f.ok())
       return false;
-    Inputs in = makeInputs(c, *f);
+    test::AttentionInputs in = makeInputs(c, *f);
     const std::vector<float> f32 = run(c, false, in);
     const std::vector<float> amx = run(c, true, in);
     EXPECT_TRUE(allFinite(f32)) << "the f32 kernel's output";

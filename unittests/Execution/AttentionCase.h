@@ -1,17 +1,24 @@
 //===- AttentionCase.h - Shapes of the accuracy-contract tests --*- C++ -*-===//
 //
 // The attention shape the reduced-precision path tests (DotPath, AmxTiles)
-// run, and the relative error their contracts bound.
+// run, its inputs, the kernels they compile, and the relative error their
+// contracts bound.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef TQ_UNITTESTS_EXECUTION_ATTENTIONCASE_H
 #define TQ_UNITTESTS_EXECUTION_ATTENTIONCASE_H
 
+#include "KernelRunner.h"
+
+#include "tq/Quant/Format.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -46,6 +53,39 @@ inline double relativeL2(const std::vector<float> &x,
   }
   return std::sqrt(err / std::max(norm, 1e-30));
 }
+
+/// A case's queries, its cache (K and V encoded in the case's format) and
+/// the exact attention over the unquantised K/V.
+struct AttentionInputs {
+  std::vector<float> q;
+  std::vector<uint8_t> keys, values;
+  std::vector<float> exact;
+};
+
+/// Gaussian K and V from `seed`, then the queries: peaked ones a scaled
+/// copy of a random key of their group in their causal prefix plus noise,
+/// flat ones small noise.
+AttentionInputs makeAttentionInputs(const AttentionCase &c,
+                                    const quant::Format &f, uint64_t seed);
+
+/// A test suite (over `Base`, ::testing::Test or TestWithParam) that keeps
+/// its JIT-compiled kernels for the process, by a key of its own: a peaked
+/// and a flat case of one shape share theirs (the tests are
+/// compile-bound).
+template <class Base> class CompiledKernelSuite : public Base {
+protected:
+  static KernelRunner &runner() {
+    static KernelRunner r;
+    return r;
+  }
+  static std::map<std::string, std::shared_ptr<CompiledKernel>> &compiled() {
+    static std::map<std::string, std::shared_ptr<CompiledKernel>> m;
+    return m;
+  }
+  /// The kernels' execution engines must go while LLVM's statics live:
+  /// not at exit.
+  static void TearDownTestSuite() { compiled().clear(); }
+};
 
 } // namespace tq::test
 

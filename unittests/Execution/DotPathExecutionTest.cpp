@@ -112,25 +112,9 @@ const Path kPaths[] = {
 using Case = test::AttentionCase;
 using test::relativeL2;
 
-class DotPath : public ::testing::TestWithParam<Path> {
+class DotPath
+    : public test::CompiledKernelSuite<::testing::TestWithParam<Path>> {
 protected:
-  static test::KernelRunner &runner() {
-    static test::KernelRunner r;
-    return r;
-  }
-
-  /// Kernels compiled by this suite (see compile), by shape, path and
-  /// lowering.
-  static std::map<std::string, std::shared_ptr<test::CompiledKernel>> &
-  compiled() {
-    static std::map<std::string, std::shared_ptr<test::CompiledKernel>> m;
-    return m;
-  }
-
-  /// The kernels' execution engines must go while LLVM's statics live:
-  /// not at exit.
-  static void TearDownTestSuite() { compiled().clear(); }
-
   /// How the path's ops are lowered.
   enum class Lowering {
     /// Portable ops, 8-bit score levels.
@@ -237,45 +221,14 @@ protected:
     EXPECT_TRUE(f.ok());
     if (!f.ok())
       return 0;
-    SplitMix64 rng(c.headDim * 131u + c.queryHeads * 7u + c.numKeys +
-                   (c.peaked ? 1 : 0));
-    const size_t d = c.headDim, group = c.queryHeads / c.kvHeads;
-    std::vector<float> k(c.numKeys * c.kvHeads * d), v(k.size());
-    for (float &x : k)
-      x = float(rng.gaussian());
-    for (float &x : v)
-      x = float(rng.gaussian());
-    std::vector<float> q(c.numQueries * c.queryHeads * d);
-    for (int64_t i = 0; i < c.numQueries; ++i)
-      for (unsigned h = 0; h < c.queryHeads; ++h) {
-        float *row = &q[(i * c.queryHeads + h) * d];
-        const unsigned kvh = h / group;
-        // A token of the causal prefix of query row i.
-        const int64_t visible = c.numKeys - c.numQueries + 1 + i;
-        const int64_t token = int64_t(rng.next() % uint64_t(visible));
-        for (size_t j = 0; j < d; ++j)
-          row[j] = c.peaked
-                       ? float(0.6 * k[(token * c.kvHeads + kvh) * d + j] +
-                               0.2 * rng.gaussian())
-                       : float(0.05 * rng.gaussian());
-      }
-    std::vector<uint8_t> kb(c.numKeys * c.kvHeads * f->rowBytes()), vb;
-    for (size_t r = 0; r < size_t(c.numKeys * c.kvHeads); ++r)
-      EXPECT_TRUE(f->encodeRow(std::span<const float>(k).subspan(r * d, d),
-                               std::span<uint8_t>(kb).subspan(
-                                   r * f->rowBytes(), f->rowBytes()))
-                      .ok());
-    vb.resize(kb.size());
-    for (size_t r = 0; r < size_t(c.numKeys * c.kvHeads); ++r)
-      EXPECT_TRUE(f->encodeRow(std::span<const float>(v).subspan(r * d, d),
-                               std::span<uint8_t>(vb).subspan(
-                                   r * f->rowBytes(), f->rowBytes()))
-                      .ok());
+    test::AttentionInputs in = test::makeAttentionInputs(
+        c, *f,
+        c.headDim * 131u + c.queryHeads * 7u + c.numKeys + (c.peaked ? 1 : 0));
 
     auto run = [&](const Path *p, Lowering lowering) {
-      std::vector<float> out(q.size(), NAN), noMask;
+      std::vector<float> out(in.q.size(), NAN), noMask;
       if (auto kernel = compile(c, p, lowering))
-        kernel->run(q, kb, vb, noMask, out);
+        kernel->run(in.q, in.keys, in.values, noMask, out);
       for (float x : out)
         EXPECT_TRUE(std::isfinite(x))
             << (p ? p->name : "f32") << " lowering " << int(lowering);
@@ -298,14 +251,7 @@ protected:
           << "the pair sum decoded ahead differs from the one decoded in turn";
     }
 
-    AttentionShape shape{unsigned(c.numQueries), c.queryHeads, c.kvHeads,
-                         c.headDim, unsigned(c.numKeys)};
-    AttentionOptions opts;
-    opts.causal = c.numQueries > 1;
-    std::vector<double> exact(q.size());
-    EXPECT_TRUE(referenceAttention(shape, opts, q, k, v, exact).ok());
-    std::vector<float> exactF(exact.begin(), exact.end());
-    const double formatError = relativeL2(f32, exactF);
+    const double formatError = relativeL2(f32, in.exact);
     auto contract = [&](const char *levels, const std::vector<float> &out) {
       const double pathError = relativeL2(out, f32);
       std::printf(

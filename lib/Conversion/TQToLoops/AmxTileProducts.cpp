@@ -56,8 +56,7 @@ Value mulIndex(OpBuilder &b, Location loc, Value x, int64_t k) {
 Value roundUp(OpBuilder &b, Location loc, Value n, int64_t k) {
   Value up = arith::AddIOp::create(b, loc, n, indexConst(b, loc, k - 1));
   return mulIndex(b, loc,
-                  arith::DivUIOp::create(b, loc, up, indexConst(b, loc, k)),
-                  k);
+                  arith::DivUIOp::create(b, loc, up, indexConst(b, loc, k)), k);
 }
 
 /// Loops over [from, to) carrying `init`.
@@ -89,8 +88,7 @@ std::pair<Value, Value> queryRowOf(OpBuilder &b, Location loc, Value m,
 Value packRows(OpBuilder &b, Location loc, Value in, int64_t kvHeads,
                int64_t group, Value last, Value padded, OpFoldResult cols) {
   Value init = tensor::EmptyOp::create(
-      b, loc,
-      SmallVector<OpFoldResult>{b.getIndexAttr(kvHeads), padded, cols},
+      b, loc, SmallVector<OpFoldResult>{b.getIndexAttr(kvHeads), padded, cols},
       b.getBF16Type());
   auto chunkType = VectorType::get({kTileF32}, b.getBF16Type());
   Value chunks = arith::DivUIOp::create(
@@ -108,8 +106,8 @@ Value packRows(OpBuilder &b, Location loc, Value in, int64_t kvHeads,
                   [&](OpBuilder &b, Location loc, Value c, Value pack) {
                     Value at = mulIndex(b, loc, c, kTileF32);
                     Value x = vector::TransferReadOp::create(
-                        b, loc, VectorType::get({kTileF32}, b.getF32Type()),
-                        in, ValueRange{i, h, at}, f32Const(b, loc, 0.0f),
+                        b, loc, VectorType::get({kTileF32}, b.getF32Type()), in,
+                        ValueRange{i, h, at}, f32Const(b, loc, 0.0f),
                         ArrayRef<bool>{false});
                     Value y = arith::TruncFOp::create(b, loc, chunkType, x);
                     return vector::TransferWriteOp::create(
@@ -139,12 +137,11 @@ void hoistAbove(OpBuilder &b, Value v) {
 /// A read-only view of a packed operand for tile loads.
 Value tileBuffer(OpBuilder &b, Location loc, Value packed) {
   auto type = cast<RankedTensorType>(packed.getType());
-  auto layout = StridedLayoutAttr::get(
-      b.getContext(), ShapedType::kDynamic,
-      {ShapedType::kDynamic, ShapedType::kDynamic, 1});
+  auto layout =
+      StridedLayoutAttr::get(b.getContext(), ShapedType::kDynamic,
+                             {ShapedType::kDynamic, ShapedType::kDynamic, 1});
   return bufferization::ToBufferOp::create(
-      b, loc,
-      MemRefType::get(type.getShape(), type.getElementType(), layout),
+      b, loc, MemRefType::get(type.getShape(), type.getElementType(), layout),
       packed, /*readOnly=*/true);
 }
 
@@ -154,8 +151,9 @@ Value tileBuffer(OpBuilder &b, Location loc, Value packed) {
 Value tileScratch(OpBuilder &b, Location loc) {
   OpBuilder::InsertionGuard guard(b);
   Operation *parent = b.getInsertionBlock()->getParentOp();
-  auto func = isa<func::FuncOp>(parent) ? cast<func::FuncOp>(parent)
-                                        : parent->getParentOfType<func::FuncOp>();
+  auto func = isa<func::FuncOp>(parent)
+                  ? cast<func::FuncOp>(parent)
+                  : parent->getParentOfType<func::FuncOp>();
   b.setInsertionPointToStart(&func.getBody().front());
   return memref::AllocaOp::create(
       b, loc,
@@ -175,8 +173,8 @@ Value writeTileBlock(OpBuilder &b, Location loc, Value scratch, Value out,
                      Value count, bool inBounds,
                      function_ref<Value(OpBuilder &, Location, Value)> tileAt) {
   scf::ForOp::create(
-      b, loc, indexConst(b, loc, 0), count, indexConst(b, loc, 1),
-      ValueRange{}, [&](OpBuilder &b, Location loc, Value j, ValueRange) {
+      b, loc, indexConst(b, loc, 0), count, indexConst(b, loc, 1), ValueRange{},
+      [&](OpBuilder &b, Location loc, Value j, ValueRange) {
         amx::TileStoreOp::create(
             b, loc, scratch,
             ValueRange{indexConst(b, loc, 0), mulIndex(b, loc, j, kTileF32)},
@@ -189,24 +187,23 @@ Value writeTileBlock(OpBuilder &b, Location loc, Value scratch, Value out,
   const int64_t width = inBounds && tiles ? *tiles : kBlockTiles;
   // A loop over the rows (unrolled, 16 x 8 tensor writes in one block
   // made bufferization's analysis take most of a kernel's compile time).
-  return forEach(
-      b, loc, indexConst(b, loc, kTileRows), out,
-      [&](OpBuilder &b, Location loc, Value r, Value out) {
-        Value m = arith::AddIOp::create(b, loc, first, r);
-        auto [i, h] = queryRowOf(b, loc, m, last, kvh, group);
-        for (int64_t j = 0; j < width; ++j) {
-          Value row = vector::LoadOp::create(
-              b, loc, rowType, scratch,
-              ValueRange{r, indexConst(b, loc, j * kTileF32)});
-          Value at = arith::AddIOp::create(b, loc, col,
-                                           indexConst(b, loc, j * kTileF32));
-          out = vector::TransferWriteOp::create(b, loc, row, out,
-                                                ValueRange{i, h, at},
-                                                ArrayRef<bool>{inBounds})
-                    .getResult();
-        }
-        return out;
-      });
+  return forEach(b, loc, indexConst(b, loc, kTileRows), out,
+                 [&](OpBuilder &b, Location loc, Value r, Value out) {
+                   Value m = arith::AddIOp::create(b, loc, first, r);
+                   auto [i, h] = queryRowOf(b, loc, m, last, kvh, group);
+                   for (int64_t j = 0; j < width; ++j) {
+                     Value row = vector::LoadOp::create(
+                         b, loc, rowType, scratch,
+                         ValueRange{r, indexConst(b, loc, j * kTileF32)});
+                     Value at = arith::AddIOp::create(
+                         b, loc, col, indexConst(b, loc, j * kTileF32));
+                     out = vector::TransferWriteOp::create(
+                               b, loc, row, out, ValueRange{i, h, at},
+                               ArrayRef<bool>{inBounds})
+                               .getResult();
+                   }
+                   return out;
+                 });
 }
 
 amx::TileType bf16Tile(OpBuilder &b) {
@@ -217,9 +214,8 @@ amx::TileType f32Tile(OpBuilder &b) {
 }
 
 /// acc + A B for the tiles at a[kvh, ra, ca] and b[kvh, rb, cb].
-Value tileProduct(OpBuilder &b, Location loc, Value aBuf, Value bBuf,
-                  Value kvh, Value ra, Value ca, Value rb, Value cb,
-                  Value acc) {
+Value tileProduct(OpBuilder &b, Location loc, Value aBuf, Value bBuf, Value kvh,
+                  Value ra, Value ca, Value rb, Value cb, Value acc) {
   Value lhs = amx::TileLoadOp::create(b, loc, bf16Tile(b), aBuf,
                                       ValueRange{kvh, ra, ca});
   Value rhs = amx::TileLoadOp::create(b, loc, bf16Tile(b), bBuf,
@@ -235,8 +231,7 @@ SmallVector<Value> transposeWords(OpBuilder &b, Location loc,
   assert(rows.size() == kKeyRows && "8 rows of 8 words");
   // Joins x and y (n words of each of g rows per word index, 8 indices)
   // into 2g rows per index: index p's lanes of x, then of y.
-  auto join = [&](Value x, Value y, int64_t g, int64_t first,
-                  int64_t count) {
+  auto join = [&](Value x, Value y, int64_t g, int64_t first, int64_t count) {
     const int64_t n = cast<VectorType>(x.getType()).getDimSize(0);
     SmallVector<int64_t> mask;
     for (int64_t p = first; p < first + count; ++p) {
@@ -268,19 +263,44 @@ Value scaledChunk(OpBuilder &b, Location loc, const VectorRowDecoder &rows,
                                splatF32(b, loc, scale, kTileF32));
 }
 
+/// tensor<queries x heads x cols x f32> for the products of `operand`'s
+/// query rows, and the loops (kv head, 16-row tile mb) over them carrying
+/// it; `body` also gets the tile's first row.
+Value forEachRowTile(OpBuilder &b, Location loc, Value operand,
+                     OpFoldResult cols, int64_t kvHeads, Value padded,
+                     function_ref<Value(OpBuilder &, Location, Value kvh,
+                                        Value mb, Value first, Value out)>
+                         body) {
+  Value init = tensor::EmptyOp::create(
+      b, loc,
+      SmallVector<OpFoldResult>{sizeOf(b, loc, operand, 0),
+                                sizeOf(b, loc, operand, 1), cols},
+      b.getF32Type());
+  Value rowTiles =
+      arith::DivUIOp::create(b, loc, padded, indexConst(b, loc, kTileRows));
+  return forEach(b, loc, indexConst(b, loc, kvHeads), init,
+                 [&](OpBuilder &b, Location loc, Value kvh, Value out) {
+                   return forEach(
+                       b, loc, rowTiles, out,
+                       [&](OpBuilder &b, Location loc, Value mb, Value out) {
+                         return body(b, loc, kvh, mb,
+                                     mulIndex(b, loc, mb, kTileRows), out);
+                       });
+                 });
+}
+
 /// R - 1 and R rounded up to whole tiles, for `operand`'s query rows.
 std::pair<Value, Value> queryRows(OpBuilder &b, Location loc, Value operand,
                                   int64_t group) {
-  Value rows = mulIndex(b, loc, tensor::DimOp::create(b, loc, operand, 0),
-                        group);
+  Value rows =
+      mulIndex(b, loc, tensor::DimOp::create(b, loc, operand, 0), group);
   return {arith::SubIOp::create(b, loc, rows, indexConst(b, loc, 1)),
           roundUp(b, loc, rows, kTileRows)};
 }
 
 } // namespace
 
-bool mlir::tq::amxTilesApply(const VectorRowDecoder &rows,
-                             int64_t queryRows) {
+bool mlir::tq::amxTilesApply(const VectorRowDecoder &rows, int64_t queryRows) {
   // Codebook formats only: bf16 operands add ~2e-3 of the output's norm,
   // a small share of a 2-4-bit format's own error but several times
   // q8_0's and f16's (measured: 0.36-0.39 of q8_0's, 9x f16's).
@@ -289,9 +309,9 @@ bool mlir::tq::amxTilesApply(const VectorRowDecoder &rows,
          fusedChunkLanes(rows.width()) == kTileF32;
 }
 
-FailureOr<Value> mlir::tq::emitAmxScore(OpBuilder &b, Location loc,
-                                        Value query, VectorRowDecoder &keys,
-                                        int64_t kvHeads, int64_t group) {
+FailureOr<Value> mlir::tq::emitAmxScore(OpBuilder &b, Location loc, Value query,
+                                        VectorRowDecoder &keys, int64_t kvHeads,
+                                        int64_t group) {
   auto queryType = cast<RankedTensorType>(query.getType());
   if (!amxTilesApply(keys, queryType.getDimSize(0)))
     return failure();
@@ -334,17 +354,17 @@ FailureOr<Value> mlir::tq::emitAmxScore(OpBuilder &b, Location loc,
                 arith::TruncFOp::create(
                     b, loc, chunkType,
                     scaledChunk(b, loc, keys, row.chunks[c], row, kvh))));
-          for (auto [p, column] : llvm::enumerate(transposeWords(b, loc, words)))
-            pack = vector::TransferWriteOp::create(
-                       b, loc,
-                       vector::BitCastOp::create(b, loc, chunkType, column),
-                       pack,
-                       ValueRange{kvh,
-                                  indexConst(b, loc,
-                                             int64_t(c) * kKeyRows + p),
-                                  col},
-                       ArrayRef<bool>{true})
-                       .getResult();
+          for (auto [p, column] :
+               llvm::enumerate(transposeWords(b, loc, words)))
+            pack =
+                vector::TransferWriteOp::create(
+                    b, loc,
+                    vector::BitCastOp::create(b, loc, chunkType, column), pack,
+                    ValueRange{kvh,
+                               indexConst(b, loc, int64_t(c) * kKeyRows + p),
+                               col},
+                    ArrayRef<bool>{true})
+                    .getResult();
         }
         return pack;
       });
@@ -352,52 +372,36 @@ FailureOr<Value> mlir::tq::emitAmxScore(OpBuilder &b, Location loc,
   Value queryBuf = tileBuffer(b, loc, queries);
   Value keyBuf = tileBuffer(b, loc, packedKeys);
   Value scratch = tileScratch(b, loc);
-  Value init = tensor::EmptyOp::create(
-      b, loc,
-      SmallVector<OpFoldResult>{sizeOf(b, loc, query, 0),
-                                sizeOf(b, loc, query, 1),
-                                getAsOpFoldResult(tokens)},
-      b.getF32Type());
-  Value rowTiles = arith::DivUIOp::create(b, loc, padded,
-                                          indexConst(b, loc, kTileRows));
   Value tokenTiles = arith::DivUIOp::create(b, loc, paddedTokens,
                                             indexConst(b, loc, kTileF32));
-  Value tokenBlocks = arith::DivUIOp::create(
-      b, loc,
-      arith::AddIOp::create(b, loc, tokenTiles,
-                            indexConst(b, loc, kBlockTiles - 1)),
-      indexConst(b, loc, kBlockTiles));
-  return forEach(
-      b, loc, indexConst(b, loc, kvHeads), init,
-      [&](OpBuilder &b, Location loc, Value kvh, Value out) {
+  Value tokenBlocks =
+      arith::DivUIOp::create(b, loc, roundUp(b, loc, tokenTiles, kBlockTiles),
+                             indexConst(b, loc, kBlockTiles));
+  return forEachRowTile(
+      b, loc, query, getAsOpFoldResult(tokens), kvHeads, padded,
+      [&](OpBuilder &b, Location loc, Value kvh, Value mb, Value ra,
+          Value out) {
+        // Blocks of kBlockTiles token tiles.
         return forEach(
-            b, loc, rowTiles, out,
-            [&](OpBuilder &b, Location loc, Value mb, Value out) {
-              Value ra = mulIndex(b, loc, mb, kTileRows);
-              // Blocks of kBlockTiles token tiles.
-              return forEach(
-                  b, loc, tokenBlocks, out,
-                  [&](OpBuilder &b, Location loc, Value blk, Value out) {
-                    Value firstTile = mulIndex(b, loc, blk, kBlockTiles);
-                    Value count = arith::MinUIOp::create(
-                        b, loc, indexConst(b, loc, kBlockTiles),
-                        arith::SubIOp::create(b, loc, tokenTiles, firstTile));
-                    return writeTileBlock(
-                        b, loc, scratch, out, mb, last, kvh, group,
-                        mulIndex(b, loc, firstTile, kTileF32), count,
-                        /*inBounds=*/false,
-                        [&](OpBuilder &b, Location loc, Value j) {
-                          Value nb = arith::AddIOp::create(b, loc, firstTile, j);
-                          Value acc =
-                              amx::TileZeroOp::create(b, loc, f32Tile(b));
-                          Value cb = mulIndex(b, loc, nb, 2 * kTileF32);
-                          for (int64_t kb = 0; kb < width / kTileBf16; ++kb)
-                            acc = tileProduct(
-                                b, loc, queryBuf, keyBuf, kvh, ra,
-                                indexConst(b, loc, kb * kTileBf16),
-                                indexConst(b, loc, kb * kTileRows), cb, acc);
-                          return acc;
-                        });
+            b, loc, tokenBlocks, out,
+            [&](OpBuilder &b, Location loc, Value blk, Value out) {
+              Value firstTile = mulIndex(b, loc, blk, kBlockTiles);
+              Value count = arith::MinUIOp::create(
+                  b, loc, indexConst(b, loc, kBlockTiles),
+                  arith::SubIOp::create(b, loc, tokenTiles, firstTile));
+              return writeTileBlock(
+                  b, loc, scratch, out, mb, last, kvh, group,
+                  mulIndex(b, loc, firstTile, kTileF32), count,
+                  /*inBounds=*/false, [&](OpBuilder &b, Location loc, Value j) {
+                    Value nb = arith::AddIOp::create(b, loc, firstTile, j);
+                    Value acc = amx::TileZeroOp::create(b, loc, f32Tile(b));
+                    Value cb = mulIndex(b, loc, nb, 2 * kTileF32);
+                    for (int64_t kb = 0; kb < width / kTileBf16; ++kb)
+                      acc = tileProduct(b, loc, queryBuf, keyBuf, kvh, ra,
+                                        indexConst(b, loc, kb * kTileBf16),
+                                        indexConst(b, loc, kb * kTileRows), cb,
+                                        acc);
+                    return acc;
                   });
             });
       });
@@ -421,8 +425,8 @@ FailureOr<Value> mlir::tq::emitAmxAccumulate(OpBuilder &b, Location loc,
   // The values, a token pair at a time: chunk c of rows t and t + 1
   // interleaved is V[kvh, t / 2, 32c ..]. A last odd token's pair
   // repeats it (its weight is zero); pairs past the last are zeros.
-  Value pairs = arith::DivUIOp::create(b, loc, paddedTokens,
-                                       indexConst(b, loc, 2));
+  Value pairs =
+      arith::DivUIOp::create(b, loc, paddedTokens, indexConst(b, loc, 2));
   Value valueInit = tensor::EmptyOp::create(
       b, loc,
       SmallVector<OpFoldResult>{b.getIndexAttr(kvHeads),
@@ -434,13 +438,13 @@ FailureOr<Value> mlir::tq::emitAmxAccumulate(OpBuilder &b, Location loc,
       b, loc, values, kvHeads, kTileF32, /*step=*/2, valueInit,
       [&](OpBuilder &b, Location loc, Value kvh, ArrayRef<DecodedRow> rows,
           Value pack) {
-        Value pair = arith::DivUIOp::create(b, loc, rows[0].t,
-                                            indexConst(b, loc, 2));
+        Value pair =
+            arith::DivUIOp::create(b, loc, rows[0].t, indexConst(b, loc, 2));
         for (size_t c = 0; c < rows[0].chunks.size(); ++c) {
-          Value even = scaledChunk(b, loc, values, rows[0].chunks[c],
-                                   rows[0], kvh);
-          Value odd = scaledChunk(b, loc, values, rows[1].chunks[c],
-                                  rows[1], kvh);
+          Value even =
+              scaledChunk(b, loc, values, rows[0].chunks[c], rows[0], kvh);
+          Value odd =
+              scaledChunk(b, loc, values, rows[1].chunks[c], rows[1], kvh);
           Value both = vector::InterleaveOp::create(b, loc, even, odd);
           Value y = arith::TruncFOp::create(b, loc, pairType, both);
           pack = vector::TransferWriteOp::create(
@@ -463,12 +467,12 @@ FailureOr<Value> mlir::tq::emitAmxAccumulate(OpBuilder &b, Location loc,
             b, loc, written, pairs, pack,
             [&](OpBuilder &b, Location loc, Value p, Value pack) {
               for (int64_t c = 0; c < width / kTileF32; ++c)
-                pack = vector::TransferWriteOp::create(
-                           b, loc, zeros, pack,
-                           ValueRange{kvh, p,
-                                      indexConst(b, loc, c * kTileBf16)},
-                           ArrayRef<bool>{true})
-                           .getResult();
+                pack =
+                    vector::TransferWriteOp::create(
+                        b, loc, zeros, pack,
+                        ValueRange{kvh, p, indexConst(b, loc, c * kTileBf16)},
+                        ArrayRef<bool>{true})
+                        .getResult();
               return pack;
             });
       });
@@ -476,54 +480,38 @@ FailureOr<Value> mlir::tq::emitAmxAccumulate(OpBuilder &b, Location loc,
   Value weightBuf = tileBuffer(b, loc, weights);
   Value valueBuf = tileBuffer(b, loc, packed);
   Value scratch = tileScratch(b, loc);
-  Value init = tensor::EmptyOp::create(
-      b, loc,
-      SmallVector<OpFoldResult>{sizeOf(b, loc, probs, 0),
-                                sizeOf(b, loc, probs, 1),
-                                b.getIndexAttr(width)},
-      b.getF32Type());
-  Value rowTiles = arith::DivUIOp::create(b, loc, padded,
-                                          indexConst(b, loc, kTileRows));
   Value tokenTiles = arith::DivUIOp::create(b, loc, paddedTokens,
                                             indexConst(b, loc, kTileBf16));
-  Value out = forEach(
-      b, loc, indexConst(b, loc, kvHeads), init,
-      [&](OpBuilder &b, Location loc, Value kvh, Value out) {
-        return forEach(
-            b, loc, rowTiles, out,
-            [&](OpBuilder &b, Location loc, Value mb, Value out) {
-              Value ra = mulIndex(b, loc, mb, kTileRows);
-              // Blocks of kBlockTiles 16-value column tiles of the row.
-              const int64_t columnTiles = width / kTileF32;
-              for (int64_t first = 0; first < columnTiles;
-                   first += kBlockTiles)
-                out = writeTileBlock(
-                    b, loc, scratch, out, mb, last, kvh, group,
-                    indexConst(b, loc, first * kTileF32),
-                    indexConst(b, loc,
-                               std::min(kBlockTiles, columnTiles - first)),
-                    /*inBounds=*/true,
-                    [&](OpBuilder &b, Location loc, Value j) {
-                      Value nd =
-                          arith::AddIOp::create(b, loc, j, indexConst(b, loc, first));
-                      Value cb = mulIndex(b, loc, nd, kTileBf16);
-                      Value zero = amx::TileZeroOp::create(b, loc, f32Tile(b));
-                      auto sum = scf::ForOp::create(
-                          b, loc, indexConst(b, loc, 0), tokenTiles,
-                          indexConst(b, loc, 1), ValueRange{zero},
-                          [&](OpBuilder &b, Location loc, Value kb,
-                              ValueRange acc) {
-                            scf::YieldOp::create(
-                                b, loc,
-                                tileProduct(b, loc, weightBuf, valueBuf, kvh,
-                                            ra, mulIndex(b, loc, kb, kTileBf16),
-                                            mulIndex(b, loc, kb, kTileRows),
-                                            cb, acc[0]));
-                          });
-                      return sum.getResult(0);
+  Value out = forEachRowTile(
+      b, loc, probs, b.getIndexAttr(width), kvHeads, padded,
+      [&](OpBuilder &b, Location loc, Value kvh, Value mb, Value ra,
+          Value out) {
+        // Blocks of kBlockTiles 16-value column tiles of the row.
+        const int64_t columnTiles = width / kTileF32;
+        for (int64_t first = 0; first < columnTiles; first += kBlockTiles)
+          out = writeTileBlock(
+              b, loc, scratch, out, mb, last, kvh, group,
+              indexConst(b, loc, first * kTileF32),
+              indexConst(b, loc, std::min(kBlockTiles, columnTiles - first)),
+              /*inBounds=*/true, [&](OpBuilder &b, Location loc, Value j) {
+                Value nd =
+                    arith::AddIOp::create(b, loc, j, indexConst(b, loc, first));
+                Value cb = mulIndex(b, loc, nd, kTileBf16);
+                Value zero = amx::TileZeroOp::create(b, loc, f32Tile(b));
+                auto sum = scf::ForOp::create(
+                    b, loc, indexConst(b, loc, 0), tokenTiles,
+                    indexConst(b, loc, 1), ValueRange{zero},
+                    [&](OpBuilder &b, Location loc, Value kb, ValueRange acc) {
+                      scf::YieldOp::create(
+                          b, loc,
+                          tileProduct(b, loc, weightBuf, valueBuf, kvh, ra,
+                                      mulIndex(b, loc, kb, kTileBf16),
+                                      mulIndex(b, loc, kb, kTileRows), cb,
+                                      acc[0]));
                     });
-              return out;
-            });
+                return sum.getResult(0);
+              });
+        return out;
       });
   if (!values.isReordered())
     return out;

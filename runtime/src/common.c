@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -355,13 +356,19 @@ void tq_merge_parts(const float *outs, const float *lses, int64_t stride,
 
 #if defined(__linux__) && defined(__x86_64__)
 /* Whether this process may use AMX tile data (XFEATURE_XTILEDATA, bit 18
- * of ARCH_GET_XCOMP_PERM's answer). */
+ * of ARCH_GET_XCOMP_PERM's answer). A grant lasts for the process, so
+ * once seen it is remembered: kernels are looked up on every call. */
 static bool amx_granted(void) {
+  static atomic_bool granted;
+  if (atomic_load_explicit(&granted, memory_order_relaxed))
+    return true;
   unsigned long features = 0;
   enum { ARCH_GET_XCOMP_PERM_ = 0x1022, XFEATURE_XTILEDATA_ = 18 };
-  if (syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM_, &features) != 0)
+  if (syscall(SYS_arch_prctl, ARCH_GET_XCOMP_PERM_, &features) != 0 ||
+      !((features >> XFEATURE_XTILEDATA_) & 1))
     return false;
-  return (features >> XFEATURE_XTILEDATA_) & 1;
+  atomic_store_explicit(&granted, true, memory_order_relaxed);
+  return true;
 }
 #else
 static bool amx_granted(void) { return false; }

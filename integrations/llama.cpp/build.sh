@@ -141,11 +141,25 @@ fi
 #    libtq_runtime.so, found through their rpath), four tools. The code is
 #    position-independent, so that step 7 links the same ggml libraries
 #    into a shared library instead of building ggml a second time.
+#    ggml is built for this CPU (-march=native) less AMX: its AMX matmul,
+#    compiled in wherever __AMX_INT8__ is defined, segfaults on the Q4_K_M
+#    model (ggml_backend_amx_mul_mat; llama.cpp issue 20824, open upstream).
+#    GGML_NATIVE would add -march=native after any CMAKE_C_FLAGS, so it is
+#    off and the flags are given here, with ggml's own ISA options off.
+native_flags="-march=native -mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+ggml_isa_off=()
+for o in SSE42 AVX AVX2 BMI2 FMA F16C AVX_VNNI AVX512 AVX512_VBMI AVX512_VNNI \
+         AVX512_BF16 AMX_TILE AMX_INT8 AMX_BF16; do
+  ggml_isa_off+=("-DGGML_$o=OFF")
+done
 cmake -G Ninja -S "$src" -B "$obj" -Wno-dev \
   -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_POSITION_INDEPENDENT_CODE=ON \
   -DBUILD_SHARED_LIBS=OFF \
-  -DGGML_NATIVE=ON \
+  -DGGML_NATIVE=OFF \
+  "${ggml_isa_off[@]}" \
+  "-DCMAKE_C_FLAGS=$native_flags" \
+  "-DCMAKE_CXX_FLAGS=$native_flags" \
   -DGGML_OPENMP=OFF \
   -DGGML_CCACHE=OFF \
   -DLLAMA_OPENSSL=OFF \
@@ -160,6 +174,10 @@ cmake -G Ninja -S "$src" -B "$obj" -Wno-dev \
   { cat "$obj.configure.log" >&2; exit 1; }
 targets=(llama-completion llama-perplexity llama-bench llama-server)
 ninja -C "$obj" -j "$jobs" "${targets[@]}"
+if nm -C "$obj/ggml/src/libggml-cpu.a" 2>/dev/null | grep -q ' T ggml_backend_amx_mul_mat'; then
+  echo "build.sh: error: ggml was built with its AMX matmul (crashes on the Q4_K_M model); the -mno-amx flags did not take" >&2
+  exit 1
+fi
 
 mkdir -p "$base/bin"
 for t in "${targets[@]}"; do

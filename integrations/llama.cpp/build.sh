@@ -22,6 +22,10 @@
 #                      has AVX512-VNNI/BF16 or AVX2, f32 elsewhere; tq-aot
 #                      --score-dot=auto --value-dot=auto) or f32 (the
 #                      reference kernels)
+#   TQ_GGML_AMX        AMX-BF16 tile products in the prefill kernels
+#                      (tq-aot --amx): auto (default with TQ_GGML_DOT=auto:
+#                      on where the CPU has AMX-BF16), on, or off (default
+#                      with TQ_GGML_DOT=f32)
 #   TQ_GGML_TUNING_DB  a tuning database (python -m tqc.tune --kind
 #                      ggml_decode,ggml_prefill ...): each attention kernel
 #                      of the pack is built with its best record for this
@@ -42,6 +46,11 @@ gqa="${TQ_GGML_GQA:-4}"
 dot="${TQ_GGML_DOT:-auto}"
 if [[ "$dot" != auto && "$dot" != f32 ]]; then
   echo "build.sh: error: TQ_GGML_DOT must be auto or f32, got '$dot'" >&2
+  exit 1
+fi
+if [[ "$dot" == auto ]]; then amx="${TQ_GGML_AMX:-auto}"; else amx="${TQ_GGML_AMX:-off}"; fi
+if [[ "$amx" != auto && "$amx" != on && "$amx" != off ]]; then
+  echo "build.sh: error: TQ_GGML_AMX must be auto, on or off, got '$amx'" >&2
   exit 1
 fi
 tuning_db="${TQ_GGML_TUNING_DB:-}"
@@ -114,7 +123,7 @@ k_list="$(for p in $pairs; do echo "${p%%:*}"; done | awk '!s[$0]++' | paste -sd
 v_list="$(for p in $pairs; do echo "${p##*:}"; done | awk '!s[$0]++' | paste -sd,)"
 aot_cmd=("$tq_aot" --abi=ggml --centred-k "--pairs=$pair_list"
          "--head-dim=$head_dims" "--gqa=$gqa" "--score-dot=$dot"
-         "--value-dot=$dot" -o "$pack")
+         "--value-dot=$dot" "--amx=$amx" -o "$pack")
 db_hash=""
 if [[ -n "$tuning_db" ]]; then
   aot_cmd+=("--tuning-db=$(realpath "$tuning_db")")

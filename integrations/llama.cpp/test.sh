@@ -17,7 +17,8 @@
 #                                  type (the log says so), a malformed list
 #                                  stops the context naming the problem
 #   test.sh build-refusals         build.sh refuses an unknown TQ_GGML_DOT
-#                                  or a missing TQ_GGML_TUNING_DB,
+#                                  or TQ_GGML_AMX, or a missing
+#                                  TQ_GGML_TUNING_DB,
 #                                  bench-ggml/build.sh a llama.cpp build
 #                                  directory without position-independent
 #                                  code, each naming the cause, before any
@@ -84,7 +85,7 @@ tqc_formats() {
 pack_args() {
   case "$1" in
     fa-dots) # the fast dot paths (what build.sh's default pack takes)
-      echo "--pairs=turbo3_0:turbo3_0,polar4:polar4,turbo4_0:turbo4_0 --head-dim=128,256 --gqa=1,4 --score-dot=auto --value-dot=auto" ;;
+      echo "--pairs=turbo3_0:turbo3_0,polar4:polar4,turbo4_0:turbo4_0 --head-dim=128,256 --gqa=1,4 --score-dot=auto --value-dot=auto --amx=auto" ;;
     fa-d*)  # turbo3_0 over every GQA group at one head dim
       echo "--pairs=turbo3_0:turbo3_0 --head-dim=${1#fa-d} --gqa=1,2,4,7,8" ;;
     fa-mla) # DeepSeek's K 576 / V 512 (groups above 2 compile slowly at 576)
@@ -134,6 +135,8 @@ case "$cmd" in
     shift
     need_bin fa-check
     need "$packs/$pack/libtq_ggml_kernels.so" "the llama-pack-$pack test builds it"
+    amx_kernels="$(nm -D "$packs/$pack/libtq_ggml_kernels.so" | grep -c '_uses_amx$' || true)"
+    echo "pack $pack: $amx_kernels kernels with AMX tiles"
     TQ_GGML_PACK="$packs/$pack/libtq_ggml_kernels.so" "$bin/fa-check" "$@"
     ;;
 
@@ -306,6 +309,11 @@ PY
     grep -q "TQ_GGML_DOT must be auto or f32, got 'i8'" <<< "$out" ||
       fail "build.sh's refusal does not name TQ_GGML_DOT: $out"
     echo "ok: build.sh refuses TQ_GGML_DOT=i8"
+    out="$(TQ_GGML_AMX=yes bash "$here/build.sh" 2>&1)" &&
+      fail "build.sh accepted TQ_GGML_AMX=yes"
+    grep -q "TQ_GGML_AMX must be auto, on or off, got 'yes'" <<< "$out" ||
+      fail "build.sh's refusal does not name TQ_GGML_AMX: $out"
+    echo "ok: build.sh refuses TQ_GGML_AMX=yes"
     out="$(TQ_GGML_TUNING_DB="$PWD/no-such.db" bash "$here/build.sh" 2>&1)" &&
       fail "build.sh accepted a missing TQ_GGML_TUNING_DB"
     grep -q "TQ_GGML_TUNING_DB '$PWD/no-such.db' is not a file" <<< "$out" ||

@@ -328,6 +328,23 @@ void addAmxPermissionRequest(ModuleOp module, const std::string &kernel) {
                          b.getI8IntegerAttr(1));
 }
 
+/// Whether the lowered `module` holds AMX tile instructions (the AMX
+/// dialect's intrinsic ops, or LLVM's x86 tile intrinsics called by name).
+/// A library built with AMX on has kernels without them (row kernels, and
+/// attention kernels whose formats the tiles do not take).
+bool usesAmxTiles(ModuleOp module) {
+  bool found = false;
+  module.walk([&](Operation *op) {
+    if (op->getDialect() && op->getDialect()->getNamespace() == "amx")
+      found = true;
+    else if (auto call = dyn_cast<LLVM::CallIntrinsicOp>(op))
+      found |= StringRef(call.getIntrin()).starts_with("llvm.x86.t") ||
+               StringRef(call.getIntrin()).starts_with("llvm.x86.ldtilecfg");
+    return found ? WalkResult::interrupt() : WalkResult::advance();
+  });
+  return found;
+}
+
 /// The permute `options` ask for, or the widest the target CPU has.
 std::string centroidPermuteFor(const llvm::TargetMachine &tm,
                                const KernelLibraryOptions &options) {
@@ -464,7 +481,7 @@ bool compileKernel(MLIRContext &context, const RuntimeKernelSpec &spec,
   configurePipeline(pipeline, options, tm, isDecodeKind(spec));
   auto annotate = [&](ModuleOp lowered) {
     addInfo(lowered);
-    if (pipeline.amxTiles)
+    if (pipeline.amxTiles && usesAmxTiles(lowered))
       addAmxPermissionRequest(lowered, spec.name());
   };
   return emitObject(context, *module, pipeline, options.passManagerCLOptions,

@@ -359,6 +359,13 @@ bool isDecodeKind(const RuntimeKernelSpec &spec) {
          spec.kind == RuntimeKernelKind::GgmlDecode;
 }
 
+/// The prefill tile of `options` (amx resolved): its own, or by path.
+int64_t prefillTileFor(const KernelLibraryOptions &options) {
+  if (options.prefillTileSize > 0)
+    return options.prefillTileSize;
+  return options.amx == "on" ? 128 : 64;
+}
+
 /// `options` with `spec`'s own knobs (options.kernelKnobs) applied.
 KernelLibraryOptions optionsFor(const RuntimeKernelSpec &spec,
                                 const KernelLibraryOptions &options) {
@@ -404,7 +411,7 @@ void configurePipeline(TQPipelineOptions &pipeline,
                        const llvm::TargetMachine &tm, bool decode) {
   pipeline.centroidPermute = centroidPermuteFor(tm, options);
   pipeline.tileSize =
-      decode ? options.decodeTileSize : options.prefillTileSize;
+      decode ? options.decodeTileSize : prefillTileFor(options);
   pipeline.lookup = options.lookup;
   pipeline.splits = decode ? options.decodeSplits : 1;
   pipeline.maxUnrolledChunks = options.maxUnrolledChunks;
@@ -986,7 +993,7 @@ bool mlir::tq::kernelKnobs(const RuntimeKernelSpec &spec,
   tile.description = "tokens per KV tile of the flash loop";
   tile.legal = "integer >= 1";
   tile.defaultValue = str(decode ? defaults.decodeTileSize
-                                 : defaults.prefillTileSize);
+                                 : prefillTileFor(defaults));
   tile.values = {tile.defaultValue};
   for (int64_t v : decode ? std::vector<int64_t>{64, 128, 256, 1024}
                           : std::vector<int64_t>{16, 32, 128, 256})
@@ -1233,7 +1240,7 @@ KnobValues mlir::tq::effectiveKnobs(const RuntimeKernelSpec &spec,
   const KernelLibraryOptions options = optionsFor(spec, libraryOptions);
   const bool decode = isDecodeKind(spec);
   values["tile_size"] = std::to_string(decode ? options.decodeTileSize
-                                              : options.prefillTileSize);
+                                              : prefillTileFor(options));
   if (decode)
     values["splits"] = std::to_string(options.decodeSplits);
   values["lookup"] = stringifyLookupStrategy(options.lookup).str();

@@ -42,7 +42,11 @@ struct KernelLibraryOptions {
   /// (512: 4-8% faster than 256 at 32/8 heads and 2-4% at Gemma 3's
   /// 4/1 on Emerald Rapids, docs/perf/cpu.md.)
   int64_t decodeTileSize = 512;
-  int64_t prefillTileSize = 64;
+  /// 0: by the prefill's products (prefillTileFor): 128 with AMX tiles,
+  /// whose per-row softmax and tile write-back cost the same per KV tile
+  /// whatever its length (12-18% faster than 64 on a Granite Rapids-class
+  /// Xeon, docs/perf/cpu.md), else 64.
+  int64_t prefillTileSize = 0;
   int64_t decodeSplits = 4;
   /// Rows of more vector chunks are unrolled by decode periods (see
   /// tq-lower-to-loops' max-unrolled-chunks).

@@ -377,8 +377,8 @@ def compile(kind: Optional[Strs] = None, k_format: Optional[Strs] = None,
     heads per KV head) becomes one kernel; append kernels are made for
     every K and V format. ``causal``, ``window`` and ``softcap`` are
     compiled into the attention kernels (the runtime looks them up by
-    name). ``tile_size`` (0: 512 for decode, 64 for prefill kernels),
-    ``splits`` (split-KV chunks of decode kernels) and ``lookup`` (``tile``,
+    name). ``tile_size`` (0: 512 for decode, 64 for prefill kernels, 128
+    for prefill kernels with AMX tiles), ``splits`` (split-KV chunks of decode kernels) and ``lookup`` (``tile``,
     ``select``, ``lut``) are the lowering's knobs; ``cpu`` an LLVM CPU name,
     optionally with ISA features added (``x86-64-v3+avxvnni``; ``host``:
     this machine with all its features). ``abi="ggml"`` builds a

@@ -113,7 +113,8 @@ void tq_ggml_pack_close(tq_ggml_pack *pack) {
 }
 
 /* The entry point and the info of kernel `name` with calling convention
- * `version`, or false. */
+ * `version` that this process may run (AMX tiles granted where it uses
+ * them), or false; *entry and *info are set wherever the symbols exist. */
 static bool lookup(const tq_ggml_pack *pack, const char *name,
                    int64_t version, void **entry, const int64_t **info) {
   *entry = NULL;
@@ -313,7 +314,17 @@ static tq_status find_attention(const tq_ggml_pack *pack,
   const int64_t *info;
   const int64_t version =
       decode ? INFO_VERSION_GGML_DECODE : INFO_VERSION_PLAIN;
-  if (!lookup(pack, name, version, &entry, &info) && entry && info) {
+  if (!lookup(pack, name, version, &entry, &info) && entry && info &&
+      info[INFO_VERSION] == version) {
+    say(error, size,
+        "the kernel %s of the tqc kernel pack '%s' uses AMX tiles, which "
+        "Linux did not grant this process (arch_prctl ARCH_REQ_XCOMP_PERM "
+        "refused or unsupported): rebuild the pack with tq-aot --amx=off "
+        "(integrations/llama.cpp/build.sh: TQ_GGML_AMX=off)",
+        name, pack->path);
+    return TQ_STATUS_UNAVAILABLE;
+  }
+  if (entry && info && info[INFO_VERSION] != version) {
     say(error, size,
         "the kernel %s of the tqc kernel pack '%s' has calling convention "
         "%lld, and this runtime calls convention %lld: rebuild the pack "

@@ -13,21 +13,10 @@
 #include "tq/Quant/Random.h"
 #include "tq/tq_runtime.h"
 
+#include "AmxGrant.h"
+
 #include <gtest/gtest.h>
 
-#if defined(__linux__) && defined(__x86_64__)
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <unistd.h>
-#endif
-#include <cerrno>
-#include <cstddef>
-#include <fstream>
-#include <sstream>
 
 #include <algorithm>
 #include <cmath>
@@ -1154,112 +1143,63 @@ TEST(RuntimeEngine, OlderCallingConventionIsRefused) {
 }
 
 
-#if defined(__linux__) && defined(__x86_64__)
-// Kernels built with AMX tiles (tq-aot --amx) run only where Linux lent
-// this process the tile state (the library's constructor asks with
-// arch_prctl(ARCH_REQ_XCOMP_PERM)). Where that request is refused the
-// runtime must return TQ_STATUS_UNAVAILABLE naming the kernel, not call
-// it (an AMX instruction without the grant is SIGILL). Each case runs in
-// a child process, since a grant lasts for the process: one child as is
-// (the control: the same call succeeds), one under a seccomp filter that
-// fails the request with EPERM.
-
-constexpr unsigned long kReqXcompPerm = 0x1023, kGetXcompPerm = 0x1022;
-constexpr int kXtileData = 18;
-constexpr int kNoSeccomp = 77;
-
-/// Makes arch_prctl(ARCH_REQ_XCOMP_PERM, ...) fail with EPERM in this
-/// process; false where seccomp filters are not allowed.
-bool refuseTileRequests() {
-  struct sock_filter filter[] = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_arch_prctl, 0, 3),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
-               offsetof(struct seccomp_data, args[0])),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kReqXcompPerm, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & 0xffff)),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  struct sock_fprog program = {sizeof filter / sizeof filter[0], filter};
-  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
-         prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) == 0;
-}
-
-bool tilesGranted() {
-  unsigned long features = 0;
-  return syscall(SYS_arch_prctl, kGetXcompPerm, &features) == 0 &&
-         ((features >> kXtileData) & 1);
-}
-
-/// In a child: a prefill through `library` (its kernels with AMX tiles),
-/// with tile requests refused or not. Exit status 0 when the call did what
-/// it should: ran (granted) or returned UNAVAILABLE naming the kernel.
-int prefillInChild(const std::string &library, bool refuse) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    if (refuse && !refuseTileRequests())
-      _exit(kNoSeccomp);
-    tq_runtime_options_v0 o = {TQ_RUNTIME_OPTIONS_VERSION_0, sizeof(o),
-                               library.c_str(), 1, 0};
-    tq_runtime *rt = nullptr;
-    if (tq_runtime_create(&o, nullptr, &rt) != TQ_STATUS_OK)
-      _exit(2);
-    // Several query rows in every sequence: prefill kernels only.
-    Batch b = ragged("turbo3_0", "turbo3_0", 64, 2, 16);
-    b.lengths = {4, 17, 40, 0, 5};
-    b.queries = {2, 5, 9, 0, 3};
-    b.build(21);
-    b.append(rt);
-    std::vector<float> q(19 * b.qHeads * b.dim, 0.25f), out(q.size(), NAN);
-    std::vector<int32_t> qIndptr = {0, 2, 7, 16, 16, 19};
-    tq_attention_params_v0 p = {TQ_ATTENTION_PARAMS_VERSION_0,
-                                sizeof(p), b.qHeads, 0, 0, 0.0f, 0.0f, 0,
-                                qIndptr.data()};
-    tq_status status = tq_attention(rt, &b.cache, &p, q.data(), out.data());
-    std::string error = status == TQ_STATUS_OK ? "" : tq_last_error();
-    std::fprintf(stderr, "%s: status %s%s%s\n",
-                 refuse ? "tile requests refused" : "tile requests allowed",
-                 tq_status_string(status), error.empty() ? "" : ": ",
-                 error.c_str());
-    tq_runtime_destroy(rt);
-    if (!refuse)
-      _exit(status == TQ_STATUS_OK && std::isfinite(out[5 * p.num_q_heads *
-                                                        b.dim])
-                ? 0
-                : 3);
-    bool named =
-        error.find("kernel 'tq_prefill_turbo3_0_turbo3_0_d64_g2'") !=
-            std::string::npos &&
-        error.find("uses AMX tiles") != std::string::npos;
-    _exit(status == TQ_STATUS_UNAVAILABLE && named ? 0 : 4);
-  }
-  int wstatus = 0;
-  if (pid < 0 || waitpid(pid, &wstatus, 0) != pid)
-    return -1;
-  return WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
-}
-
+#ifdef TQ_TEST_AMX_GRANT
+// Where Linux refuses the AMX tile grant the runtime must return
+// TQ_STATUS_UNAVAILABLE naming the kernel, not call it (an AMX
+// instruction without the grant is SIGILL); the control child, allowed
+// the grant, runs the same call.
 TEST(RuntimeAmx, RefusedTileGrantMakesAmxKernelsUnavailable) {
+  using namespace tq::test;
   std::string library =
       libraryPath("TQ_TEST_KERNELS_AMX", TQ_TEST_KERNELS_AMX);
   if (library.empty())
     GTEST_SKIP() << "no library under " << TQ_TEST_KERNELS_AMX
                  << " (ctest builds it first with tq-aot --amx=auto)";
-  std::ifstream json(std::string(TQ_TEST_KERNELS_AMX) + "/kernels.json");
-  std::stringstream text;
-  text << json.rdbuf();
-  if (text.str().find("\"amx\": \"on\"") == std::string::npos)
+  if (!libraryHasAmxKernels(TQ_TEST_KERNELS_AMX))
     GTEST_SKIP() << "this CPU has no AMX-BF16: tq-aot --amx=auto built the "
                     "prefill kernels without tiles";
   if (tilesGranted())
     GTEST_SKIP() << "this process already holds the AMX grant, which a "
                     "child would inherit";
-  EXPECT_EQ(prefillInChild(library, /*refuse=*/false), 0)
+  auto prefill = [&](bool refused) {
+    return [&library, refused]() -> int {
+      tq_runtime_options_v0 o = {TQ_RUNTIME_OPTIONS_VERSION_0, sizeof(o),
+                                 library.c_str(), 1, 0};
+      tq_runtime *rt = nullptr;
+      if (tq_runtime_create(&o, nullptr, &rt) != TQ_STATUS_OK)
+        return 2;
+      // Several query rows in every sequence: prefill kernels only.
+      Batch b = ragged("turbo3_0", "turbo3_0", 64, 2, 16);
+      b.lengths = {4, 17, 40, 0, 5};
+      b.queries = {2, 5, 9, 0, 3};
+      b.build(21);
+      b.append(rt);
+      std::vector<float> q(19 * b.qHeads * b.dim, 0.25f), out(q.size(), NAN);
+      std::vector<int32_t> qIndptr = {0, 2, 7, 16, 16, 19};
+      tq_attention_params_v0 p = {TQ_ATTENTION_PARAMS_VERSION_0,
+                                  sizeof(p), b.qHeads, 0, 0, 0.0f, 0.0f, 0,
+                                  qIndptr.data()};
+      tq_status status = tq_attention(rt, &b.cache, &p, q.data(), out.data());
+      std::string error = status == TQ_STATUS_OK ? "" : tq_last_error();
+      std::fprintf(stderr, "runtime, tile requests %s: status %s %s\n",
+                   refused ? "refused" : "allowed", tq_status_string(status),
+                   error.c_str());
+      tq_runtime_destroy(rt);
+      if (!refused)
+        return status == TQ_STATUS_OK && std::isfinite(out[5 * b.qHeads *
+                                                           b.dim])
+                   ? 0
+                   : 3;
+      bool named =
+          error.find("kernel 'tq_prefill_turbo3_0_turbo3_0_d64_g2'") !=
+              std::string::npos &&
+          error.find("uses AMX tiles") != std::string::npos;
+      return status == TQ_STATUS_UNAVAILABLE && named ? 0 : 4;
+    };
+  };
+  EXPECT_EQ(runInChild(prefill(false), /*refuse=*/false), 0)
       << "the prefill with AMX tiles failed where Linux grants them";
-  int refused = prefillInChild(library, /*refuse=*/true);
+  int refused = runInChild(prefill(true), /*refuse=*/true);
   if (refused == kNoSeccomp)
     GTEST_SKIP() << "seccomp filters are not allowed here, so the grant "
                     "cannot be refused";

@@ -22,6 +22,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <cerrno>
 #include <cstddef>
 #include <fstream>
@@ -87,6 +89,24 @@ inline int runInChild(const std::function<int()> &body, bool refuse) {
   if (pid < 0 || waitpid(pid, &wstatus, 0) != pid)
     return -1;
   return WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
+}
+
+/// Runs `call(false)` in a child allowed the grant and `call(true)` in one
+/// refused it; both must exit 0 (`call` returns 0 where its call did what
+/// it should: ran, or returned TQ_STATUS_UNAVAILABLE naming the kernel).
+/// Skips the test where the refusal cannot be set up.
+inline void expectGrantedRunsAndRefusedIsUnavailable(
+    const std::function<int(bool refused)> &call, const char *who) {
+  EXPECT_EQ(runInChild([&] { return call(false); }, /*refuse=*/false), 0)
+      << who << ": the prefill with AMX tiles failed where Linux grants them";
+  int refused = runInChild([&] { return call(true); }, /*refuse=*/true);
+  if (refused == kNoSeccomp)
+    GTEST_SKIP() << "seccomp filters are not allowed here, so the grant "
+                    "cannot be refused";
+  EXPECT_EQ(refused, 0) << who
+                        << ": with the grant refused the call did "
+                           "not return TQ_STATUS_UNAVAILABLE naming the "
+                           "kernel (exit 4), or crashed (exit > 128)";
 }
 
 } // namespace tq::test

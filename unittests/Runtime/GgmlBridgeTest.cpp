@@ -761,41 +761,30 @@ TEST(GgmlBridgeAmx, RefusedTileGrantMakesAmxKernelsUnavailable) {
   if (tilesGranted())
     GTEST_SKIP() << "this process already holds the AMX grant, which a "
                     "child would inherit";
-  auto prefill = [&](bool refused) {
-    return [&path, refused]() -> int {
-      tq_ggml_pack *pack = nullptr;
-      char error[512] = "";
-      if (tq_ggml_pack_open(path.c_str(), &pack, error, sizeof error) !=
-          TQ_STATUS_OK)
-        return 2;
-      // Seven query rows: the prefill kernel.
-      Case c{"turbo3_0", "turbo3_0", 64, 1, 4, 7, 100, 1, MaskKind::Causal};
-      Tensors t = makeTensors(c, 9);
-      tq_ggml_attention_v0 call = describe(c, t, 0.125f);
-      tq_status status =
-          tq_ggml_flash_attn_ext(pack, &call, 0, 1, error, sizeof error);
-      std::fprintf(stderr, "bridge, tile requests %s: status %s %s\n",
-                   refused ? "refused" : "allowed", tq_status_string(status),
-                   status == TQ_STATUS_OK ? "" : error);
-      tq_ggml_pack_close(pack);
-      if (!refused)
-        return status == TQ_STATUS_OK && std::isfinite(t.out[0]) ? 0 : 3;
-      bool named =
-          std::strstr(error, "tq_ggml_prefill_turbo3_0_turbo3_0_d64_g4") &&
-          std::strstr(error, "uses AMX tiles") &&
-          std::strstr(error, "--amx=off");
-      return status == TQ_STATUS_UNAVAILABLE && named ? 0 : 4;
-    };
+  auto prefill = [&](bool refused) -> int {
+    tq_ggml_pack *pack = nullptr;
+    char error[512] = "";
+    if (tq_ggml_pack_open(path.c_str(), &pack, error, sizeof error) !=
+        TQ_STATUS_OK)
+      return 2;
+    // Seven query rows: the prefill kernel.
+    Case c{"turbo3_0", "turbo3_0", 64, 1, 4, 7, 100, 1, MaskKind::Causal};
+    Tensors t = makeTensors(c, 9);
+    tq_ggml_attention_v0 call = describe(c, t, 0.125f);
+    tq_status status =
+        tq_ggml_flash_attn_ext(pack, &call, 0, 1, error, sizeof error);
+    std::fprintf(stderr, "bridge, tile requests %s: status %s %s\n",
+                 refused ? "refused" : "allowed", tq_status_string(status),
+                 status == TQ_STATUS_OK ? "" : error);
+    tq_ggml_pack_close(pack);
+    if (!refused)
+      return status == TQ_STATUS_OK && std::isfinite(t.out[0]) ? 0 : 3;
+    bool named =
+        std::strstr(error, "tq_ggml_prefill_turbo3_0_turbo3_0_d64_g4") &&
+        std::strstr(error, "uses AMX tiles") && std::strstr(error, "--amx=off");
+    return status == TQ_STATUS_UNAVAILABLE && named ? 0 : 4;
   };
-  EXPECT_EQ(runInChild(prefill(false), /*refuse=*/false), 0)
-      << "the prefill with AMX tiles failed where Linux grants them";
-  int refused = runInChild(prefill(true), /*refuse=*/true);
-  if (refused == kNoSeccomp)
-    GTEST_SKIP() << "seccomp filters are not allowed here, so the grant "
-                    "cannot be refused";
-  EXPECT_EQ(refused, 0) << "with the grant refused the bridge did not "
-                           "return TQ_STATUS_UNAVAILABLE naming the kernel "
-                           "(exit 4), or crashed (exit > 128)";
+  expectGrantedRunsAndRefusedIsUnavailable(prefill, "ggml bridge");
 }
 #endif
 

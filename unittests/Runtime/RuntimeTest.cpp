@@ -1150,8 +1150,7 @@ TEST(RuntimeEngine, OlderCallingConventionIsRefused) {
 // the grant, runs the same call.
 TEST(RuntimeAmx, RefusedTileGrantMakesAmxKernelsUnavailable) {
   using namespace tq::test;
-  std::string library =
-      libraryPath("TQ_TEST_KERNELS_AMX", TQ_TEST_KERNELS_AMX);
+  std::string library = libraryPath("TQ_TEST_KERNELS_AMX", TQ_TEST_KERNELS_AMX);
   if (library.empty())
     GTEST_SKIP() << "no library under " << TQ_TEST_KERNELS_AMX
                  << " (ctest builds it first with tq-aot --amx=auto)";
@@ -1161,51 +1160,45 @@ TEST(RuntimeAmx, RefusedTileGrantMakesAmxKernelsUnavailable) {
   if (tilesGranted())
     GTEST_SKIP() << "this process already holds the AMX grant, which a "
                     "child would inherit";
-  auto prefill = [&](bool refused) {
-    return [&library, refused]() -> int {
-      tq_runtime_options_v0 o = {TQ_RUNTIME_OPTIONS_VERSION_0, sizeof(o),
-                                 library.c_str(), 1, 0};
-      tq_runtime *rt = nullptr;
-      if (tq_runtime_create(&o, nullptr, &rt) != TQ_STATUS_OK)
-        return 2;
-      // Several query rows in every sequence: prefill kernels only.
-      Batch b = ragged("turbo3_0", "turbo3_0", 64, 2, 16);
-      b.lengths = {4, 17, 40, 0, 5};
-      b.queries = {2, 5, 9, 0, 3};
-      b.build(21);
-      b.append(rt);
-      std::vector<float> q(19 * b.qHeads * b.dim, 0.25f), out(q.size(), NAN);
-      std::vector<int32_t> qIndptr = {0, 2, 7, 16, 16, 19};
-      tq_attention_params_v0 p = {TQ_ATTENTION_PARAMS_VERSION_0,
-                                  sizeof(p), b.qHeads, 0, 0, 0.0f, 0.0f, 0,
-                                  qIndptr.data()};
-      tq_status status = tq_attention(rt, &b.cache, &p, q.data(), out.data());
-      std::string error = status == TQ_STATUS_OK ? "" : tq_last_error();
-      std::fprintf(stderr, "runtime, tile requests %s: status %s %s\n",
-                   refused ? "refused" : "allowed", tq_status_string(status),
-                   error.c_str());
-      tq_runtime_destroy(rt);
-      if (!refused)
-        return status == TQ_STATUS_OK && std::isfinite(out[5 * b.qHeads *
-                                                           b.dim])
-                   ? 0
-                   : 3;
-      bool named =
-          error.find("kernel 'tq_prefill_turbo3_0_turbo3_0_d64_g2'") !=
-              std::string::npos &&
-          error.find("uses AMX tiles") != std::string::npos;
-      return status == TQ_STATUS_UNAVAILABLE && named ? 0 : 4;
-    };
+  auto prefill = [&](bool refused) -> int {
+    tq_runtime_options_v0 o = {TQ_RUNTIME_OPTIONS_VERSION_0, sizeof(o),
+                               library.c_str(), 1, 0};
+    tq_runtime *rt = nullptr;
+    if (tq_runtime_create(&o, nullptr, &rt) != TQ_STATUS_OK)
+      return 2;
+    // Several query rows in every sequence: prefill kernels only.
+    Batch b = ragged("turbo3_0", "turbo3_0", 64, 2, 16);
+    b.lengths = {4, 17, 40, 0, 5};
+    b.queries = {2, 5, 9, 0, 3};
+    b.build(21);
+    b.append(rt);
+    std::vector<float> q(19 * b.qHeads * b.dim, 0.25f), out(q.size(), NAN);
+    std::vector<int32_t> qIndptr = {0, 2, 7, 16, 16, 19};
+    tq_attention_params_v0 p = {TQ_ATTENTION_PARAMS_VERSION_0,
+                                sizeof(p),
+                                b.qHeads,
+                                0,
+                                0,
+                                0.0f,
+                                0.0f,
+                                0,
+                                qIndptr.data()};
+    tq_status status = tq_attention(rt, &b.cache, &p, q.data(), out.data());
+    std::string error = status == TQ_STATUS_OK ? "" : tq_last_error();
+    std::fprintf(stderr, "runtime, tile requests %s: status %s %s\n",
+                 refused ? "refused" : "allowed", tq_status_string(status),
+                 error.c_str());
+    tq_runtime_destroy(rt);
+    if (!refused)
+      return status == TQ_STATUS_OK && std::isfinite(out[5 * b.qHeads * b.dim])
+                 ? 0
+                 : 3;
+    bool named = error.find("kernel 'tq_prefill_turbo3_0_turbo3_0_d64_g2'") !=
+                     std::string::npos &&
+                 error.find("uses AMX tiles") != std::string::npos;
+    return status == TQ_STATUS_UNAVAILABLE && named ? 0 : 4;
   };
-  EXPECT_EQ(runInChild(prefill(false), /*refuse=*/false), 0)
-      << "the prefill with AMX tiles failed where Linux grants them";
-  int refused = runInChild(prefill(true), /*refuse=*/true);
-  if (refused == kNoSeccomp)
-    GTEST_SKIP() << "seccomp filters are not allowed here, so the grant "
-                    "cannot be refused";
-  EXPECT_EQ(refused, 0) << "with the grant refused the runtime did not "
-                           "return TQ_STATUS_UNAVAILABLE naming the kernel "
-                           "(exit 4), or crashed (exit > 128)";
+  expectGrantedRunsAndRefusedIsUnavailable(prefill, "runtime");
 }
 #endif
 

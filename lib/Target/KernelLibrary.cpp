@@ -328,21 +328,24 @@ void addAmxPermissionRequest(ModuleOp module, const std::string &kernel) {
                          b.getI8IntegerAttr(1));
 }
 
-/// Whether the lowered `module` holds AMX tile instructions (the AMX
-/// dialect's intrinsic ops, or LLVM's x86 tile intrinsics called by name).
-/// A library built with AMX on has kernels without them (row kernels, and
-/// attention kernels whose formats the tiles do not take).
+/// Whether the lowered `module` holds AMX tile instructions: the AMX
+/// dialect lowers to calls of LLVM's x86 tile intrinsics by name
+/// (`llvm.x86.tileloadd64.internal`, `llvm.x86.tdpbf16ps.internal`, ...;
+/// the tile configuration comes later, from LLVM). A library built with
+/// AMX on has kernels without them (row kernels, and attention kernels
+/// whose formats the tiles do not take).
 bool usesAmxTiles(ModuleOp module) {
-  bool found = false;
-  module.walk([&](Operation *op) {
-    if (op->getDialect() && op->getDialect()->getNamespace() == "amx")
-      found = true;
-    else if (auto call = dyn_cast<LLVM::CallIntrinsicOp>(op))
-      found |= StringRef(call.getIntrin()).starts_with("llvm.x86.t") ||
-               StringRef(call.getIntrin()).starts_with("llvm.x86.ldtilecfg");
-    return found ? WalkResult::interrupt() : WalkResult::advance();
-  });
-  return found;
+  auto isTileIntrinsic = [](LLVM::CallIntrinsicOp call) {
+    StringRef name = call.getIntrin();
+    return name.starts_with("llvm.x86.tile") ||
+           name.starts_with("llvm.x86.tdp");
+  };
+  return module
+      .walk([&](LLVM::CallIntrinsicOp call) {
+        return isTileIntrinsic(call) ? WalkResult::interrupt()
+                                     : WalkResult::advance();
+      })
+      .wasInterrupted();
 }
 
 /// The permute `options` ask for, or the widest the target CPU has.

@@ -113,8 +113,9 @@ void tq_ggml_pack_close(tq_ggml_pack *pack) {
 }
 
 /* The entry point and the info of kernel `name` with calling convention
- * `version` that this process may run (AMX tiles granted where it uses
- * them), or false; *entry and *info are set wherever the symbols exist. */
+ * `version`, or false; *entry and *info are set wherever the symbols
+ * exist. Whether this process may run it (tq_check_amx_grant) is the
+ * caller's check. */
 static bool lookup(const tq_ggml_pack *pack, const char *name,
                    int64_t version, void **entry, const int64_t **info) {
   *entry = NULL;
@@ -127,8 +128,7 @@ static bool lookup(const tq_ggml_pack *pack, const char *name,
   if (snprintf(symbol, sizeof symbol, "%s_info", name) >= (int)sizeof symbol)
     return false;
   *info = (const int64_t *)dlsym(pack->library, symbol);
-  return *entry && *info && (*info)[INFO_VERSION] == version &&
-         tq_check_amx_grant(pack->library, name) == TQ_STATUS_OK;
+  return *entry && *info && (*info)[INFO_VERSION] == version;
 }
 
 /* The row kernel `kind` ("append" or "dequantize") of format at head_dim. */
@@ -145,7 +145,8 @@ static tq_status row_kernel(const tq_ggml_pack *pack, const char *kind,
     return TQ_STATUS_INVALID_ARGUMENT;
   const int64_t *info;
   if (!lookup(pack, name, INFO_VERSION_PLAIN, entry, &info) ||
-      info[INFO_HEAD_DIM] != (int64_t)head_dim || info[INFO_K_ROW_BYTES] <= 0)
+      info[INFO_HEAD_DIM] != (int64_t)head_dim || info[INFO_K_ROW_BYTES] <= 0 ||
+      tq_check_amx_grant(pack->library, name) != TQ_STATUS_OK)
     return TQ_STATUS_NOT_FOUND;
   *row_bytes = (uint32_t)info[INFO_K_ROW_BYTES];
   return TQ_STATUS_OK;
@@ -314,17 +315,7 @@ static tq_status find_attention(const tq_ggml_pack *pack,
   const int64_t *info;
   const int64_t version =
       decode ? INFO_VERSION_GGML_DECODE : INFO_VERSION_PLAIN;
-  if (!lookup(pack, name, version, &entry, &info) && entry && info &&
-      info[INFO_VERSION] == version) {
-    say(error, size,
-        "the kernel %s of the tqc kernel pack '%s' uses AMX tiles, which "
-        "Linux did not grant this process (arch_prctl ARCH_REQ_XCOMP_PERM "
-        "refused or unsupported): rebuild the pack with tq-aot --amx=off "
-        "(integrations/llama.cpp/build.sh: TQ_GGML_AMX=off)",
-        name, pack->path);
-    return TQ_STATUS_UNAVAILABLE;
-  }
-  if (entry && info && info[INFO_VERSION] != version) {
+  if (!lookup(pack, name, version, &entry, &info) && entry && info) {
     say(error, size,
         "the kernel %s of the tqc kernel pack '%s' has calling convention "
         "%lld, and this runtime calls convention %lld: rebuild the pack "
@@ -352,6 +343,15 @@ static tq_status find_attention(const tq_ggml_pack *pack,
         (long long)p->dv, (long long)p->group, c->k_format, c->v_format,
         (long long)p->dk, (long long)p->group, options);
     return TQ_STATUS_NOT_FOUND;
+  }
+  if (tq_check_amx_grant(pack->library, name) != TQ_STATUS_OK) {
+    say(error, size,
+        "the kernel %s of the tqc kernel pack '%s' uses AMX tiles, which "
+        "Linux did not grant this process (arch_prctl ARCH_REQ_XCOMP_PERM "
+        "refused or unsupported): rebuild the pack with tq-aot --amx=off "
+        "(integrations/llama.cpp/build.sh: TQ_GGML_AMX=off)",
+        name, pack->path);
+    return TQ_STATUS_UNAVAILABLE;
   }
   p->fn = entry;
   p->k_row_bytes = (uint32_t)info[INFO_K_ROW_BYTES];

@@ -142,30 +142,13 @@ protected:
     Case shape = c;
     shape.peaked = false;
     const std::string key = shape.describe() + (amx ? " amx" : " f32");
-    auto &kernels = compiled();
-    if (auto it = kernels.find(key); it != kernels.end())
-      return it->second;
-    mlir::tq::AttentionKernelSpec spec;
-    spec.keyFormat = spec.valueFormat = c.format;
-    spec.headDim = c.headDim;
-    spec.queryHeads = c.queryHeads;
-    spec.kvHeads = c.kvHeads;
-    spec.numQueries = c.numQueries;
-    spec.numKeys = c.numKeys;
-    spec.causal = c.numQueries > 1;
     mlir::tq::TQPipelineOptions options;
     options.lookup = mlir::tq::LookupStrategy::tile;
     options.tileSize = 64;
     options.centroidPermute =
         llvm::sys::getHostCPUFeatures().lookup("avx512f") ? "avx512" : "none";
     options.amxTiles = amx;
-    std::string error;
-    std::shared_ptr<test::CompiledKernel> kernel =
-        runner().compile(spec, options, error);
-    EXPECT_TRUE(kernel) << key << ": " << error;
-    if (kernel)
-      kernels[key] = kernel;
-    return kernel;
+    return compileOnce(key, c, options);
   }
 
   std::vector<float> run(const Case &c, bool amx, test::AttentionInputs &in) {

@@ -13,6 +13,8 @@
 
 #include "tq/Quant/Format.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -40,6 +42,20 @@ struct AttentionCase {
                   (long long)numQueries, (long long)numKeys,
                   peaked ? "peaked" : "flat");
     return buf;
+  }
+
+  /// The attention kernel of this shape: K and V in `format`, causal
+  /// where there are several query rows.
+  mlir::tq::AttentionKernelSpec kernelSpec() const {
+    mlir::tq::AttentionKernelSpec spec;
+    spec.keyFormat = spec.valueFormat = format;
+    spec.headDim = headDim;
+    spec.queryHeads = queryHeads;
+    spec.kvHeads = kvHeads;
+    spec.numQueries = numQueries;
+    spec.numKeys = numKeys;
+    spec.causal = numQueries > 1;
+    return spec;
   }
 };
 
@@ -81,6 +97,22 @@ protected:
   static std::map<std::string, std::shared_ptr<CompiledKernel>> &compiled() {
     static std::map<std::string, std::shared_ptr<CompiledKernel>> m;
     return m;
+  }
+  /// Case `c`'s kernel lowered with `options`, compiled on the first call
+  /// for `key` (which must name everything `options` set) and kept.
+  static std::shared_ptr<CompiledKernel>
+  compileOnce(const std::string &key, const AttentionCase &c,
+              const mlir::tq::TQPipelineOptions &options) {
+    auto &kernels = compiled();
+    if (auto it = kernels.find(key); it != kernels.end())
+      return it->second;
+    std::string error;
+    std::shared_ptr<CompiledKernel> kernel =
+        runner().compile(c.kernelSpec(), options, error);
+    EXPECT_TRUE(kernel) << key << ": " << error;
+    if (kernel)
+      kernels[key] = kernel;
+    return kernel;
   }
   /// The kernels' execution engines must go while LLVM's statics live:
   /// not at exit.

@@ -162,8 +162,6 @@ protected:
   std::shared_ptr<test::CompiledKernel> compile(const Case &c,
                                                 const Path *path,
                                                 Lowering lowering) {
-    std::map<std::string, std::shared_ptr<test::CompiledKernel>> &kernels =
-        compiled();
     Case shape = c;
     shape.peaked = false;
     const std::string key = shape.describe() + " " +
@@ -171,16 +169,6 @@ protected:
                             (path && path->pairAhead ? "ahead " : "") +
                             (path ? path->name : "f32") + " " +
                             std::to_string(int(lowering));
-    if (auto it = kernels.find(key); it != kernels.end())
-      return it->second;
-    mlir::tq::AttentionKernelSpec spec;
-    spec.keyFormat = spec.valueFormat = c.format;
-    spec.headDim = c.headDim;
-    spec.queryHeads = c.queryHeads;
-    spec.kvHeads = c.kvHeads;
-    spec.numQueries = c.numQueries;
-    spec.numKeys = c.numKeys;
-    spec.causal = c.numQueries > 1;
     mlir::tq::TQPipelineOptions options;
     options.lookup = mlir::tq::LookupStrategy::tile;
     options.tileSize = 256;
@@ -199,13 +187,7 @@ protected:
     options.bf16 = options.vnni && path && path->bf16;
     options.narrowLevels = lowering == Lowering::PortableNarrow ||
                            lowering == Lowering::Avx2;
-    std::string error;
-    std::shared_ptr<test::CompiledKernel> kernel =
-        runner().compile(spec, options, error);
-    EXPECT_TRUE(kernel) << error;
-    if (kernel)
-      kernels[key] = kernel;
-    return kernel;
+    return compileOnce(key, c, options);
   }
 
   /// Runs the case through the f32 kernel and the path (and its native

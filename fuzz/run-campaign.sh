@@ -8,7 +8,8 @@ set -euo pipefail
 build=$1 work=$2 runs=${3:-1000000} seconds=${4:-1800}
 here=$(cd "$(dirname "$0")" && pwd)
 export TQ_FUZZ_KERNELS=${TQ_FUZZ_KERNELS:-$build/unittests/Runtime/kernels-plain/libtqkernels.so}
-for target in quant-decode runtime tq-opt; do
+export TQ_FUZZ_GGML_PACK=${TQ_FUZZ_GGML_PACK:-$build/unittests/Runtime/ggml-pack/libtq_ggml_kernels.so}
+for target in quant-decode runtime ggml-bridge tq-opt; do
   mkdir -p "$work/corpus-$target" "$work/artifacts-$target"
   echo "== tq-fuzz-$target"
   "$build/bin/tq-fuzz-$target" -runs="$runs" -max_total_time="$seconds" \

@@ -392,7 +392,8 @@ static tq_status plan_call(const tq_ggml_pack *pack,
     REJECT("max_bias must be finite and non-negative, got %g", c->max_bias);
   for (int i = 0; i < 4; ++i)
     if (c->q.ne[i] <= 0 || c->k.ne[i] <= 0 || c->v.ne[i] <= 0 ||
-        c->dst.ne[i] <= 0)
+        c->dst.ne[i] <= 0 || (c->mask.data && c->mask.ne[i] <= 0) ||
+        (c->sinks.data && c->sinks.ne[i] <= 0))
       REJECT("tensor extents must be positive");
   p->dk = c->q.ne[0];
   p->dv = c->v.ne[0];
@@ -437,6 +438,9 @@ static tq_status plan_call(const tq_ggml_pack *pack,
     if (c->mask.ne[2] != 1 && p->group != 1)
       REJECT("per-head masks need one query head per KV head");
   }
+  if (c->sinks.data && c->sinks.nb[0] != 4)
+    REJECT("sinks must be contiguous f32 (nb[0] = 4, got %llu)",
+           (unsigned long long)c->sinks.nb[0]);
   if (c->sinks.data && c->sinks.ne[0] < p->n_head)
     REJECT("sinks have %lld entries for %lld heads",
            (long long)c->sinks.ne[0], (long long)p->n_head);

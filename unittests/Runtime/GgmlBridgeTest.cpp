@@ -697,6 +697,34 @@ TEST_F(GgmlBridge, ErrorsNameTheCause) {
   bad.mask.ne[0] = 10;
   EXPECT_EQ(tq_ggml_flash_attn_ext(p.pack, &bad, 0, 1, error, sizeof error),
             TQ_STATUS_INVALID_ARGUMENT);
+  // Sinks: one f32 per query head, contiguous, every extent positive
+  // (found by tq-fuzz-ggml-bridge: a sinks tensor with an empty dimension,
+  // or strided, was read as 4 contiguous floats).
+  std::vector<float> sinkValues(4, -1.0f);
+  tq_ggml_attention_v0 sunk = call;
+  sunk.sinks.data = sinkValues.data();
+  for (int i = 0; i < 4; ++i) {
+    sunk.sinks.ne[i] = i == 0 ? 4 : 1;
+    sunk.sinks.nb[i] = i == 0 ? 4 : 16;
+  }
+  EXPECT_EQ(tq_ggml_flash_attn_ext(p.pack, &sunk, 0, 1, error, sizeof error),
+            TQ_STATUS_OK)
+      << error;
+  bad = sunk;
+  bad.sinks.ne[1] = 0;
+  EXPECT_EQ(tq_ggml_flash_attn_ext(p.pack, &bad, 0, 1, error, sizeof error),
+            TQ_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::strstr(error, "extents must be positive"), nullptr) << error;
+  bad = sunk;
+  bad.sinks.nb[0] = 8;
+  EXPECT_EQ(tq_ggml_flash_attn_ext(p.pack, &bad, 0, 1, error, sizeof error),
+            TQ_STATUS_INVALID_ARGUMENT);
+  EXPECT_NE(std::strstr(error, "sinks must be contiguous f32"), nullptr)
+      << error;
+  bad = call;
+  bad.mask.ne[3] = 0;
+  EXPECT_EQ(tq_ggml_flash_attn_ext(p.pack, &bad, 0, 1, error, sizeof error),
+            TQ_STATUS_INVALID_ARGUMENT);
   bad = call;
   bad.q.ne[2] = 6; // 6 query heads over 1 KV head: no g6 kernel
   bad.dst.ne[1] = 6;

@@ -56,7 +56,7 @@ struct Pack {
 };
 
 /// How the mask hides keys.
-enum class MaskKind { None, Causal, Window, Padding, AllHidden, Alibi };
+enum class MaskKind { None, Causal, Window, Padding, Band, AllHidden, Alibi };
 
 struct Case {
   std::string kFormat, vFormat;
@@ -98,6 +98,12 @@ float maskValue(const Case &c, unsigned stream, unsigned i, unsigned t) {
   case MaskKind::Padding:
     // The last 70 slots are padding nobody sees; query 0 sees nothing.
     return i == 0 || t + 70 >= c.tokens ? kNegInf : 0.0f;
+  case MaskKind::Band:
+    // Only the middle third is seen (hidden tokens before and after it, as
+    // a sliding-window layer's cache has them), some of it with a bias.
+    return t >= c.tokens / 3 && t < 2 * c.tokens / 3
+               ? (t % 5 == 0 ? -1.5f : 0.0f)
+               : kNegInf;
   case MaskKind::AllHidden:
     return kNegInf;
   case MaskKind::Alibi:
@@ -355,11 +361,13 @@ TEST_F(GgmlBridge, MaskPatternsSinksAlibiAndThreads) {
   ASSERT_NE(p.pack, nullptr);
   uint64_t seed = 100;
   for (MaskKind mask : {MaskKind::None, MaskKind::Window, MaskKind::Padding,
-                        MaskKind::AllHidden})
-    for (unsigned queries : {1u, 7u})
-      check(p.pack,
-            Case{"turbo3_0", "turbo3_0", 64, 1, 4, queries, 333, 1, mask},
-            seed++);
+                        MaskKind::Band, MaskKind::AllHidden})
+    for (unsigned queries : {1u, 7u}) {
+      Case c{"turbo3_0", "turbo3_0", 64, 1, 4, queries, 333, 1, mask};
+      // (A decode skips the tokens its mask hides: the sinks still enter.)
+      c.sinks = mask == MaskKind::Band;
+      check(p.pack, c, seed++);
+    }
   for (unsigned threads : {1u, 3u, 4u}) {
     Case c{"turbo3_0", "turbo4_0", 64, 2, 1, 64, 257, 2, MaskKind::Causal};
     c.threads = threads;
@@ -401,12 +409,13 @@ TEST_F(GgmlBridge, SplitDecodeMergesPartsAfterTheBarrier) {
   uint64_t seed = 300;
   for (const char *k : {"turbo3_0", "q8_0"})
     for (MaskKind mask : {MaskKind::Causal, MaskKind::Window,
-                          MaskKind::Padding, MaskKind::None,
+                          MaskKind::Padding, MaskKind::Band, MaskKind::None,
                           MaskKind::AllHidden})
       for (unsigned threads : {2u, 3u, 4u}) {
         Case c{k, "turbo4_0", 64, 1, 4, 1, 1100, 1, mask};
         c.threads = threads;
-        c.sinks = mask == MaskKind::Window || mask == MaskKind::AllHidden;
+        c.sinks = mask == MaskKind::Window || mask == MaskKind::Band ||
+                  mask == MaskKind::AllHidden;
         check(p.pack, c, seed++, Threads::Shared);
       }
   // Two streams of two KV heads: 4 heads, 2 parts each on 8 threads.

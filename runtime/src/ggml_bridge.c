@@ -281,8 +281,8 @@ typedef struct {
   void *fn; /* decode_fn for one query row, else attention_fn */
   int64_t dk, dv, n_queries, n_head, n_kv, n_kv_heads, group, streams;
   int64_t k_streams, v_streams, rows_per_item, blocks;
-  /* Parts each head's visible tokens are split into (1: no split). */
-  int64_t parts;
+  /* Parts each head's tokens are split into (1: no split), tokens each. */
+  int64_t parts, part_tokens;
   uint32_t k_row_bytes, v_row_bytes;
   float slope_m0, slope_m1;
   uint32_t n_head_log2;
@@ -478,6 +478,7 @@ static tq_status plan_call(const tq_ggml_pack *pack,
     if (parts > 1)
       p->parts = parts;
   }
+  p->part_tokens = (p->n_kv + p->parts - 1) / p->parts;
   p->n_head_log2 = 1u << (uint32_t)floor(log2((double)p->n_head));
   p->slope_m0 = powf(2.0f, -c->max_bias / (float)p->n_head_log2);
   p->slope_m1 = powf(2.0f, -(c->max_bias / 2.0f) / (float)p->n_head_log2);
@@ -491,42 +492,10 @@ typedef struct {
   float *lse;     /* group floats; decode only */
 } item_target;
 
-/* ggml's f16 -inf: a mask entry that hides its token. */
-enum { F16_NEG_INF = 0xFC00 };
-
-/* The tokens [*lo, *hi) of a decode item's head that its mask row does
- * not hide: hidden tokens weigh exactly zero, so the kernels need not
- * read them (a sliding-window layer's cache is mostly hidden). All tokens
- * where there is no mask, several query rows, or nothing visible. */
-static void visible_tokens(const tq_ggml_attention_v0 *c, const plan *p,
-                           int64_t item, int64_t *lo, int64_t *hi) {
-  *lo = 0;
-  *hi = p->n_kv;
-  if (!c->mask.data || p->n_queries != 1)
-    return;
-  const int64_t kh = (item / p->blocks) % p->n_kv_heads;
-  const int64_t s = item / (p->blocks * p->n_kv_heads);
-  const int64_t mh = c->mask.ne[2] == 1 ? 0 : kh * p->group % c->mask.ne[2];
-  const uint16_t *m =
-      (const uint16_t *)((const char *)c->mask.data +
-                         s % c->mask.ne[3] * c->mask.nb[3] +
-                         mh * c->mask.nb[2]);
-  int64_t a = 0, b = p->n_kv;
-  while (a < b && m[a] == F16_NEG_INF)
-    ++a;
-  while (b > a && m[b - 1] == F16_NEG_INF)
-    --b;
-  if (a < b) {
-    *lo = a;
-    *hi = b;
-  }
-}
-
 /* Runs the rows of work item `item` of a planned call over tokens
- * [t0, t0 + n) of its head; `first`: the item's first such range, which
- * the sinks enter. */
+ * [t0, t0 + n) of its head. */
 static void run_item(const tq_ggml_attention_v0 *c, const plan *p,
-                     int64_t item, int64_t t0, int64_t n, bool first,
+                     int64_t item, int64_t t0, int64_t n,
                      const item_target *target) {
   const int64_t block = item % p->blocks;
   const int64_t kh = (item / p->blocks) % p->n_kv_heads;
@@ -575,11 +544,11 @@ static void run_item(const tq_ggml_attention_v0 *c, const plan *p,
   } else { /* One zero broadcast to every entry. */
     mask = (memref2){mut(&zero_half), mut(&zero_half), 0, {rows, n}, {0, 0}};
   }
-  /* Sinks enter one range of the item only: its first. */
+  /* Sinks enter one part only: the first. */
   float slopes[p->group], sinks[p->group];
   for (int64_t j = 0; j < p->group; ++j) {
     slopes[j] = slope_of(p, c->max_bias, (uint32_t)(h0 + j));
-    sinks[j] = c->sinks.data && first
+    sinks[j] = c->sinks.data && t0 == 0
                    ? ((const float *)c->sinks.data)[h0 + j]
                    : -INFINITY;
   }
@@ -631,20 +600,17 @@ static void run_split(const tq_ggml_attention_v0 *c, const plan *p,
   for (int64_t i = ith; i < parts; i += nth) {
     const int64_t item = i / p->parts, part = i % p->parts;
     float *base = scratch + i * part_floats(p);
-    int64_t lo, hi;
-    visible_tokens(c, p, item, &lo, &hi);
-    const int64_t per = (hi - lo + p->parts - 1) / p->parts;
-    const int64_t t0 = lo + part * per;
-    int64_t n = hi - t0;
-    if (n > per)
-      n = per;
+    const int64_t t0 = part * p->part_tokens;
+    int64_t n = p->n_kv - t0;
+    if (n > p->part_tokens)
+      n = p->part_tokens;
     item_target target = {base, base + p->group * p->dv};
     if (n <= 0) { /* an empty part: nothing seen */
       for (int64_t j = 0; j < p->group; ++j)
         target.lse[j] = -INFINITY;
       continue;
     }
-    run_item(c, p, item, t0, n, part == 0, &target);
+    run_item(c, p, item, t0, n, &target);
   }
   t->barrier(t->barrier_context);
   const int64_t rows = p->streams * p->n_head;
@@ -671,11 +637,8 @@ static tq_status run_call(const tq_ggml_pack *pack,
   }
   const item_target whole = {NULL, NULL};
   const int64_t items = p.streams * p.n_kv_heads * p.blocks;
-  for (int64_t item = ith; item < items; item += nth) {
-    int64_t lo, hi;
-    visible_tokens(call, &p, item, &lo, &hi);
-    run_item(call, &p, item, lo, hi - lo, true, &whole);
-  }
+  for (int64_t item = ith; item < items; item += nth)
+    run_item(call, &p, item, 0, p.n_kv, &whole);
   return TQ_STATUS_OK;
 }
 

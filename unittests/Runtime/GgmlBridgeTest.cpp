@@ -364,7 +364,8 @@ TEST_F(GgmlBridge, MaskPatternsSinksAlibiAndThreads) {
                         MaskKind::Band, MaskKind::AllHidden})
     for (unsigned queries : {1u, 7u}) {
       Case c{"turbo3_0", "turbo3_0", 64, 1, 4, queries, 333, 1, mask};
-      // (A decode skips the tokens its mask hides: the sinks still enter.)
+      // (The flash loop skips the tiles the mask hides whole; the sinks
+      // still enter.)
       c.sinks = mask == MaskKind::Band;
       check(p.pack, c, seed++);
     }

@@ -8,6 +8,7 @@
 #ifndef TQ_FUZZ_FUZZINPUT_H
 #define TQ_FUZZ_FUZZINPUT_H
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -30,6 +31,26 @@ public:
   uint32_t below(uint32_t bound) {
     uint32_t v = take<uint32_t>();
     return bound ? v % bound : v;
+  }
+  /// Mostly `right` (seven draws in eight), sometimes any value.
+  template <typename T> T mostly(T right) {
+    return below(8) ? right : take<T>();
+  }
+  /// A scale, soft-cap, bias or sink: mostly a small non-negative value,
+  /// sometimes NaN, infinity, -1 or any bits.
+  float anyFloat() {
+    switch (below(6)) {
+    case 0:
+      return NAN;
+    case 1:
+      return INFINITY;
+    case 2:
+      return -1.0f;
+    case 3:
+      return take<float>();
+    default:
+      return float(below(100)) / 10.0f;
+    }
   }
   size_t remaining() const { return size_ - at_; }
   const uint8_t *rest() const { return data_ + at_; }

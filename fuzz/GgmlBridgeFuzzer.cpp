@@ -45,11 +45,6 @@ const tq_ggml_pack *pack() {
   return p;
 }
 
-/// Mostly the right value, sometimes anything.
-template <typename T> T mostly(FuzzInput &in, T right) {
-  return in.below(8) ? right : in.take<T>();
-}
-
 const char *formatName(FuzzInput &in) {
   static const char *const names[] = {"turbo3_0", "q8_0",     "turbo4_0",
                                       "turbo3_0", "turbo4_0", "f16",
@@ -65,21 +60,6 @@ uint32_t rowBytesOf(const char *format, uint32_t dim = kHeadDim) {
   return bytes;
 }
 
-float anyFloat(FuzzInput &in) {
-  switch (in.below(6)) {
-  case 0:
-    return NAN;
-  case 1:
-    return INFINITY;
-  case 2:
-    return -1.0f;
-  case 3:
-    return in.take<float>();
-  default:
-    return float(in.below(100)) / 10.0f;
-  }
-}
-
 /// Row kernels: num_values floats in, num_values / head_dim rows out (and
 /// back), centre_rows x head_dim centre floats.
 void rowKernels(FuzzInput &in) {
@@ -90,7 +70,7 @@ void rowKernels(FuzzInput &in) {
   // contract); a format the pack lacks writes nothing.
   const uint32_t rowBytes = rowBytesOf(format, dim);
   const int64_t rows = in.below(6);
-  const int64_t values = mostly(in, rows * int64_t(dim));
+  const int64_t values = in.mostly(rows * int64_t(dim));
   if (values < 0 || Wide(values) * 4 > kMaxBytes)
     return;
   const Wide outBytes = dim ? Wide(values / dim) * rowBytes : 0;
@@ -103,11 +83,11 @@ void rowKernels(FuzzInput &in) {
   uint32_t bytes = 0;
   (void)tq_ggml_row_bytes(in.below(16) ? pack() : nullptr, format, dim,
                           in.below(16) ? &bytes : nullptr);
-  const uint32_t centreRows = mostly(in, 1u + in.below(3));
+  const uint32_t centreRows = in.mostly(1u + in.below(3));
   const Wide centreFloats = Wide(centreRows) * dim;
   if (centreFloats * 4 > kMaxBytes)
     return;
-  std::vector<float> centre(size_t(centreFloats) + 1, anyFloat(in));
+  std::vector<float> centre(size_t(centreFloats) + 1, in.anyFloat());
   float *xp = in.below(16) ? x.data() : nullptr;
   uint8_t *yp = in.below(16) ? y.data() : nullptr;
   switch (in.below(4)) {
@@ -139,7 +119,7 @@ tq_ggml_tensor_v0 tensorOf(FuzzInput &in, const int64_t (&ne)[4],
   for (int i = 0; i < 4; ++i)
     t.ne[i] = in.below(16) ? ne[i] : int64_t(in.below(5)) - 1;
   uint64_t stride = elementBytes;
-  t.nb[0] = mostly(in, stride);
+  t.nb[0] = in.mostly(stride);
   stride = rowBytes ? rowBytes : stride * uint64_t(t.ne[0] > 0 ? t.ne[0] : 1);
   for (int i = 1; i < 4; ++i) {
     // Padded strides as ggml's views have; sometimes any.
@@ -167,8 +147,8 @@ void noBarrier(void *) {}
 
 void flashAttention(FuzzInput &in) {
   tq_ggml_attention_v0 c{};
-  c.version = mostly(in, TQ_GGML_ATTENTION_VERSION_0);
-  c.size = mostly(in, uint32_t(sizeof c));
+  c.version = in.mostly(TQ_GGML_ATTENTION_VERSION_0);
+  c.size = in.mostly(uint32_t(sizeof c));
   c.k_format = formatName(in);
   c.v_format = formatName(in);
   const uint32_t kRow = rowBytesOf(c.k_format), vRow = rowBytesOf(c.v_format);
@@ -192,9 +172,9 @@ void flashAttention(FuzzInput &in) {
   tq_ggml_tensor_v0 mask = tensorOf(in, mne, 2, 0);
   const int64_t sne[4] = {heads, 1, 1, 1};
   tq_ggml_tensor_v0 sinks = tensorOf(in, sne, 4, 0);
-  c.scale = in.below(4) ? 0.125f : anyFloat(in);
-  c.max_bias = in.below(4) ? 0.0f : anyFloat(in);
-  c.softcap = in.below(4) ? 0.0f : anyFloat(in);
+  c.scale = in.below(4) ? 0.125f : in.anyFloat();
+  c.max_bias = in.below(4) ? 0.0f : in.anyFloat();
+  c.softcap = in.below(4) ? 0.0f : in.anyFloat();
 
   // The buffers each descriptor claims; a claim too large to allocate
   // ends the case (the caller's side of the contract).
@@ -209,7 +189,7 @@ void flashAttention(FuzzInput &in) {
       return;
   std::vector<float> q(size_t(qBytes / 4) + 1, 0.25f),
       dst(size_t(dBytes / 4) + 1, 0.0f),
-      sinkValues(size_t(sBytes / 4) + 1, anyFloat(in));
+      sinkValues(size_t(sBytes / 4) + 1, in.anyFloat());
   std::vector<uint8_t> k(size_t(kBytes) + 1, uint8_t(in.take<uint8_t>())),
       v(size_t(vBytes) + 1, uint8_t(in.take<uint8_t>()));
   std::vector<uint16_t> maskValues(size_t(mBytes / 2) + 1, in.take<uint16_t>());
@@ -226,7 +206,7 @@ void flashAttention(FuzzInput &in) {
     c.sinks.data = sinkValues.data();
   }
 
-  const uint32_t nth = mostly(in, 1u + in.below(4));
+  const uint32_t nth = in.mostly(1u + in.below(4));
   uint64_t scratchBytes = 0;
   (void)tq_ggml_flash_attn_ext_scratch(in.below(16) ? pack() : nullptr, &c, nth,
                                        in.below(16) ? &scratchBytes : nullptr);
@@ -247,8 +227,8 @@ void flashAttention(FuzzInput &in) {
   // outside the scratch.
   std::vector<float> scratch(scratchBytes / 4 + 1, 0.0f);
   tq_ggml_threads_v0 t{};
-  t.version = mostly(in, TQ_GGML_THREADS_VERSION_0);
-  t.size = mostly(in, uint32_t(sizeof t));
+  t.version = in.mostly(TQ_GGML_THREADS_VERSION_0);
+  t.size = in.mostly(uint32_t(sizeof t));
   t.scratch = in.below(16) ? scratch.data() : nullptr;
   t.scratch_bytes =
       in.below(8) ? scratchBytes : in.below(uint32_t(scratchBytes) + 1);

@@ -38,11 +38,6 @@ tq_runtime *runtime() {
   return rt;
 }
 
-/// Mostly the right value, sometimes anything.
-template <typename T> T mostly(FuzzInput &in, T right) {
-  return in.below(8) ? right : in.take<T>();
-}
-
 const char *formatName(FuzzInput &in) {
   static const char *const names[] = {"turbo3_0", "polar4", "q8_0",
                                       "turbo3_0", "tq3_0",  "",
@@ -62,21 +57,6 @@ uint32_t rowBytesOf(const char *format, uint32_t dim) {
   return dim;
 }
 
-float anyFloat(FuzzInput &in) {
-  switch (in.below(6)) {
-  case 0:
-    return NAN;
-  case 1:
-    return INFINITY;
-  case 2:
-    return -1.0f;
-  case 3:
-    return in.take<float>();
-  default:
-    return float(in.below(100)) / 10.0f;
-  }
-}
-
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -84,20 +64,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   tq_runtime *rt = runtime();
 
   tq_kv_cache_v0 c{};
-  c.version = mostly(in, TQ_KV_CACHE_VERSION_0);
-  c.size = mostly(in, uint32_t(sizeof c));
+  c.version = in.mostly(TQ_KV_CACHE_VERSION_0);
+  c.size = in.mostly(uint32_t(sizeof c));
   c.k_format = formatName(in);
   c.v_format = in.below(2) ? c.k_format : formatName(in);
   static const uint32_t dims[] = {64, 96, 0, 65, 128};
   c.head_dim = in.below(4) ? dims[in.below(2)] : dims[in.below(5)];
-  c.num_kv_heads = mostly(in, 1u + in.below(3));
-  c.page_size = mostly(in, 1u + in.below(16));
-  c.layout = mostly(in, (in.below(2) ? TQ_LAYOUT_PAGED : TQ_LAYOUT_CONTIGUOUS) |
-                            (in.below(2) ? TQ_LAYOUT_HEAD_MAJOR : 0u));
-  c.k_row_bytes = mostly(in, rowBytesOf(c.k_format, c.head_dim));
-  c.v_row_bytes = mostly(in, rowBytesOf(c.v_format, c.head_dim));
+  c.num_kv_heads = in.mostly(1u + in.below(3));
+  c.page_size = in.mostly(1u + in.below(16));
+  c.layout = in.mostly((in.below(2) ? TQ_LAYOUT_PAGED : TQ_LAYOUT_CONTIGUOUS) |
+                       (in.below(2) ? TQ_LAYOUT_HEAD_MAJOR : 0u));
+  c.k_row_bytes = in.mostly(rowBytesOf(c.k_format, c.head_dim));
+  c.v_row_bytes = in.mostly(rowBytesOf(c.v_format, c.head_dim));
   c.num_pages = in.below(9);
-  c.num_seqs = mostly(in, in.below(4));
+  c.num_seqs = in.mostly(in.below(4));
   // The pools hold what the descriptor claims (bounded: a claim too large
   // to allocate is clamped, keeping the caller's side of the contract).
   using Wide = unsigned __int128; // no product of drawn fields overflows
@@ -169,7 +149,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     qIndptr[0] = 1;
   // num_q_heads is drawn first: q and out hold rows x num_q_heads x
   // head_dim floats, whatever it is.
-  const uint32_t qHeads = mostly(in, heads);
+  const uint32_t qHeads = in.mostly(heads);
   const Wide qFloats = Wide(rows) * qHeads * c.head_dim;
   if (rows > 4096 || qHeads > 4096 || qFloats * 4 > kMaxBytes)
     return 0;
@@ -178,29 +158,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     q[0] = INFINITY;
   if (in.below(2)) {
     tq_attention_params_v0 p{};
-    p.version = mostly(in, TQ_ATTENTION_PARAMS_VERSION_0);
-    p.size = mostly(in, uint32_t(sizeof p));
+    p.version = in.mostly(TQ_ATTENTION_PARAMS_VERSION_0);
+    p.size = in.mostly(uint32_t(sizeof p));
     p.num_q_heads = qHeads;
     p.causal = in.below(2);
     p.window = in.below(4) ? 0 : in.below(8);
-    p.softcap = in.below(4) ? 0.0f : anyFloat(in);
-    p.scale = in.below(4) ? 0.0f : anyFloat(in);
+    p.softcap = in.below(4) ? 0.0f : in.anyFloat();
+    p.scale = in.below(4) ? 0.0f : in.anyFloat();
     p.q_indptr = in.below(16) ? qIndptr.data() : nullptr;
     (void)tq_attention(rt, &c, &p, q.data(), out.data());
     return 0;
   }
   tq_attention_params_v1 p{};
-  p.version = mostly(in, TQ_ATTENTION_PARAMS_VERSION_1);
-  p.size = mostly(in, uint32_t(sizeof p));
+  p.version = in.mostly(TQ_ATTENTION_PARAMS_VERSION_1);
+  p.size = in.mostly(uint32_t(sizeof p));
   p.num_q_heads = qHeads;
-  p.scale = in.below(4) ? 0.0f : anyFloat(in);
-  p.softcap = in.below(4) ? 0.0f : anyFloat(in);
+  p.scale = in.below(4) ? 0.0f : in.anyFloat();
+  p.softcap = in.below(4) ? 0.0f : in.anyFloat();
   p.q_indptr = qIndptr.data();
   p.mask_row_stride = in.below(4) ? 0 : in.below(80);
   std::vector<uint16_t> mask(size_t(rows) * p.mask_row_stride + 1,
                              in.take<uint16_t>());
-  std::vector<float> slopes(uint64_t(qHeads) + 1, anyFloat(in)),
-      sinks(uint64_t(qHeads) + 1, anyFloat(in));
+  std::vector<float> slopes(uint64_t(qHeads) + 1, in.anyFloat()),
+      sinks(uint64_t(qHeads) + 1, in.anyFloat());
   // The mask, slopes and sinks cover what the call claims: rows x stride
   // and num_q_heads entries.
   p.mask = p.mask_row_stride && in.below(2) ? mask.data() : nullptr;

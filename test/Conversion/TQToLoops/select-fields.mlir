@@ -16,16 +16,18 @@
 // 2-bit plane's 32 bytes (lane order), so its 64-bit lanes read the
 // plane's 8-byte runs, each twice: one 32-byte read, broadcast. Value 4b
 // + k's high bit is bit 4b + k of the 1-bit plane: lanes 0-7 (bytes 0-7,
-// values 0, 4, ..., 28) read sign bytes 0-7, lanes 8-15 bytes 4-11,
-// lanes 16-31 bytes 8-15 (the last window moved back inside the row).
-// Value 0's high bit (bit 0) goes to index bit 2: offset 62.
+// values 0, 4, ..., 28) need sign bytes 0-3, lanes 8-15 bytes 4-7, lanes
+// 16-31 bytes 8-15: windows start at whole 8-byte steps of the read where
+// the fields fit (a permute of 64-bit lanes, not of words), so lanes 0-15
+// read bytes 0-7 and lanes 16-31 bytes 8-15, lanes 8-15 at bit offsets 32
+// higher. Value 0's high bit (bit 0) goes to index bit 2: offset 62.
 // CHECK-LABEL: func @turbo3_score
 // CHECK: %[[Q:.*]] = vector.transfer_read %{{.*}}%c2{{.*}} : tensor<?x?x1x50xi8>, vector<32xi8>
 // CHECK: %[[QQ:.*]] = vector.shuffle %[[Q]], %[[Q]] [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, {{.*}}, 30, 31, 0, 1, 2, 3,
 // CHECK: %[[LOW:.*]] = tq.select_bits %[[QQ]] [0, 8, 16, 24, 32, 40, 48, 56, 0, 8, 16, 24, 32, 40, 48, 56, 0, 8, 16, 24, 32, 40, 48, 56, 0, 8, 16, 24, 32, 40, 48, 56, 2, 10, 18,
 // CHECK: %[[S:.*]] = vector.transfer_read %{{.*}}%c34{{.*}} : tensor<?x?x1x50xi8>, vector<16xi8>
-// CHECK: %[[SS:.*]] = vector.shuffle %[[S]], %[[S]] [0, 1, 2, 3, 4, 5, 6, 7, 4, 5, 6, 7, 8, 9, 10, 11, 8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1,
-// CHECK: %[[HIGH:.*]] = tq.select_bits %[[SS]] [62, 2, 6, 10, 14, 18, 22, 26, 62, 2, 6, 10, 14, 18, 22, 26, 62, 2, 6, 10, 14, 18, 22, 26, 30, 34, 38, 42, 46, 50, 54, 58, 63, 3,
+// CHECK: %[[SS:.*]] = vector.shuffle %[[S]], %[[S]] [0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15, 0, 1,
+// CHECK: %[[HIGH:.*]] = tq.select_bits %[[SS]] [62, 2, 6, 10, 14, 18, 22, 26, 30, 34, 38, 42, 46, 50, 54, 58, 62, 2, 6, 10, 14, 18, 22, 26, 30, 34, 38, 42, 46, 50, 54, 58, 63, 3,
 // CHECK: %[[L:.*]] = arith.andi %[[LOW]], %{{.*}} : vector<64xi8>
 // CHECK: %[[H:.*]] = arith.andi %[[HIGH]], %{{.*}} : vector<64xi8>
 // CHECK: %[[I:.*]] = arith.ori %[[L]], %[[H]] : vector<64xi8>
@@ -62,8 +64,11 @@ func.func @turbo3_masks(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x50xi8>) -> tens
 // chunk's 64 values (0-63 first) have their high bits in the 1-bit
 // plane's first 8 bytes, so every 64-bit lane reads those: one 8-byte
 // read broadcast (vpbroadcastq, no permute), value 0's bit at offset 62.
+// Their low bits, 16 bytes of the 2-bit plane, spread by 64-bit lanes:
+// lanes 0-31 read bytes 0-7, lanes 32-63 bytes 8-15.
 // CHECK-LABEL: func @turbo3_pairs
-// CHECK: tq.select_bits %{{.*}} [0, 2, 4, 6, 8, 10, 12, 14, 0, 2,
+// CHECK: vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9,
+// CHECK: tq.select_bits %{{.*}} [0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20,
 // CHECK: %[[S8:.*]] = vector.transfer_read %{{.*}}%c34{{.*}} : tensor<?x?x1x50xi8>, vector<8xi8>
 // CHECK: %[[W:.*]] = vector.bitcast %[[S8]] : vector<8xi8> to vector<1xi64>
 // CHECK: %[[W0:.*]] = vector.extract %[[W]][0] : i64 from vector<1xi64>

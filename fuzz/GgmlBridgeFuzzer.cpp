@@ -111,8 +111,8 @@ void rowKernels(FuzzInput &in) {
 }
 
 /// A tensor's extents and byte strides: mostly ggml's contiguous layout
-/// for `ne` with elements (rows, for row formats) of `unit` bytes, each
-/// field sometimes anything.
+/// for `ne` with elements of `elementBytes` (rows of `rowBytes` between
+/// tokens, for row formats), each field sometimes anything.
 tq_ggml_tensor_v0 tensorOf(FuzzInput &in, const int64_t (&ne)[4],
                            uint64_t elementBytes, uint64_t rowBytes) {
   tq_ggml_tensor_v0 t{};
@@ -218,7 +218,9 @@ void flashAttention(FuzzInput &in) {
     return;
   char error[256];
   if (in.below(2)) {
-    for (uint32_t ith = 0; ith < nth + in.below(2); ++ith)
+    // Sometimes one call more, with ith = nth.
+    const uint32_t calls = nth + in.below(2);
+    for (uint32_t ith = 0; ith < calls; ++ith)
       (void)tq_ggml_flash_attn_ext(pack(), &c, ith, nth, error, sizeof error);
     return;
   }

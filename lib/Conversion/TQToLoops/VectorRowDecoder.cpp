@@ -974,11 +974,6 @@ VectorRowDecoder::planeRead(ArrayRef<int64_t> at) const {
     read.first = std::min(lo, rowBytes_ - whole);
     read.span = whole;
   }
-  read.inOrder = read.span == count;
-  for (int64_t l = 0; l < count && read.inOrder; ++l)
-    read.inOrder = read.window[l / 8] - read.first + l % 8 == l;
-  if (read.inOrder)
-    return read;
   // Windows at whole 8-byte steps of the read, where every lane's fields
   // fit one: the spread is then a permute of 64-bit lanes (vpermq, one
   // uop) where windows at 2-byte steps take a word permute (vpermw: two
@@ -989,11 +984,18 @@ VectorRowDecoder::planeRead(ArrayRef<int64_t> at) const {
     ArrayRef<int64_t> lane = at.slice(m, 8);
     const int64_t w =
         read.first + (*llvm::min_element(lane) - read.first) / 8 * 8;
-    if (*llvm::max_element(lane) >= w + 8 || w + 8 > read.first + read.span)
-      return read;
+    if (*llvm::max_element(lane) >= w + 8 || w + 8 > read.first + read.span) {
+      aligned.clear(); // some lane's fields straddle: keep the windows
+      break;
+    }
     aligned.push_back(w);
   }
-  read.window = std::move(aligned);
+  if (!aligned.empty())
+    read.window = std::move(aligned);
+  // In order (whichever windows were taken): the read needs no permute.
+  read.inOrder = read.span == count;
+  for (int64_t l = 0; l < count && read.inOrder; ++l)
+    read.inOrder = read.window[l / 8] - read.first + l % 8 == l;
   return read;
 }
 

@@ -10,6 +10,7 @@
 
 #include "VectorSoftmax.h"
 
+#include "FusedLoops.h"
 #include "LoopBuilders.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -25,6 +26,8 @@ using namespace mlir::tq;
 
 namespace {
 constexpr int64_t kLanes = 16;
+/// At most this many heads' chains side by side.
+constexpr int64_t kMaxHeadsTogether = 16;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 Value splat(OpBuilder &b, Location loc, float v) {
@@ -59,8 +62,8 @@ Value mlir::tq::boundedExp(OpBuilder &b, Location loc, Value d) {
                                      splat(b, loc, -87.0f));
   Value x = arith::SelectOp::create(b, loc, tiny, splat(b, loc, -87.0f), d);
   const float magic = 12582912.0f; // 1.5 * 2^23
-  Value shifted = mulAdd(x, splat(b, loc, float(M_LOG2E)),
-                         splat(b, loc, magic));
+  Value shifted =
+      mulAdd(x, splat(b, loc, float(M_LOG2E)), splat(b, loc, magic));
   Value n = arith::SubFOp::create(b, loc, shifted, splat(b, loc, magic));
   Value whole = arith::SubIOp::create(
       b, loc, vector::BitCastOp::create(b, loc, i32s, shifted),
@@ -87,6 +90,11 @@ mlir::tq::vectorOnlineSoftmax(OpBuilder &b, Location loc, Value masked,
       type.isDynamicDim(1))
     return failure();
   const int64_t heads = type.getDimSize(1);
+  // Heads side by side in blocks of at most kMaxHeadsTogether (a divisor
+  // of the heads), a loop over the blocks beyond: the unrolled heads'
+  // chains and loop-carried vectors stay bounded, so a large group costs
+  // neither registers nor IR (a group of 256 took 75 s to compile).
+  const int64_t block = fused::headBlock(heads, kMaxHeadsTogether);
   Type f32 = b.getF32Type();
   auto f32s = VectorType::get({kLanes}, f32);
   Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
@@ -101,117 +109,129 @@ mlir::tq::vectorOnlineSoftmax(OpBuilder &b, Location loc, Value masked,
       tensor::EmptyOp::create(b, loc, sizesOf(b, loc, masked), f32);
   // Head h's logits of tokens [t, t + 16) of row i; -inf past the tokens
   // (a masked read).
-  auto logitsAt = [&](OpBuilder &b, Location loc, Value i, int64_t h,
+  auto logitsAt = [&](OpBuilder &b, Location loc, Value i, Value h,
                       Value t) -> Value {
-    return vector::TransferReadOp::create(
-        b, loc, f32s, masked,
-        ValueRange{i, arith::ConstantIndexOp::create(b, loc, h), t}, negInf,
-        ArrayRef<bool>{false});
+    return vector::TransferReadOp::create(b, loc, f32s, masked,
+                                          ValueRange{i, h, t}, negInf,
+                                          ArrayRef<bool>{false});
+  };
+  // Row i's heads [first, first + block): state and result are (probs,
+  // max, sum, correction).
+  auto headsOfRow = [&](OpBuilder &b, Location loc, Value i, Value first,
+                        ValueRange state) -> SmallVector<Value> {
+    // Head indices: constants where the block is every head (first = 0).
+    SmallVector<Value> headAt;
+    for (int64_t h = 0; h < block; ++h) {
+      Value at = arith::ConstantIndexOp::create(b, loc, h);
+      if (block != heads)
+        at = h == 0 ? first : arith::AddIOp::create(b, loc, first, at);
+      headAt.push_back(at);
+    }
+    // Every head's maximum over the tile.
+    ValueRange maxima =
+        scf::ForOp::create(
+            b, loc, c0, tokens, step,
+            SmallVector<Value>(block, splat(b, loc, kNegInf)),
+            [&](OpBuilder &b, Location loc, Value t, ValueRange acc) {
+              // No NaN handling (one vmaxps): a NaN logit still
+              // reaches the output through its probability.
+              SmallVector<Value> next;
+              for (int64_t h = 0; h < block; ++h)
+                next.push_back(arith::MaximumFOp::create(
+                    b, loc, acc[h], logitsAt(b, loc, i, headAt[h], t),
+                    arith::FastMathFlags::nnan | arith::FastMathFlags::nsz));
+              scf::YieldOp::create(b, loc, next);
+            })
+            .getResults();
+    // Every head's old maximum and sum read before the first insert:
+    // the inserts update the loop-carried tensors in place.
+    SmallVector<Value> oldMaxOf, oldSumOf;
+    for (int64_t h = 0; h < block; ++h) {
+      oldMaxOf.push_back(tensor::ExtractOp::create(b, loc, state[1],
+                                                   ValueRange{i, headAt[h]}));
+      oldSumOf.push_back(tensor::ExtractOp::create(b, loc, state[2],
+                                                   ValueRange{i, headAt[h]}));
+    }
+    Value newMax = state[1], correction = state[3];
+    SmallVector<Value> maxOf, emptyOf, corrOf;
+    for (int64_t h = 0; h < block; ++h) {
+      Value old = oldMaxOf[h];
+      Value tileMax = vector::ReductionOp::create(
+          b, loc, vector::CombiningKind::MAXIMUMF, maxima[h]);
+      Value m = arith::MaximumFOp::create(b, loc, old, tileMax);
+      // exp(old - m); 1 while nothing was visible (m = -inf).
+      Value corr = guardedExp(b, loc, old, m, 1.0f);
+      Value empty =
+          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, m, negInf);
+      newMax =
+          tensor::InsertOp::create(b, loc, m, newMax, ValueRange{i, headAt[h]});
+      correction = tensor::InsertOp::create(b, loc, corr, correction,
+                                            ValueRange{i, headAt[h]});
+      maxOf.push_back(vector::BroadcastOp::create(b, loc, f32s, m));
+      emptyOf.push_back(vector::BroadcastOp::create(
+          b, loc, VectorType::get({kLanes}, b.getI1Type()), empty));
+      corrOf.push_back(corr);
+    }
+    // Every head's probabilities exp(x - m) (0 where m = -inf, and
+    // past the tokens) and their sums.
+    SmallVector<Value> init = {state[0]};
+    init.append(block, splat(b, loc, 0.0f));
+    ValueRange exps =
+        scf::ForOp::create(
+            b, loc, c0, tokens, step, init,
+            [&](OpBuilder &b, Location loc, Value t, ValueRange acc) {
+              Value probs = acc[0];
+              SmallVector<Value> sums;
+              for (int64_t h = 0; h < block; ++h) {
+                Value e = boundedExp(
+                    b, loc,
+                    arith::SubFOp::create(
+                        b, loc, logitsAt(b, loc, i, headAt[h], t), maxOf[h]));
+                Value p = arith::SelectOp::create(b, loc, emptyOf[h],
+                                                  splat(b, loc, 0.0f), e);
+                probs = vector::TransferWriteOp::create(
+                            b, loc, p, probs, ValueRange{i, headAt[h], t},
+                            ArrayRef<bool>{false})
+                            .getResult();
+                sums.push_back(arith::AddFOp::create(b, loc, acc[1 + h], p));
+              }
+              SmallVector<Value> next = {probs};
+              next.append(sums);
+              scf::YieldOp::create(b, loc, next);
+            })
+            .getResults();
+    // new sum = sum * correction + the tile's sum.
+    Value newSum = state[2];
+    for (int64_t h = 0; h < block; ++h) {
+      // Reassociable: a shuffle tree (4 shuffles and 4 adds) where
+      // the ordered sum is 16 dependent scalar adds and 15 extracts.
+      Value tileSum = vector::ReductionOp::create(
+          b, loc, vector::CombiningKind::ADD, exps[1 + h],
+          arith::FastMathFlags::reassoc);
+      newSum = tensor::InsertOp::create(
+          b, loc,
+          arith::AddFOp::create(
+              b, loc, arith::MulFOp::create(b, loc, oldSumOf[h], corrOf[h]),
+              tileSum),
+          newSum, ValueRange{i, headAt[h]});
+    }
+    return {exps[0], newMax, newSum, correction};
   };
   auto rows = scf::ForOp::create(
       b, loc, c0, queries, c1,
       ValueRange{probsInit, oldMax, oldSum, correctionInit},
       [&](OpBuilder &b, Location loc, Value i, ValueRange state) {
-        // Every head's maximum over the tile.
-        ValueRange maxima =
-            scf::ForOp::create(
-                b, loc, c0, tokens, step,
-                SmallVector<Value>(heads, splat(b, loc, kNegInf)),
-                [&](OpBuilder &b, Location loc, Value t, ValueRange acc) {
-                  // No NaN handling (one vmaxps): a NaN logit still
-                  // reaches the output through its probability.
-                  SmallVector<Value> next;
-                  for (int64_t h = 0; h < heads; ++h)
-                    next.push_back(arith::MaximumFOp::create(
-                        b, loc, acc[h], logitsAt(b, loc, i, h, t),
-                        arith::FastMathFlags::nnan |
-                            arith::FastMathFlags::nsz));
-                  scf::YieldOp::create(b, loc, next);
-                })
-                .getResults();
-        // Every head's old maximum and sum read before the first insert:
-        // the inserts update the loop-carried tensors in place.
-        SmallVector<Value> oldMaxOf, oldSumOf;
-        for (int64_t h = 0; h < heads; ++h) {
-          Value head = arith::ConstantIndexOp::create(b, loc, h);
-          oldMaxOf.push_back(tensor::ExtractOp::create(b, loc, state[1],
-                                                       ValueRange{i, head}));
-          oldSumOf.push_back(tensor::ExtractOp::create(b, loc, state[2],
-                                                       ValueRange{i, head}));
+        if (block == heads) {
+          scf::YieldOp::create(b, loc, headsOfRow(b, loc, i, c0, state));
+          return;
         }
-        Value newMax = state[1], correction = state[3];
-        SmallVector<Value> maxOf, emptyOf, corrOf;
-        for (int64_t h = 0; h < heads; ++h) {
-          Value head = arith::ConstantIndexOp::create(b, loc, h);
-          Value old = oldMaxOf[h];
-          Value tileMax = vector::ReductionOp::create(
-              b, loc, vector::CombiningKind::MAXIMUMF, maxima[h]);
-          Value m = arith::MaximumFOp::create(b, loc, old, tileMax);
-          // exp(old - m); 1 while nothing was visible (m = -inf).
-          Value corr = guardedExp(b, loc, old, m, 1.0f);
-          Value empty = arith::CmpFOp::create(
-              b, loc, arith::CmpFPredicate::OEQ, m, negInf);
-          newMax = tensor::InsertOp::create(b, loc, m, newMax,
-                                            ValueRange{i, head});
-          correction = tensor::InsertOp::create(b, loc, corr, correction,
-                                                ValueRange{i, head});
-          maxOf.push_back(vector::BroadcastOp::create(b, loc, f32s, m));
-          emptyOf.push_back(vector::BroadcastOp::create(
-              b, loc, VectorType::get({kLanes}, b.getI1Type()), empty));
-          corrOf.push_back(corr);
-        }
-        // Every head's probabilities exp(x - m) (0 where m = -inf, and
-        // past the tokens) and their sums.
-        SmallVector<Value> init = {state[0]};
-        init.append(heads, splat(b, loc, 0.0f));
-        ValueRange exps =
-            scf::ForOp::create(
-                b, loc, c0, tokens, step, init,
-                [&](OpBuilder &b, Location loc, Value t, ValueRange acc) {
-                  Value probs = acc[0];
-                  SmallVector<Value> sums;
-                  for (int64_t h = 0; h < heads; ++h) {
-                    Value e = boundedExp(
-                        b, loc,
-                        arith::SubFOp::create(b, loc,
-                                              logitsAt(b, loc, i, h, t),
-                                              maxOf[h]));
-                    Value p = arith::SelectOp::create(b, loc, emptyOf[h],
-                                                      splat(b, loc, 0.0f), e);
-                    probs = vector::TransferWriteOp::create(
-                                b, loc, p, probs,
-                                ValueRange{i,
-                                           arith::ConstantIndexOp::create(
-                                               b, loc, h),
-                                           t},
-                                ArrayRef<bool>{false})
-                                .getResult();
-                    sums.push_back(arith::AddFOp::create(b, loc, acc[1 + h], p));
-                  }
-                  SmallVector<Value> next = {probs};
-                  next.append(sums);
-                  scf::YieldOp::create(b, loc, next);
-                })
-                .getResults();
-        // new sum = sum * correction + the tile's sum.
-        Value newSum = state[2];
-        for (int64_t h = 0; h < heads; ++h) {
-          Value head = arith::ConstantIndexOp::create(b, loc, h);
-          Value old = oldSumOf[h];
-          // Reassociable: a shuffle tree (4 shuffles and 4 adds) where
-          // the ordered sum is 16 dependent scalar adds and 15 extracts.
-          Value tileSum = vector::ReductionOp::create(
-              b, loc, vector::CombiningKind::ADD, exps[1 + h],
-              arith::FastMathFlags::reassoc);
-          newSum = tensor::InsertOp::create(
-              b, loc,
-              arith::AddFOp::create(
-                  b, loc, arith::MulFOp::create(b, loc, old, corrOf[h]),
-                  tileSum),
-              newSum, ValueRange{i, head});
-        }
-        scf::YieldOp::create(
-            b, loc, ValueRange{exps[0], newMax, newSum, correction});
+        auto blocks = scf::ForOp::create(
+            b, loc, c0, arith::ConstantIndexOp::create(b, loc, heads),
+            arith::ConstantIndexOp::create(b, loc, block), state,
+            [&](OpBuilder &b, Location loc, Value first, ValueRange state) {
+              scf::YieldOp::create(b, loc, headsOfRow(b, loc, i, first, state));
+            });
+        scf::YieldOp::create(b, loc, blocks.getResults());
       });
   return OnlineSoftmaxValues{rows.getResult(0), rows.getResult(1),
                              rows.getResult(2), rows.getResult(3)};

@@ -59,3 +59,27 @@ func.func @dynamic_heads(%s: tensor<1x?x?xf32>, %m: tensor<1x?xf32>, %l: tensor<
   %p, %m1, %l1, %c = tq.online_softmax %s, %m, %l, %t0, %n {scale = 0.125 : f32} : tensor<1x?x?xf32>, tensor<1x?xf32> -> tensor<1x?x?xf32>
   return %p : tensor<1x?x?xf32>
 }
+
+// -----
+
+// A group larger than 16 heads: the heads' chains go side by side in blocks
+// of 16 (the largest divisor of 48 not above 16) and a loop runs over the
+// blocks, so the loops carry 16 vectors, not 48 (a group of 256 unrolled
+// whole took 75 s to compile and spilled every chain).
+// CHECK-LABEL: func @forty_eight_heads
+// CHECK: scf.for {{.*}} -> (tensor<1x48x?xf32>, tensor<1x48xf32>, tensor<1x48xf32>, tensor<1x48xf32>)
+// CHECK: scf.for %[[FIRST:.*]] = %c0{{.*}} to %c48{{.*}} step %c16{{.*}} iter_args({{.*}}) -> (tensor<1x48x?xf32>, tensor<1x48xf32>, tensor<1x48xf32>, tensor<1x48xf32>)
+// CHECK: %[[H15:.*]] = arith.addi %[[FIRST]], %c15
+// CHECK: scf.for %{{.*}} = %c0{{.*}} to %{{.*}} step %c16{{.*}} iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// CHECK: vector.transfer_read %{{.*}}[%{{.*}}, %[[FIRST]], %{{.*}}]
+// CHECK: vector.transfer_read %{{.*}}[%{{.*}}, %[[H15]], %{{.*}}]
+// CHECK-COUNT-16: vector.reduction <maximumf>
+// CHECK-NOT: vector.reduction <maximumf>
+// CHECK: vector.transfer_write %{{.*}}, %{{.*}}[%{{.*}}, %[[FIRST]], %{{.*}}]
+// CHECK-COUNT-16: vector.reduction <add>
+// CHECK-NOT: vector.reduction
+// CHECK: return
+func.func @forty_eight_heads(%s: tensor<1x48x?xf32>, %m: tensor<1x48xf32>, %l: tensor<1x48xf32>, %t0: index, %n: index) -> (tensor<1x48x?xf32>, tensor<1x48xf32>, tensor<1x48xf32>, tensor<1x48xf32>) {
+  %p, %m1, %l1, %c = tq.online_softmax %s, %m, %l, %t0, %n {scale = 0.125 : f32} : tensor<1x48x?xf32>, tensor<1x48xf32> -> tensor<1x48x?xf32>
+  return %p, %m1, %l1, %c : tensor<1x48x?xf32>, tensor<1x48xf32>, tensor<1x48xf32>, tensor<1x48xf32>
+}

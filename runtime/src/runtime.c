@@ -109,9 +109,15 @@ tq_status tq_runtime_create(const tq_runtime_options_v0 *options,
   if (!options->library_path)
     return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
                    "runtime options: library_path must be set");
+  if (options->num_threads > TQ_RUNTIME_MAX_THREADS)
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "runtime options: num_threads %u is above the limit of %u "
+                   "(0: one per online CPU)",
+                   options->num_threads, TQ_RUNTIME_MAX_THREADS);
   tq_runtime *rt = alloc.allocate(alloc.user, sizeof(*rt), _Alignof(tq_runtime));
   if (!rt)
-    return TQ_STATUS_OUT_OF_MEMORY;
+    return tq_fail(TQ_STATUS_OUT_OF_MEMORY,
+                   "tq_runtime_create: the allocator returned no memory");
   *rt = (tq_runtime){0};
   rt->allocator = alloc;
   rt->library = dlopen(options->library_path, RTLD_NOW | RTLD_LOCAL);
@@ -127,6 +133,8 @@ tq_status tq_runtime_create(const tq_runtime_options_v0 *options,
   if (threads == 0) {
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     threads = online > 0 ? (uint32_t)online : 1;
+    if (threads > TQ_RUNTIME_MAX_THREADS)
+      threads = TQ_RUNTIME_MAX_THREADS;
   }
   rt->threads = threads;
   status = tq_thread_pool_create(threads, &alloc, &rt->pool);

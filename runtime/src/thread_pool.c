@@ -2,7 +2,10 @@
 
 #include "thread_pool.h"
 
+#include "common.h"
+
 #include <pthread.h>
+#include <string.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
@@ -70,7 +73,8 @@ tq_status tq_thread_pool_create(uint32_t num_threads,
   tq_thread_pool *pool =
       allocator->allocate(allocator->user, sizeof(*pool), _Alignof(max_align_t));
   if (!pool)
-    return TQ_STATUS_OUT_OF_MEMORY;
+    return tq_fail(TQ_STATUS_OUT_OF_MEMORY,
+                   "thread pool: cannot allocate its state");
   *pool = (tq_thread_pool){0};
   pool->allocator = *allocator;
   pool->num_workers = num_threads > 1 ? num_threads - 1 : 0;
@@ -84,14 +88,20 @@ tq_status tq_thread_pool_create(uint32_t num_threads,
         _Alignof(pthread_t));
     if (!pool->workers) {
       tq_thread_pool_destroy(pool);
-      return TQ_STATUS_OUT_OF_MEMORY;
+      return tq_fail(TQ_STATUS_OUT_OF_MEMORY,
+                     "thread pool: cannot allocate %u worker handles",
+                     num_threads - 1);
     }
-    for (uint32_t i = 0; i < pool->num_workers; ++i)
-      if (pthread_create(&pool->workers[i], NULL, worker_main, pool) != 0) {
+    for (uint32_t i = 0; i < pool->num_workers; ++i) {
+      int error = pthread_create(&pool->workers[i], NULL, worker_main, pool);
+      if (error != 0) {
         pool->num_workers = i;
         tq_thread_pool_destroy(pool);
-        return TQ_STATUS_OUT_OF_MEMORY;
+        return tq_fail(TQ_STATUS_OUT_OF_MEMORY,
+                       "thread pool: cannot start worker %u of %u: %s", i + 1,
+                       num_threads - 1, strerror(error));
       }
+    }
   }
   *out_pool = pool;
   return TQ_STATUS_OK;

@@ -110,7 +110,8 @@ unsigned parseCount(const Args &args, const std::string &key,
   unsigned long v = std::strtoul(s.c_str(), &end, 10);
   if (s.empty() || *end != '\0' || errno != 0 || v == 0 || v > 1000000 ||
       s[0] == '-')
-    fail("--" + key + " must be a positive integer, got '" + s + "'");
+    fail("--" + key + " must be an integer from 1 to 1000000, got '" + s +
+         "'");
   return unsigned(v);
 }
 

@@ -157,9 +157,22 @@ std::vector<float> readRows(const std::string &path, size_t heads, size_t dim,
   return v;
 }
 
-void check(tq_status status, const char *what) {
-  if (status != TQ_STATUS_OK)
-    fail(llvm::Twine(what) + " failed: " + tq_status_string(status));
+/// Runs `call` (a runtime entry point) and fails with what it was, its
+/// status and the runtime's message (tq_last_error), where the call set
+/// one: always for NOT_FOUND, UNAVAILABLE and VERSION_MISMATCH, else only
+/// when it changed (a message from an earlier failure would mislead).
+template <typename Call> void check(const char *what, Call &&call) {
+  std::string before = tq_last_error();
+  tq_status status = call();
+  if (status == TQ_STATUS_OK)
+    return;
+  std::string after = tq_last_error();
+  bool alwaysSet = status == TQ_STATUS_NOT_FOUND ||
+                   status == TQ_STATUS_UNAVAILABLE ||
+                   status == TQ_STATUS_VERSION_MISMATCH;
+  std::string said =
+      !after.empty() && (alwaysSet || after != before) ? ": " + after : "";
+  fail(llvm::Twine(what) + " failed: " + tq_status_string(status) + said);
 }
 
 /// Compiles the kernels this run needs into `dir`.
@@ -243,8 +256,8 @@ int main(int argc, char **argv) {
                                    sizeof(tq_runtime_options_v0), lib.c_str(),
                                    threads, 0};
   tq_runtime *rt = nullptr;
-  check(tq_runtime_create(&options, nullptr, &rt),
-        "loading the kernel library");
+  check("loading the kernel library",
+        [&] { return tq_runtime_create(&options, nullptr, &rt); });
 
   auto kf = ::tq::quant::Format::get(kFormat, headDim);
   auto vf = ::tq::quant::Format::get(vFormat, headDim);
@@ -275,8 +288,9 @@ int main(int argc, char **argv) {
   cache.indptr = indptr.data();
   cache.indices = indices.data();
   cache.last_page_len = lastLen.data();
-  check(tq_append(rt, &cache, 0, 0, uint32_t(nkv), k.data(), v.data()),
-        "append");
+  check("append", [&] {
+    return tq_append(rt, &cache, 0, 0, uint32_t(nkv), k.data(), v.data());
+  });
 
   std::vector<int32_t> qIndptr = {0, int32_t(nq)};
   tq_attention_params_v0 params = {TQ_ATTENTION_PARAMS_VERSION_0,
@@ -289,7 +303,9 @@ int main(int argc, char **argv) {
                                    0,
                                    qIndptr.data()};
   std::vector<float> out(q.size());
-  check(tq_attention(rt, &cache, &params, q.data(), out.data()), "attention");
+  check("attention", [&] {
+    return tq_attention(rt, &cache, &params, q.data(), out.data());
+  });
   if (repeat > 0) {
     ::tq::tools::CacheFlusher flusher(
         *flushMiB, threads ? threads : std::thread::hardware_concurrency());
@@ -297,8 +313,9 @@ int main(int argc, char **argv) {
     for (unsigned r = 0; r < repeat; ++r) {
       flusher.flush();
       auto start = std::chrono::steady_clock::now();
-      check(tq_attention(rt, &cache, &params, q.data(), out.data()),
-            "attention");
+      check("attention", [&] {
+        return tq_attention(rt, &cache, &params, q.data(), out.data());
+      });
       times.add(std::chrono::duration<double>(
                     std::chrono::steady_clock::now() - start)
                     .count());

@@ -477,6 +477,16 @@ TEST_F(RuntimeTest, CreateErrors) {
   EXPECT_EQ(tq_runtime_create(&o, &bad, &rt), TQ_STATUS_VERSION_MISMATCH);
   bad.size = sizeof(bad);
   EXPECT_EQ(tq_runtime_create(&o, &bad, &rt), TQ_STATUS_INVALID_ARGUMENT);
+  // More threads than the runtime starts: refused before anything is
+  // loaded or started, naming the limit.
+  o.num_threads = TQ_RUNTIME_MAX_THREADS + 1;
+  EXPECT_EQ(tq_runtime_create(&o, nullptr, &rt), TQ_STATUS_INVALID_ARGUMENT);
+  EXPECT_EQ(rt, nullptr);
+  EXPECT_NE(std::string(tq_last_error()).find("num_threads 4097 is above the "
+                                              "limit of 4096"),
+            std::string::npos)
+      << tq_last_error();
+  o.num_threads = 1;
   EXPECT_STREQ(tq_status_string(TQ_STATUS_OUT_OF_RANGE), "out of range");
   EXPECT_EQ(tq_runtime_abi_version(), TQ_RUNTIME_ABI_VERSION);
 }

@@ -72,9 +72,14 @@ typedef struct tq_runtime_options_v0 {
   uint32_t version;          /* TQ_RUNTIME_OPTIONS_VERSION_0 */
   uint32_t size;             /* sizeof(tq_runtime_options_v0) */
   const char *library_path;  /* libtqkernels.so written by tq-aot */
-  uint32_t num_threads;      /* 0: one per online CPU */
+  uint32_t num_threads;      /* 0: one per online CPU (at most
+                                TQ_RUNTIME_MAX_THREADS); more than
+                                TQ_RUNTIME_MAX_THREADS is refused */
   uint32_t reserved;
 } tq_runtime_options_v0;
+
+/* The most threads a runtime starts. */
+#define TQ_RUNTIME_MAX_THREADS 4096u
 
 typedef struct tq_runtime tq_runtime;
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cstdio>
 #include <fstream>
 #include <thread>
 #include <unistd.h>
@@ -71,6 +72,25 @@ std::optional<size_t> tq::tools::parseFlushMiB(const std::string &text) {
       }))
     return std::nullopt;
   return size_t(std::stoul(text));
+}
+
+size_t tq::tools::physicalMemoryBytes() {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : 0;
+}
+
+std::string tq::tools::memoryNeedError(const std::string &what, double bytes,
+                                       double share) {
+  const double memory = double(physicalMemoryBytes());
+  if (memory == 0 || bytes <= share * memory)
+    return "";
+  char text[256];
+  std::snprintf(text, sizeof text,
+                "%s needs about %.1f GiB, more than %.0f%% of this machine's "
+                "%.1f GiB",
+                what.c_str(), bytes / double(1 << 30), share * 100,
+                memory / double(1 << 30));
+  return text;
 }
 
 CacheFlusher::CacheFlusher(size_t mib, unsigned threads)

@@ -32,6 +32,15 @@ size_t autoFlushMiB();
 /// (0: no flush). std::nullopt on anything else.
 std::optional<size_t> parseFlushMiB(const std::string &text);
 
+/// The machine's physical memory in bytes (sysconf); 0 when unknown.
+size_t physicalMemoryBytes();
+
+/// "" when a tool may allocate `bytes` for `what`, else the error to print:
+/// more than `share` of physical memory (where it is known) would end in
+/// an allocation failure or the OOM killer mid-run instead of a message.
+std::string memoryNeedError(const std::string &what, double bytes,
+                            double share = 0.8);
+
 class CacheFlusher {
 public:
   /// Reads `mib` MiB on `threads` threads per flush; 0 MiB flushes nothing.

@@ -662,8 +662,8 @@ void timeInterleaved(std::vector<std::unique_ptr<Timed>> &cases,
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   ::tq::tools::parseCommandLine(argc, argv, "tq-bench",
-                              "tq-bench: decode throughput vs roofline\n",
-                              toolOptions);
+                                "tq-bench: decode throughput vs roofline\n",
+                                toolOptions);
   if (kvHeads == 0 || qHeads % kvHeads != 0)
     fail("--q-heads must be a multiple of --kv-heads");
   if (repeat == 0)
@@ -671,32 +671,71 @@ int main(int argc, char **argv) {
   std::optional<size_t> flushMiB = ::tq::tools::parseFlushMiB(flushMiBOpt);
   if (!flushMiB)
     fail("bad --flush-mib '" + flushMiBOpt + "' (a count of MiB or 'auto')");
+  if (std::string e = ::tq::tools::memoryNeedError(
+          "--flush-mib " + std::to_string(*flushMiB),
+          double(*flushMiB) * (1 << 20));
+      !e.empty())
+    fail(e);
   std::vector<std::string> fs;
   for (llvm::StringRef f : llvm::split(formats, ','))
     if (!f.empty()) {
-      if (!::tq::quant::Format::get(f, headDim))
-        fail("unknown format '" + f + "'");
+      auto format = ::tq::quant::Format::get(f, headDim);
+      if (!format)
+        fail(format.status().message());
       fs.push_back(f.str());
     }
-  std::vector<uint64_t> ctxs;
-  for (llvm::StringRef c : llvm::split(contexts, ',')) {
+  // A context is one page of the runtime's cache (a 32-bit slot count).
+  auto parseContext = [](llvm::StringRef c, uint64_t least,
+                         const llvm::Twine &what) {
     uint64_t v;
-    if (c.getAsInteger(10, v) || v == 0)
-      fail("bad context '" + c + "'");
-    ctxs.push_back(v);
-  }
+    if (c.getAsInteger(10, v) || v < least || v > UINT32_MAX)
+      fail("bad " + what + " '" + c + "' (" + llvm::Twine(least) + " to " +
+           llvm::Twine(UINT32_MAX) + " tokens)");
+    return v;
+  };
+  std::vector<uint64_t> ctxs;
+  for (llvm::StringRef c : llvm::split(contexts, ','))
+    ctxs.push_back(parseContext(c, 1, "context"));
   std::vector<uint64_t> prefillCtxs;
   if (prefillRows > 0)
-    for (llvm::StringRef c : llvm::split(prefillContexts, ',')) {
-      uint64_t v;
-      if (c.getAsInteger(10, v) || v < prefillRows)
-        fail("bad prefill context '" + c + "' (at least --prefill-rows)");
-      prefillCtxs.push_back(v);
-    }
+    for (llvm::StringRef c : llvm::split(prefillContexts, ','))
+      prefillCtxs.push_back(parseContext(
+          c, prefillRows, "prefill context (at least --prefill-rows)"));
   std::vector<std::string> withBaseline = fs;
   if (std::find(fs.begin(), fs.end(), "f16") == fs.end())
     withBaseline.push_back("f16");
   const bool withPrefill = !prefillCtxs.empty();
+  // What one context's cases hold at once: every format's K and V pools
+  // and ggml's f16 and q4_0 baselines (both layouts: at most f16's bytes
+  // each, twice), refused up front rather than failing mid-run.
+  {
+    double tokenBytes = 0;
+    for (const std::string &f : withBaseline)
+      tokenBytes +=
+          2.0 * kvHeads * ::tq::quant::Format::get(f, headDim)->rowBytes();
+    tokenBytes += 4 * 2.0 * kvHeads * headDim * 2;
+    uint64_t largest = 0;
+    for (uint64_t c : ctxs)
+      largest = std::max(largest, c);
+    for (uint64_t c : prefillCtxs)
+      largest = std::max(largest, c);
+    if (std::string e = ::tq::tools::memoryNeedError(
+            "context " + std::to_string(largest) +
+                " (every format's K and V pools and ggml's baselines)",
+            tokenBytes * double(largest));
+        !e.empty())
+      fail(e);
+  }
+  // The report's file is opened now: a run that cannot write it stops
+  // before its timing, not after.
+  std::unique_ptr<llvm::raw_fd_ostream> reportFile;
+  if (!report.empty()) {
+    std::error_code ec;
+    reportFile = std::make_unique<llvm::raw_fd_ostream>(
+        report, ec, llvm::sys::fs::OF_Append);
+    if (ec)
+      fail("cannot write '" + report + "': " + ec.message());
+  }
 
   std::unique_ptr<MLIRContext> owned = createKernelCompilerContext();
   MLIRContext &context = *owned;
@@ -923,12 +962,13 @@ int main(int argc, char **argv) {
   }
   md.flush();
   llvm::outs() << text;
-  if (!report.empty()) {
-    std::error_code ec;
-    llvm::raw_fd_ostream out(report, ec, llvm::sys::fs::OF_Append);
-    if (ec)
+  if (reportFile) {
+    *reportFile << text << "\n";
+    reportFile->flush();
+    if (std::error_code ec = reportFile->error()) {
+      reportFile->clear_error();
       fail("cannot write '" + report + "': " + ec.message());
-    out << text << "\n";
+    }
   }
   tq_runtime_destroy(fused.rt);
   if (naive.rt)

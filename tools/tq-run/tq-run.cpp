@@ -227,6 +227,11 @@ int main(int argc, char **argv) {
   std::optional<size_t> flushMiB = ::tq::tools::parseFlushMiB(flushMiBOpt);
   if (!flushMiB)
     fail("bad --flush-mib '" + flushMiBOpt + "' (a count of MiB or 'auto')");
+  if (std::string e = ::tq::tools::memoryNeedError(
+          "--flush-mib " + std::to_string(*flushMiB),
+          double(*flushMiB) * (1 << 20));
+      !e.empty())
+    fail(e);
   if (pageSize == 0)
     fail("--page-size must be positive");
   if (softcap < 0.0f || scale < 0.0f || !std::isfinite(scale))

@@ -3,7 +3,7 @@
 // tq.online_softmax of a tile [queries x heads x T] on 16-lane vectors (the
 // CPU pipeline's `vector-softmax`): per query row, one pass over the tokens
 // for every head's maximum and one for every head's probabilities and
-// their sums, the heads' chains side by side. The exp there has a bounded
+// their sums, the heads' chains side by side in blocks of at most 16. The exp there has a bounded
 // argument (a logit minus a maximum over it): see boundedExp.
 //
 //===----------------------------------------------------------------------===//

@@ -19,7 +19,8 @@ struct OnlineSoftmaxValues {
 /// The online softmax of `masked` ([queries x heads x T] f32, scaled and
 /// masked logits; heads static) against the running max and sum
 /// ([queries x heads]): 16-lane vector loops, per query row one pass for
-/// the heads' maxima and one for their probabilities and sums. Failure
+/// the heads' maxima and one for their probabilities and sums, over blocks
+/// of at most 16 heads (a loop over the blocks for larger groups). Failure
 /// for other shapes.
 FailureOr<OnlineSoftmaxValues> vectorOnlineSoftmax(OpBuilder &b, Location loc,
                                                    Value masked, Value oldMax,

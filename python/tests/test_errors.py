@@ -121,6 +121,18 @@ def test_bad_options(runtime, cache, rng):
     assert cache.lengths == [10]
 
 
+def test_thread_counts(libraries):
+    # A negative count is the binding's to refuse; one above the runtime's
+    # limit is the runtime's, with its message.
+    lib = libraries["plain"]
+    with pytest.raises(ValueError, match=r"^threads: expected a count >= 0"):
+        tqc.Runtime(lib, threads=-1)
+    with pytest.raises(tqc.TQError, match="num_threads 4097 is above the "
+                                          "limit of 4096") as e:
+        tqc.Runtime(lib, threads=4097)
+    assert e.value.status == "TQ_STATUS_INVALID_ARGUMENT"
+
+
 def test_runtime_statuses_carry_last_error(runtime, rng, tmp_path):
     # A library the loader cannot open: the path and dlopen's message.
     with pytest.raises(tqc.TQError) as e:

@@ -57,6 +57,16 @@ def test_format_errors():
         tqc.encode(np.float32(1.0), "q8_0")
 
 
+def test_empty_batches():
+    # No rows in, no rows out (numpy hands an empty array over with strides
+    # (0, 0), which the contiguity check once refused).
+    info = tqc.format_info("turbo3_0", 128)
+    b = tqc.encode(np.zeros((0, 128), np.float32), "turbo3_0")
+    assert b.shape == (0, info["row_bytes"]) and b.dtype == np.uint8
+    y = tqc.decode(np.zeros((0, info["row_bytes"]), np.uint8), "turbo3_0", 128)
+    assert y.shape == (0, 128) and y.dtype == np.float32
+
+
 def test_reference_attention_exact(rng):
     q, k, v = rows(rng, 2, 4, 16), rows(rng, 9, 2, 16), rows(rng, 9, 2, 16)
     out = tqc.reference_attention(q, k, v, causal=True)

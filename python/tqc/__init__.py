@@ -548,14 +548,21 @@ class Runtime:
     (``tq_runtime_create``).
 
     ``library`` is a :class:`KernelLibrary`, its directory, or the path of
-    its shared library; ``threads`` 0 means one per online CPU. Use it as a
-    context manager or call :meth:`close`; a closed runtime raises
-    ValueError. Creating one for a library that cannot be loaded raises
-    :class:`TQError` (``TQ_STATUS_UNAVAILABLE``, with the loader's
+    its shared library; ``threads`` 0 means one per online CPU (at most
+    4096, the runtime's limit: more raises :class:`TQError`,
+    ``TQ_STATUS_INVALID_ARGUMENT``; a negative count raises ValueError).
+    Use it as a context manager or call :meth:`close`; a closed runtime
+    raises ValueError. Creating one for a library that cannot be loaded
+    raises :class:`TQError` (``TQ_STATUS_UNAVAILABLE``, with the loader's
     message)."""
 
     def __init__(self, library: Union[KernelLibrary, str, os.PathLike], *,
                  threads: int = 0):
+        if (not isinstance(threads, int) or isinstance(threads, bool)
+                or threads < 0):
+            raise ValueError(
+                f"threads: expected a count >= 0 (0: one per online CPU), "
+                f"got {threads!r}")
         if isinstance(library, KernelLibrary):
             lib = library
         else:

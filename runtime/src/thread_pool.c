@@ -87,6 +87,7 @@ tq_status tq_thread_pool_create(uint32_t num_threads,
         allocator->user, sizeof(pthread_t) * pool->num_workers,
         _Alignof(pthread_t));
     if (!pool->workers) {
+      pool->num_workers = 0; /* none started: nothing to join */
       tq_thread_pool_destroy(pool);
       return tq_fail(TQ_STATUS_OUT_OF_MEMORY,
                      "thread pool: cannot allocate %u worker handles",

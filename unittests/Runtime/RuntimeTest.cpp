@@ -524,6 +524,50 @@ TEST_F(RuntimeTest, CallerAllocatorIsUsedAndBalanced) {
   EXPECT_EQ(counter.live, 0);
 }
 
+/// Fails allocation number `failAt` (1-based) and counts what is live.
+struct FailingAllocator {
+  int calls = 0, failAt = 0, live = 0;
+  static void *allocate(void *user, size_t bytes, size_t alignment) {
+    auto *self = static_cast<FailingAllocator *>(user);
+    if (++self->calls == self->failAt)
+      return nullptr;
+    ++self->live;
+    return std::aligned_alloc(alignment,
+                              (bytes + alignment - 1) / alignment * alignment);
+  }
+  static void release(void *user, void *p) {
+    --static_cast<FailingAllocator *>(user)->live;
+    std::free(p);
+  }
+};
+
+/// The runtime's allocations failing one at a time (its state, the pool's,
+/// the pool's worker handles): each is TQ_STATUS_OUT_OF_MEMORY with a
+/// message, nothing leaks, and no thread is joined that never started (a
+/// failed worker-handle allocation once joined num_workers handles from a
+/// null array).
+TEST_F(RuntimeTest, AllocationFailuresAreStatuses) {
+  for (int failAt = 1; failAt <= 3; ++failAt) {
+    FailingAllocator failing;
+    failing.failAt = failAt;
+    tq_allocator_v0 a = {TQ_ALLOCATOR_VERSION_0, sizeof(a), &failing,
+                         FailingAllocator::allocate,
+                         FailingAllocator::release};
+    tq_runtime_options_v0 o = {TQ_RUNTIME_OPTIONS_VERSION_0, sizeof(o),
+                               plain.c_str(), 3, 0};
+    tq_runtime *rt = reinterpret_cast<tq_runtime *>(1);
+    EXPECT_EQ(tq_runtime_create(&o, &a, &rt), TQ_STATUS_OUT_OF_MEMORY)
+        << "allocation " << failAt;
+    EXPECT_EQ(rt, nullptr);
+    EXPECT_NE(std::string(tq_last_error()), "") << "allocation " << failAt;
+    EXPECT_EQ(failing.live, 0) << "allocation " << failAt;
+  }
+  EXPECT_NE(std::string(tq_last_error()).find("cannot allocate 2 worker "
+                                              "handles"),
+            std::string::npos)
+      << tq_last_error();
+}
+
 /// A valid call the descriptor tests break one field of: a 5-sequence
 /// turbo3_0/q8_0 batch at head dim 64, its rows, queries and params.
 struct ValidCall {

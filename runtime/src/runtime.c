@@ -352,7 +352,9 @@ tq_status tq_append(tq_runtime *rt, const tq_kv_cache_v0 *cache, uint32_t seq,
     return TQ_STATUS_OK;
   int32_t *identity = identity_table(rt, cache->num_seqs);
   if (!identity)
-    return TQ_STATUS_OUT_OF_MEMORY;
+    return tq_fail(TQ_STATUS_OUT_OF_MEMORY,
+                   "append: cannot allocate the table of %u sequences",
+                   cache->num_seqs);
   job.identity = identity;
   tq_thread_pool_run(rt->pool, 2ull * cache->num_kv_heads, append_item, &job);
   rt->allocator.release(rt->allocator.user, identity);
@@ -515,7 +517,10 @@ static tq_status plan_split(tq_runtime *rt, attention_job *job,
   char *block =
       rt->allocator.allocate(rt->allocator.user, bytes, _Alignof(uint64_t));
   if (!block)
-    return TQ_STATUS_OUT_OF_MEMORY;
+    return tq_fail(TQ_STATUS_OUT_OF_MEMORY,
+                   "attention: cannot allocate %llu bytes for a split "
+                   "decode's partial sums",
+                   (unsigned long long)bytes);
   *scratch = block;
   job->part_tokens = (uint64_t *)block;
   job->partials = (float *)(job->part_tokens + c->num_seqs);
@@ -570,7 +575,9 @@ static tq_status run_attention(tq_runtime *rt, attention_job *job,
       rt->allocator.release(rt->allocator.user, scratch);
     if (identity)
       rt->allocator.release(rt->allocator.user, identity);
-    return TQ_STATUS_OUT_OF_MEMORY;
+    return tq_fail(TQ_STATUS_OUT_OF_MEMORY,
+                   "attention: cannot allocate the plan of %u sequences",
+                   cache->num_seqs);
   }
   job->identity = identity;
   job->tokens = (uint64_t *)scratch;

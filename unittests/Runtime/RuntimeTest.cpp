@@ -568,6 +568,64 @@ TEST_F(RuntimeTest, AllocationFailuresAreStatuses) {
       << tq_last_error();
 }
 
+/// A call's own allocations failing one at a time (the per-sequence plan,
+/// the identity table, a split decode's partial sums): each call is
+/// TQ_STATUS_OUT_OF_MEMORY with a message and gives back what it took; the
+/// runtime then still runs the call, exactly.
+TEST_F(RuntimeTest, CallAllocationFailuresAreStatuses) {
+  FailingAllocator failing;
+  tq_allocator_v0 a = {TQ_ALLOCATOR_VERSION_0, sizeof(a), &failing,
+                       FailingAllocator::allocate, FailingAllocator::release};
+  tq_runtime_options_v0 o = {TQ_RUNTIME_OPTIONS_VERSION_0, sizeof(o),
+                             plain.c_str(), 4, 0};
+  tq_runtime *rt = nullptr;
+  ASSERT_EQ(tq_runtime_create(&o, &a, &rt), TQ_STATUS_OK);
+  const int held = failing.live;
+  // A decode long enough to split over the threads (2 KV heads, 4 threads).
+  Batch b = ragged("turbo3_0", "turbo3_0", 64, 3, 16);
+  b.lengths = {1500};
+  b.queries = {1};
+  b.build(23);
+  b.append(rt);
+  std::vector<float> q(b.qHeads * b.dim, 0.5f), out(q.size());
+  std::vector<int32_t> qIndptr = {0, 1};
+  tq_attention_params_v0 p = {TQ_ATTENTION_PARAMS_VERSION_0,
+                              sizeof(p), b.qHeads, 0, 0, 0.0f, 0.0f, 0,
+                              qIndptr.data()};
+  int failures = 0;
+  for (int failAt = 1;; ++failAt) {
+    failing.calls = 0;
+    failing.failAt = failAt;
+    tq_status status = tq_attention(rt, &b.cache, &p, q.data(), out.data());
+    EXPECT_EQ(failing.live, held) << "allocation " << failAt;
+    if (status == TQ_STATUS_OK)
+      break;
+    EXPECT_EQ(status, TQ_STATUS_OUT_OF_MEMORY) << "allocation " << failAt;
+    EXPECT_NE(std::string(tq_last_error()).find("attention: cannot allocate"),
+              std::string::npos)
+        << tq_last_error();
+    ++failures;
+    ASSERT_LT(failAt, 16) << "a call that never stops allocating";
+  }
+  EXPECT_EQ(failures, 3); // plan, identity table, partial sums
+  failing.calls = 0;
+  failing.failAt = 1;
+  EXPECT_EQ(tq_append(rt, &b.cache, 0, 1500, 0, nullptr, nullptr),
+            TQ_STATUS_OK); // no rows: nothing allocated
+  const size_t last = size_t(1499) * b.kvHeads * b.dim;
+  EXPECT_EQ(tq_append(rt, &b.cache, 0, 1499, 1, b.k[0].data() + last,
+                      b.v[0].data() + last),
+            TQ_STATUS_OUT_OF_MEMORY);
+  EXPECT_NE(std::string(tq_last_error()).find("append: cannot allocate"),
+            std::string::npos)
+      << tq_last_error();
+  EXPECT_EQ(failing.live, held);
+  failing.failAt = 0;
+  checkAttention(rt, b, false, 0, 0.0f);
+  tq_runtime_destroy(rt);
+  EXPECT_EQ(failing.live, 0);
+}
+
 /// A valid call the descriptor tests break one field of: a 5-sequence
 /// turbo3_0/q8_0 batch at head dim 64, its rows, queries and params.
 struct ValidCall {

@@ -45,7 +45,8 @@ const char *tq_status_string(tq_status status);
  * reason a status alone does not name: the kernel looked for and the
  * library it was looked for in (TQ_STATUS_NOT_FOUND), the library path and
  * the loader's message (TQ_STATUS_UNAVAILABLE), the kernel whose calling
- * convention differs (TQ_STATUS_VERSION_MISMATCH). "" before any such
+ * convention differs (TQ_STATUS_VERSION_MISMATCH), what could not be
+ * allocated or started (TQ_STATUS_OUT_OF_MEMORY). "" before any such
  * failure; a later successful call leaves it (like errno). The string is
  * valid until the next call on this thread. */
 const char *tq_last_error(void);

@@ -491,12 +491,16 @@ TEST_F(RuntimeTest, CreateErrors) {
   EXPECT_EQ(tq_runtime_abi_version(), TQ_RUNTIME_ABI_VERSION);
 }
 
-/// Counts allocations so a test can check nothing leaks through the
-/// caller's allocator.
+/// The caller's allocator of the allocator tests: counts what is live, so a
+/// test can check nothing leaks, and fails allocation number `failAt`
+/// (1-based; 0: none).
 struct CountingAllocator {
-  int live = 0;
+  int live = 0, calls = 0, failAt = 0;
   static void *allocate(void *user, size_t bytes, size_t alignment) {
-    ++static_cast<CountingAllocator *>(user)->live;
+    auto *self = static_cast<CountingAllocator *>(user);
+    if (++self->calls == self->failAt)
+      return nullptr;
+    ++self->live;
     return std::aligned_alloc(alignment,
                               (bytes + alignment - 1) / alignment * alignment);
   }
@@ -524,23 +528,6 @@ TEST_F(RuntimeTest, CallerAllocatorIsUsedAndBalanced) {
   EXPECT_EQ(counter.live, 0);
 }
 
-/// Fails allocation number `failAt` (1-based) and counts what is live.
-struct FailingAllocator {
-  int calls = 0, failAt = 0, live = 0;
-  static void *allocate(void *user, size_t bytes, size_t alignment) {
-    auto *self = static_cast<FailingAllocator *>(user);
-    if (++self->calls == self->failAt)
-      return nullptr;
-    ++self->live;
-    return std::aligned_alloc(alignment,
-                              (bytes + alignment - 1) / alignment * alignment);
-  }
-  static void release(void *user, void *p) {
-    --static_cast<FailingAllocator *>(user)->live;
-    std::free(p);
-  }
-};
-
 /// The runtime's allocations failing one at a time (its state, the pool's,
 /// the pool's worker handles): each is TQ_STATUS_OUT_OF_MEMORY with a
 /// message, nothing leaks, and no thread is joined that never started (a
@@ -548,11 +535,11 @@ struct FailingAllocator {
 /// null array).
 TEST_F(RuntimeTest, AllocationFailuresAreStatuses) {
   for (int failAt = 1; failAt <= 3; ++failAt) {
-    FailingAllocator failing;
+    CountingAllocator failing;
     failing.failAt = failAt;
     tq_allocator_v0 a = {TQ_ALLOCATOR_VERSION_0, sizeof(a), &failing,
-                         FailingAllocator::allocate,
-                         FailingAllocator::release};
+                         CountingAllocator::allocate,
+                         CountingAllocator::release};
     tq_runtime_options_v0 o = {TQ_RUNTIME_OPTIONS_VERSION_0, sizeof(o),
                                plain.c_str(), 3, 0};
     tq_runtime *rt = reinterpret_cast<tq_runtime *>(1);
@@ -573,9 +560,9 @@ TEST_F(RuntimeTest, AllocationFailuresAreStatuses) {
 /// TQ_STATUS_OUT_OF_MEMORY with a message and gives back what it took; the
 /// runtime then still runs the call, exactly.
 TEST_F(RuntimeTest, CallAllocationFailuresAreStatuses) {
-  FailingAllocator failing;
+  CountingAllocator failing;
   tq_allocator_v0 a = {TQ_ALLOCATOR_VERSION_0, sizeof(a), &failing,
-                       FailingAllocator::allocate, FailingAllocator::release};
+                       CountingAllocator::allocate, CountingAllocator::release};
   tq_runtime_options_v0 o = {TQ_RUNTIME_OPTIONS_VERSION_0, sizeof(o),
                              plain.c_str(), 4, 0};
   tq_runtime *rt = nullptr;

@@ -63,17 +63,6 @@ size_t tq::tools::autoFlushMiB() {
   return std::max<size_t>(64, (2 * lastLevelCacheBytes() + mib - 1) / mib);
 }
 
-std::optional<size_t> tq::tools::parseFlushMiB(const std::string &text) {
-  if (text == "auto")
-    return autoFlushMiB();
-  if (text.empty() || text.size() > 7 ||
-      !std::all_of(text.begin(), text.end(), [](char c) {
-        return std::isdigit(static_cast<unsigned char>(c));
-      }))
-    return std::nullopt;
-  return size_t(std::stoul(text));
-}
-
 size_t tq::tools::physicalMemoryBytes() {
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : 0;
@@ -91,6 +80,27 @@ std::string tq::tools::memoryNeedError(const std::string &what, double bytes,
                 what.c_str(), bytes / double(1 << 30), share * 100,
                 memory / double(1 << 30));
   return text;
+}
+
+std::optional<size_t> tq::tools::parseFlushMiB(const std::string &text,
+                                               std::string *error) {
+  size_t mib;
+  if (text == "auto") {
+    mib = autoFlushMiB();
+  } else if (text.empty() || text.size() > 7 ||
+             !std::all_of(text.begin(), text.end(), [](char c) {
+               return std::isdigit(static_cast<unsigned char>(c));
+             })) {
+    *error = "bad --flush-mib '" + text + "' (a count of MiB or 'auto')";
+    return std::nullopt;
+  } else {
+    mib = size_t(std::stoul(text));
+  }
+  *error = memoryNeedError("--flush-mib " + std::to_string(mib),
+                           double(mib) * (1 << 20));
+  if (!error->empty())
+    return std::nullopt;
+  return mib;
 }
 
 CacheFlusher::CacheFlusher(size_t mib, unsigned threads)

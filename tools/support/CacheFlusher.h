@@ -28,10 +28,6 @@ size_t lastLevelCacheBytes();
 /// leaves part of the KV in it under adaptive replacement).
 size_t autoFlushMiB();
 
-/// Parses a `--flush-mib` value: "auto" (autoFlushMiB()) or a count of MiB
-/// (0: no flush). std::nullopt on anything else.
-std::optional<size_t> parseFlushMiB(const std::string &text);
-
 /// The machine's physical memory in bytes (sysconf); 0 when unknown.
 size_t physicalMemoryBytes();
 
@@ -40,6 +36,12 @@ size_t physicalMemoryBytes();
 /// an allocation failure or the OOM killer mid-run instead of a message.
 std::string memoryNeedError(const std::string &what, double bytes,
                             double share = 0.8);
+
+/// Parses a `--flush-mib` value: "auto" (autoFlushMiB()) or a count of MiB
+/// (0: no flush) that memoryNeedError allows. std::nullopt on anything
+/// else, with the message for the tool's error line in `*error`.
+std::optional<size_t> parseFlushMiB(const std::string &text,
+                                    std::string *error);
 
 class CacheFlusher {
 public:

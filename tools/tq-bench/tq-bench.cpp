@@ -668,14 +668,11 @@ int main(int argc, char **argv) {
     fail("--q-heads must be a multiple of --kv-heads");
   if (repeat == 0)
     fail("--repeat must be at least 1");
-  std::optional<size_t> flushMiB = ::tq::tools::parseFlushMiB(flushMiBOpt);
+  std::string flushError;
+  std::optional<size_t> flushMiB =
+      ::tq::tools::parseFlushMiB(flushMiBOpt, &flushError);
   if (!flushMiB)
-    fail("bad --flush-mib '" + flushMiBOpt + "' (a count of MiB or 'auto')");
-  if (std::string e = ::tq::tools::memoryNeedError(
-          "--flush-mib " + std::to_string(*flushMiB),
-          double(*flushMiB) * (1 << 20));
-      !e.empty())
-    fail(e);
+    fail(flushError);
   std::vector<std::string> fs;
   for (llvm::StringRef f : llvm::split(formats, ','))
     if (!f.empty()) {

@@ -224,14 +224,11 @@ int main(int argc, char **argv) {
       fail(::tq::quant::Format::get(f, headDim).status().message());
   if (kvHeads == 0 || qHeads == 0 || qHeads % kvHeads != 0)
     fail("--q-heads must be a positive multiple of --kv-heads");
-  std::optional<size_t> flushMiB = ::tq::tools::parseFlushMiB(flushMiBOpt);
+  std::string flushError;
+  std::optional<size_t> flushMiB =
+      ::tq::tools::parseFlushMiB(flushMiBOpt, &flushError);
   if (!flushMiB)
-    fail("bad --flush-mib '" + flushMiBOpt + "' (a count of MiB or 'auto')");
-  if (std::string e = ::tq::tools::memoryNeedError(
-          "--flush-mib " + std::to_string(*flushMiB),
-          double(*flushMiB) * (1 << 20));
-      !e.empty())
-    fail(e);
+    fail(flushError);
   if (pageSize == 0)
     fail("--page-size must be positive");
   if (softcap < 0.0f || scale < 0.0f || !std::isfinite(scale))

@@ -437,8 +437,8 @@ static bool unit_of(const attention_job *job, uint64_t index, grid_unit *u) {
 /* Checks that one sequence's `rows` queries fit its `tokens` tokens under
  * the call's params (causal: no more queries than tokens; a mask: rows
  * long enough). */
-typedef tq_status (*sequence_check)(const attention_job *job, int32_t rows,
-                                    uint64_t tokens);
+typedef tq_status (*sequence_check)(const attention_job *job, uint32_t seq,
+                                    int32_t rows, uint64_t tokens);
 
 /* Finds the decode (one query row) or prefill kernel of the call's
  * configuration, or says why there is none. */
@@ -598,7 +598,7 @@ static tq_status run_attention(tq_runtime *rt, attention_job *job,
     if (status != TQ_STATUS_OK || rows == 0)
       continue;
     any_queries = true;
-    status = check(job, rows, job->tokens[s]);
+    status = check(job, s, rows, job->tokens[s]);
     if (status == TQ_STATUS_OK)
       status = find(rt, job, rows == 1, &job->fns[s]);
   }
@@ -719,11 +719,15 @@ static void attention_item(void *ctx, uint64_t index) {
   }
 }
 
-static tq_status check_plain(const attention_job *job, int32_t rows,
-                             uint64_t tokens) {
+static tq_status check_plain(const attention_job *job, uint32_t seq,
+                             int32_t rows, uint64_t tokens) {
   const tq_attention_params_v0 *p = job->params;
-  return p->causal && (uint64_t)rows > tokens ? TQ_STATUS_OUT_OF_RANGE
-                                              : TQ_STATUS_OK;
+  if (p->causal && (uint64_t)rows > tokens)
+    return tq_fail(TQ_STATUS_OUT_OF_RANGE,
+                   "attention: sequence %u has %d causal query rows but "
+                   "only %llu tokens (each row needs a token of its own)",
+                   seq, rows, (unsigned long long)tokens);
+  return TQ_STATUS_OK;
 }
 
 static tq_status find_plain(tq_runtime *rt, const attention_job *job,
@@ -801,12 +805,17 @@ static void engine_item(void *ctx, uint64_t index) {
   }
 }
 
-static tq_status check_engine(const attention_job *job, int32_t rows,
-                              uint64_t tokens) {
+static tq_status check_engine(const attention_job *job, uint32_t seq,
+                              int32_t rows, uint64_t tokens) {
   (void)rows;
   const tq_attention_params_v1 *p = job->params;
-  return p->mask && tokens > p->mask_row_stride ? TQ_STATUS_OUT_OF_RANGE
-                                                : TQ_STATUS_OK;
+  if (p->mask && tokens > p->mask_row_stride)
+    return tq_fail(TQ_STATUS_OUT_OF_RANGE,
+                   "attention: sequence %u holds %llu tokens, more than "
+                   "the mask's row stride %llu",
+                   seq, (unsigned long long)tokens,
+                   (unsigned long long)p->mask_row_stride);
+  return TQ_STATUS_OK;
 }
 
 static tq_status find_engine(tq_runtime *rt, const attention_job *job,

@@ -885,6 +885,10 @@ TEST_F(RuntimeTest, CausalNeedsEnoughTokens) {
                               qIndptr.data()};
   EXPECT_EQ(tq_attention(r.rt, &b.cache, &p, q.data(), out.data()),
             TQ_STATUS_OUT_OF_RANGE);
+  EXPECT_NE(std::string(tq_last_error())
+                .find("sequence 0 has 2 causal query rows but only 1 tokens"),
+            std::string::npos)
+      << tq_last_error();
 }
 
 // A call with nothing to do (no sequences, or no queries in any) still
@@ -1162,6 +1166,11 @@ TEST_F(RuntimeEngineTest, BadCallsReturnTheirStatus) {
   bad.mask_row_stride = 39; // sequence 2 holds 40 tokens
   EXPECT_EQ(tq_attention_v1(r.rt, &b.cache, &bad, q.data(), out.data()),
             TQ_STATUS_OUT_OF_RANGE);
+  EXPECT_NE(std::string(tq_last_error())
+                .find("sequence 2 holds 40 tokens, more than the mask's row "
+                      "stride 39"),
+            std::string::npos)
+      << tq_last_error();
   bad = p;
   bad.mask_row_stride = 0;
   EXPECT_EQ(tq_attention_v1(r.rt, &b.cache, &bad, q.data(), out.data()),

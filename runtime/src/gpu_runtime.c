@@ -33,6 +33,12 @@ struct tq_gpu_runtime {
   size_t workspace_bytes;
 };
 
+/* A driver call that failed during a call: the status and its message. */
+static tq_status device_failed(const char *call, const char *step) {
+  return tq_fail(TQ_STATUS_DEVICE_ERROR, "%s: %s failed on the device", call,
+                 step);
+}
+
 /* Reads a whole file into memory from the runtime's allocator, NUL
  * terminated (PTX is text). */
 static void *read_file(const tq_allocator_v0 *a, const char *path) {
@@ -60,16 +66,30 @@ tq_status tq_gpu_runtime_create(const tq_gpu_options_v0 *options,
                                 const tq_allocator_v0 *allocator,
                                 tq_gpu_runtime **out_runtime) {
   if (!options || !out_runtime)
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "tq_gpu_runtime_create: options and out_runtime must be "
+                   "set");
   *out_runtime = NULL;
   if (options->version != TQ_GPU_OPTIONS_VERSION_0 ||
       options->size != sizeof(*options))
-    return TQ_STATUS_VERSION_MISMATCH;
+    return tq_fail(TQ_STATUS_VERSION_MISMATCH,
+                   "GPU options: version %u size %u, this runtime reads "
+                   "version %u size %u",
+                   options->version, options->size, TQ_GPU_OPTIONS_VERSION_0,
+                   (unsigned)sizeof(*options));
   if (options->backend != TQ_BACKEND_CUDA &&
       options->backend != TQ_BACKEND_HIP)
-    return TQ_STATUS_INVALID_ARGUMENT;
-  if (!options->library_dir || options->device < 0)
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "GPU options: backend %u is neither TQ_BACKEND_CUDA nor "
+                   "TQ_BACKEND_HIP",
+                   options->backend);
+  if (!options->library_dir)
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "GPU options: library_dir must be set (a tq-aot GPU "
+                   "library directory)");
+  if (options->device < 0)
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "GPU options: device %d is negative", options->device);
   tq_allocator_v0 a;
   tq_status checked = tq_resolve_allocator(allocator, &a);
   if (checked != TQ_STATUS_OK)
@@ -79,11 +99,16 @@ tq_status tq_gpu_runtime_create(const tq_gpu_options_v0 *options,
   if (snprintf(path, sizeof path, "%s/%s", options->library_dir,
                cuda ? "tq_kernels.ptx" : "tq_kernels.hsaco") >=
       (int)sizeof path)
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "GPU options: library_dir is too long (%zu bytes)",
+                   strlen(options->library_dir));
 
   tq_gpu_runtime *rt = a.allocate(a.user, sizeof *rt, _Alignof(tq_gpu_runtime));
   if (!rt)
-    return TQ_STATUS_OUT_OF_MEMORY;
+    return tq_fail(TQ_STATUS_OUT_OF_MEMORY,
+                   "tq_gpu_runtime_create: cannot allocate the runtime (%zu "
+                   "bytes)",
+                   sizeof *rt);
   memset(rt, 0, sizeof *rt);
   rt->allocator = a;
   rt->splits = options->splits;
@@ -150,44 +175,54 @@ tq_status tq_gpu_device_name(const tq_gpu_runtime *rt, char *name,
 
 tq_status tq_gpu_malloc(tq_gpu_runtime *rt, size_t bytes, void **out) {
   if (!rt || !out || bytes == 0)
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "tq_gpu_malloc: runtime and out must be set and bytes "
+                   "positive");
   tq_device_ptr p = 0;
   if (tq_gpu_malloc_raw(&rt->driver, &p, bytes) != 0)
-    return TQ_STATUS_OUT_OF_MEMORY;
+    return tq_fail(TQ_STATUS_OUT_OF_MEMORY,
+                   "tq_gpu_malloc: the device could not allocate %zu bytes",
+                   bytes);
   *out = (void *)(uintptr_t)p;
   return TQ_STATUS_OK;
 }
 
 tq_status tq_gpu_free(tq_gpu_runtime *rt, void *p) {
   if (!rt)
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "tq_gpu_free: runtime must be set");
   if (!p)
     return TQ_STATUS_OK;
-  return tq_gpu_free_raw(&rt->driver, (tq_device_ptr)(uintptr_t)p) == 0
-             ? TQ_STATUS_OK
-             : TQ_STATUS_DEVICE_ERROR;
+  if (tq_gpu_free_raw(&rt->driver, (tq_device_ptr)(uintptr_t)p) != 0)
+    return tq_fail(TQ_STATUS_DEVICE_ERROR,
+                   "tq_gpu_free: the driver refused to free %p", p);
+  return TQ_STATUS_OK;
 }
 
 tq_status tq_gpu_copy_to_device(tq_gpu_runtime *rt, void *dst,
                                 const void *src, size_t bytes) {
   if (!rt || (bytes && (!dst || !src)))
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "tq_gpu_copy_to_device: runtime, dst and src must be set");
   if (bytes == 0)
     return TQ_STATUS_OK;
-  return tq_gpu_htod(&rt->driver, (tq_device_ptr)(uintptr_t)dst, src, bytes)
-             ? TQ_STATUS_DEVICE_ERROR
-             : TQ_STATUS_OK;
+  if (tq_gpu_htod(&rt->driver, (tq_device_ptr)(uintptr_t)dst, src, bytes))
+    return tq_fail(TQ_STATUS_DEVICE_ERROR,
+                   "tq_gpu_copy_to_device: copying %zu bytes failed", bytes);
+  return TQ_STATUS_OK;
 }
 
 tq_status tq_gpu_copy_to_host(tq_gpu_runtime *rt, void *dst, const void *src,
                               size_t bytes) {
   if (!rt || (bytes && (!dst || !src)))
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "tq_gpu_copy_to_host: runtime, dst and src must be set");
   if (bytes == 0)
     return TQ_STATUS_OK;
-  return tq_gpu_dtoh(&rt->driver, dst, (tq_device_ptr)(uintptr_t)src, bytes)
-             ? TQ_STATUS_DEVICE_ERROR
-             : TQ_STATUS_OK;
+  if (tq_gpu_dtoh(&rt->driver, dst, (tq_device_ptr)(uintptr_t)src, bytes))
+    return tq_fail(TQ_STATUS_DEVICE_ERROR,
+                   "tq_gpu_copy_to_host: copying %zu bytes failed", bytes);
+  return TQ_STATUS_OK;
 }
 
 /*--- Launch helpers ----------------------------------------------------*/
@@ -220,7 +255,9 @@ static tq_status ensure_workspace(tq_gpu_runtime *rt, size_t bytes) {
   rt->workspace = 0;
   rt->workspace_bytes = 0;
   if (tq_gpu_malloc_raw(&rt->driver, &rt->workspace, bytes) != 0)
-    return TQ_STATUS_OUT_OF_MEMORY;
+    return tq_fail(TQ_STATUS_OUT_OF_MEMORY,
+                   "the device could not allocate a %zu-byte workspace",
+                   bytes);
   rt->workspace_bytes = bytes;
   return TQ_STATUS_OK;
 }
@@ -230,16 +267,24 @@ static tq_status read_info(tq_gpu_runtime *rt, const char *name,
                            int64_t info[INFO_GPU_ENTRIES]) {
   char symbol[512];
   if (snprintf(symbol, sizeof symbol, "%s_info", name) >= (int)sizeof symbol)
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT, "kernel name too long: %s",
+                   name);
   tq_device_ptr ptr = 0;
   size_t bytes = 0;
   if (tq_gpu_module_global(&rt->driver, &ptr, &bytes, rt->module, symbol) !=
       0)
-    return TQ_STATUS_NOT_FOUND;
+    return tq_fail(TQ_STATUS_NOT_FOUND,
+                   "no kernel '%s' in the GPU library (build it with tq-aot; "
+                   "see docs/tq-aot.md)",
+                   name);
   if (bytes != sizeof(int64_t) * INFO_GPU_ENTRIES)
-    return TQ_STATUS_VERSION_MISMATCH;
+    return tq_fail(TQ_STATUS_VERSION_MISMATCH,
+                   "kernel '%s' has a %zu-byte info table, this runtime "
+                   "reads %zu: rebuild the library",
+                   name, bytes, sizeof(int64_t) * INFO_GPU_ENTRIES);
   if (tq_gpu_dtoh(&rt->driver, info, ptr, bytes) != 0)
-    return TQ_STATUS_DEVICE_ERROR;
+    return tq_fail(TQ_STATUS_DEVICE_ERROR,
+                   "reading kernel '%s''s info from the device failed", name);
   return info[INFO_VERSION] == 1 ? TQ_STATUS_OK : TQ_STATUS_VERSION_MISMATCH;
 }
 
@@ -256,7 +301,14 @@ static tq_status check_info(tq_gpu_runtime *rt, const char *name, int kind,
       info[INFO_K_ROW_BYTES] != (int64_t)c->k_row_bytes ||
       info[INFO_V_ROW_BYTES] != (int64_t)c->v_row_bytes ||
       info[INFO_GPU_PARTIAL_STRIDE] <= 0 || info[INFO_GPU_BLOCK_THREADS] <= 0)
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "kernel '%s' was built for another cache (its info "
+                   "names kind %lld, head dim %lld, group %lld, K/V rows of "
+                   "%lld/%lld bytes)",
+                   name, (long long)info[INFO_KIND],
+                   (long long)info[INFO_HEAD_DIM], (long long)info[INFO_GROUP],
+                   (long long)info[INFO_K_ROW_BYTES],
+                   (long long)info[INFO_V_ROW_BYTES]);
   return TQ_STATUS_OK;
 }
 
@@ -270,8 +322,6 @@ static memref_arg pool_buffer(const tq_kv_cache_v0 *c, const uint8_t *pool,
                           row_bytes));
 }
 
-/* Encodes one pool's rows: looks up tq_append_<format>_d<D>, checks its
- * info and launches one thread per (token, KV head) row. */
 /* Looks up tq_append_<format>_d<D> and checks its info against the
  * cache (the current context must be set). */
 static tq_status find_append(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
@@ -279,15 +329,22 @@ static tq_status find_append(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
                              int64_t info[INFO_GPU_ENTRIES], void **out_fn) {
   char name[256];
   if (!tq_append_kernel_name(format, c->head_dim, name, sizeof name))
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "append: no kernel name for format '%s' at head dim %u",
+                   format, c->head_dim);
   tq_status status = read_info(rt, name, info);
   if (status != TQ_STATUS_OK)
     return status;
   if (!tq_append_info_matches(info, c->head_dim, row_bytes) ||
       info[INFO_GPU_BLOCK_THREADS] <= 0)
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "kernel '%s' was built for another cache (rows of %u "
+                   "bytes at head dim %u expected)",
+                   name, row_bytes, c->head_dim);
   if (tq_gpu_module_function(&rt->driver, out_fn, rt->module, name) != 0)
-    return TQ_STATUS_NOT_FOUND;
+    return tq_fail(TQ_STATUS_NOT_FOUND,
+                   "the GPU library has info for '%s' but no such function",
+                   name);
   return TQ_STATUS_OK;
 }
 
@@ -321,11 +378,13 @@ static tq_status launch_append(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
   const uint64_t block = (uint64_t)info[INFO_GPU_BLOCK_THREADS];
   const uint64_t blocks = (rows_total + block - 1) / block;
   if (blocks > (uint64_t)INT32_MAX)
-    return TQ_STATUS_OVERFLOW;
-  return tq_gpu_launch(&rt->driver, fn, (unsigned)blocks, 1, 1,
-                       (unsigned)block, params) == 0
-             ? TQ_STATUS_OK
-             : TQ_STATUS_DEVICE_ERROR;
+    return tq_fail(TQ_STATUS_OVERFLOW,
+                   "append: %llu rows need more than 2^31 thread blocks",
+                   (unsigned long long)rows_total);
+  if (tq_gpu_launch(&rt->driver, fn, (unsigned)blocks, 1, 1, (unsigned)block,
+                    params) != 0)
+    return device_failed("append", "launching the append kernel");
+  return TQ_STATUS_OK;
 }
 
 /* The GPU kernels index pools token-major: a head-major cache is refused
@@ -342,7 +401,8 @@ tq_status tq_gpu_append(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
                         uint32_t seq, uint64_t start, uint32_t num_rows,
                         const float *k_rows, const float *v_rows) {
   if (!rt)
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "tq_gpu_append: runtime must be set");
   tq_status status =
       tq_check_append_call(c, seq, start, num_rows, k_rows, v_rows);
   if (status == TQ_STATUS_OK)
@@ -353,7 +413,7 @@ tq_status tq_gpu_append(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
     /* As tq_append: a cache the library cannot serve fails on its first
      * call, not on its first row. */
     if (tq_gpu_set_current(&rt->driver) != 0)
-      return TQ_STATUS_DEVICE_ERROR;
+      return device_failed("append", "making the device current");
     int64_t info[INFO_GPU_ENTRIES];
     void *fn = NULL;
     status = find_append(rt, c, c->k_format, c->k_row_bytes, info, &fn);
@@ -362,7 +422,11 @@ tq_status tq_gpu_append(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
     return status;
   }
   if (start + num_rows > (uint64_t)INT32_MAX)
-    return TQ_STATUS_OVERFLOW;
+    return tq_fail(TQ_STATUS_OVERFLOW,
+                   "append: rows [%llu, %llu) go past the GPU kernels' "
+                   "int32 positions",
+                   (unsigned long long)start,
+                   (unsigned long long)(start + num_rows));
   /* The sequence's page table (contiguous: the one page it owns). */
   int32_t own = (int32_t)seq;
   const int32_t *pages = &own;
@@ -372,13 +436,13 @@ tq_status tq_gpu_append(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
     num_pages = c->indptr[seq + 1] - c->indptr[seq];
   }
   if (tq_gpu_set_current(&rt->driver) != 0)
-    return TQ_STATUS_DEVICE_ERROR;
+    return device_failed("append", "making the device current");
   status = ensure_workspace(rt, (size_t)num_pages * sizeof(int32_t));
   if (status != TQ_STATUS_OK)
     return status;
   if (tq_gpu_htod(&rt->driver, rt->workspace, pages,
                   (size_t)num_pages * sizeof(int32_t)) != 0)
-    return TQ_STATUS_DEVICE_ERROR;
+    return device_failed("append", "copying the page table");
   status = launch_append(rt, c, c->k_format, c->k_row_bytes, c->k_pages,
                          k_rows, rt->workspace, num_pages, (int32_t)start,
                          (int32_t)num_rows);
@@ -388,8 +452,9 @@ tq_status tq_gpu_append(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
                            (int32_t)num_rows);
   if (status != TQ_STATUS_OK)
     return status;
-  return tq_gpu_synchronize(&rt->driver) == 0 ? TQ_STATUS_OK
-                                              : TQ_STATUS_DEVICE_ERROR;
+  if (tq_gpu_synchronize(&rt->driver) != 0)
+    return device_failed("append", "running the append kernels");
+  return TQ_STATUS_OK;
 }
 
 /*--- Attention ---------------------------------------------------------*/
@@ -422,14 +487,20 @@ static tq_status find_attention(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
                                 void **attention_fn, void **combine_fn) {
   char name[384], combine[400];
   if (!tq_attention_kernel_name(c, p, kind, group, name, sizeof name))
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "attention: no kernel name for K '%s', V '%s' at head dim "
+                   "%u",
+                   c->k_format, c->v_format, c->head_dim);
   snprintf(combine, sizeof combine, "%s_combine", name);
   tq_status status = check_info(rt, name, kind, c, group, info);
   if (status != TQ_STATUS_OK)
     return status;
   if (tq_gpu_module_function(&rt->driver, attention_fn, rt->module, name) ||
       tq_gpu_module_function(&rt->driver, combine_fn, rt->module, combine))
-    return TQ_STATUS_NOT_FOUND;
+    return tq_fail(TQ_STATUS_NOT_FOUND,
+                   "the GPU library has info for '%s' but not its functions "
+                   "'%s' and '%s'",
+                   name, name, combine);
   return TQ_STATUS_OK;
 }
 
@@ -437,7 +508,8 @@ tq_status tq_gpu_attention(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
                            const tq_attention_params_v0 *p, const float *q,
                            float *out) {
   if (!rt || !p)
-    return TQ_STATUS_INVALID_ARGUMENT;
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "tq_gpu_attention: runtime and params must be set");
   tq_status status = tq_check_attention_call(c, p, q, out);
   if (status == TQ_STATUS_OK)
     status = check_token_major(c);
@@ -451,15 +523,24 @@ tq_status tq_gpu_attention(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
   for (uint32_t s = 0; s < c->num_seqs; ++s) {
     int32_t n = p->q_indptr[s + 1] - p->q_indptr[s];
     if (n < 0)
-      return TQ_STATUS_INVALID_ARGUMENT;
+      return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                     "attention: q_indptr decreases at sequence %u (%d, then "
+                     "%d)",
+                     s, p->q_indptr[s], p->q_indptr[s + 1]);
     uint64_t tokens;
     status = tq_kv_cache_tokens(c, s, &tokens);
     if (status != TQ_STATUS_OK)
       return status;
     if (p->causal && (uint64_t)n > tokens)
-      return TQ_STATUS_OUT_OF_RANGE;
+      return tq_fail(TQ_STATUS_OUT_OF_RANGE,
+                     "attention: sequence %u has %d causal query rows but "
+                     "only %llu tokens (each row needs a token of its own)",
+                     s, n, (unsigned long long)tokens);
     if (tokens > (uint64_t)INT32_MAX)
-      return TQ_STATUS_OVERFLOW;
+      return tq_fail(TQ_STATUS_OVERFLOW,
+                     "attention: sequence %u holds %llu tokens, more than "
+                     "the GPU kernels' int32 positions",
+                     s, (unsigned long long)tokens);
     if (n > 1)
       kind = KIND_PREFILL;
     rows += (uint64_t)n;
@@ -467,10 +548,13 @@ tq_status tq_gpu_attention(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
       max_tokens = tokens;
   }
   if (rows > (uint64_t)INT32_MAX)
-    return TQ_STATUS_OVERFLOW;
+    return tq_fail(TQ_STATUS_OVERFLOW,
+                   "attention: %llu query rows, more than the GPU kernels' "
+                   "int32 rows",
+                   (unsigned long long)rows);
 
   if (tq_gpu_set_current(&rt->driver) != 0)
-    return TQ_STATUS_DEVICE_ERROR;
+    return device_failed("attention", "making the device current");
   int64_t info[INFO_GPU_ENTRIES];
   void *attention_fn = NULL, *combine_fn = NULL;
   status = find_attention(rt, c, p, kind, group, info, &attention_fn,
@@ -497,7 +581,9 @@ tq_status tq_gpu_attention(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
                  &partial_floats) ||
       !tq_mul_ok(partial_floats, (uint64_t)info[INFO_GPU_PARTIAL_STRIDE],
                  &partial_floats))
-    return TQ_STATUS_OVERFLOW;
+    return tq_fail(TQ_STATUS_OVERFLOW,
+                   "attention: the split partial sums of %llu rows overflow",
+                   (unsigned long long)rows);
   const size_t int_bytes = (size_t)ints * sizeof(int32_t);
   const size_t partial_offset = (int_bytes + 255) / 256 * 256;
   status = ensure_workspace(rt, partial_offset +
@@ -506,7 +592,9 @@ tq_status tq_gpu_attention(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
     return status;
   int32_t *host = rt->allocator.allocate(rt->allocator.user, int_bytes, 16);
   if (!host)
-    return TQ_STATUS_OUT_OF_MEMORY;
+    return tq_fail(TQ_STATUS_OUT_OF_MEMORY,
+                   "attention: cannot allocate the %zu-byte row plan",
+                   int_bytes);
   int32_t *indptr = host, *indices = indptr + seqs + 1,
           *seq_lens = indices + (num_indices ? num_indices : 1),
           *row_seq = seq_lens + seqs, *row_pos = row_seq + rows;
@@ -536,7 +624,7 @@ tq_status tq_gpu_attention(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
   int failed = tq_gpu_htod(&rt->driver, rt->workspace, host, int_bytes);
   rt->allocator.release(rt->allocator.user, host);
   if (failed)
-    return TQ_STATUS_DEVICE_ERROR;
+    return device_failed("attention", "copying the row plan");
 
   const tq_device_ptr ws = rt->workspace;
   const int64_t H = p->num_q_heads, D = c->head_dim;
@@ -565,7 +653,7 @@ tq_status tq_gpu_attention(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
   const unsigned block = (unsigned)info[INFO_GPU_BLOCK_THREADS];
   if (tq_gpu_launch(&rt->driver, attention_fn, (unsigned)rows,
                     c->num_kv_heads, splits, block, params) != 0)
-    return TQ_STATUS_DEVICE_ERROR;
+    return device_failed("attention", "launching the attention kernel");
   /* The combine kernel: partial, out, splits, kv_heads. */
   void *combine_params[2 * 5 + 2];
   memref_params(&args[8], &combine_params[0]);
@@ -574,7 +662,8 @@ tq_status tq_gpu_attention(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
   combine_params[11] = &kv_heads;
   if (tq_gpu_launch(&rt->driver, combine_fn, (unsigned)rows, c->num_kv_heads,
                     1, block, combine_params) != 0)
-    return TQ_STATUS_DEVICE_ERROR;
-  return tq_gpu_synchronize(&rt->driver) == 0 ? TQ_STATUS_OK
-                                              : TQ_STATUS_DEVICE_ERROR;
+    return device_failed("attention", "launching the combine kernel");
+  if (tq_gpu_synchronize(&rt->driver) != 0)
+    return device_failed("attention", "running the kernels");
+  return TQ_STATUS_OK;
 }

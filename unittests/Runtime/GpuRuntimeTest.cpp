@@ -59,31 +59,45 @@ tq_kv_cache_v0 pagedTurbo3Cache(unsigned dim, unsigned kvHeads, uint32_t page,
   return c;
 }
 
+/// The status and the cause tq_last_error names (each phrase differs from
+/// the one before it, so a stale message cannot pass).
+static void expectCause(tq_status got, tq_status want, const char *phrase) {
+  EXPECT_EQ(got, want) << phrase;
+  EXPECT_NE(std::string(tq_last_error()).find(phrase), std::string::npos)
+      << "wanted '" << phrase << "', got '" << tq_last_error() << "'";
+}
+
 TEST(GpuRuntimeTest, CreateRejectsBadOptions) {
   tq_gpu_runtime *rt = reinterpret_cast<tq_gpu_runtime *>(0x1);
-  EXPECT_EQ(tq_gpu_runtime_create(nullptr, nullptr, &rt),
-            TQ_STATUS_INVALID_ARGUMENT);
+  expectCause(tq_gpu_runtime_create(nullptr, nullptr, &rt),
+              TQ_STATUS_INVALID_ARGUMENT,
+              "options and out_runtime must be set");
   tq_gpu_options_v0 o = options(TQ_BACKEND_CUDA, "/tmp");
-  EXPECT_EQ(tq_gpu_runtime_create(&o, nullptr, nullptr),
-            TQ_STATUS_INVALID_ARGUMENT);
   o.version = 7;
-  EXPECT_EQ(tq_gpu_runtime_create(&o, nullptr, &rt),
-            TQ_STATUS_VERSION_MISMATCH);
+  expectCause(tq_gpu_runtime_create(&o, nullptr, &rt),
+              TQ_STATUS_VERSION_MISMATCH, "GPU options: version 7");
   EXPECT_EQ(rt, nullptr);
   o = options(TQ_BACKEND_CUDA, "/tmp");
+  expectCause(tq_gpu_runtime_create(&o, nullptr, nullptr),
+              TQ_STATUS_INVALID_ARGUMENT,
+              "options and out_runtime must be set");
   o.size = 8;
-  EXPECT_EQ(tq_gpu_runtime_create(&o, nullptr, &rt),
-            TQ_STATUS_VERSION_MISMATCH);
+  expectCause(tq_gpu_runtime_create(&o, nullptr, &rt),
+              TQ_STATUS_VERSION_MISMATCH, "size 8");
   o = options(3, "/tmp");
-  EXPECT_EQ(tq_gpu_runtime_create(&o, nullptr, &rt),
-            TQ_STATUS_INVALID_ARGUMENT);
+  expectCause(tq_gpu_runtime_create(&o, nullptr, &rt),
+              TQ_STATUS_INVALID_ARGUMENT, "backend 3 is neither");
   o = options(TQ_BACKEND_HIP, nullptr);
-  EXPECT_EQ(tq_gpu_runtime_create(&o, nullptr, &rt),
-            TQ_STATUS_INVALID_ARGUMENT);
+  expectCause(tq_gpu_runtime_create(&o, nullptr, &rt),
+              TQ_STATUS_INVALID_ARGUMENT, "library_dir must be set");
   o = options(TQ_BACKEND_CUDA, "/tmp");
   o.device = -1;
-  EXPECT_EQ(tq_gpu_runtime_create(&o, nullptr, &rt),
-            TQ_STATUS_INVALID_ARGUMENT);
+  expectCause(tq_gpu_runtime_create(&o, nullptr, &rt),
+              TQ_STATUS_INVALID_ARGUMENT, "device -1 is negative");
+  std::string longDir(5000, 'd');
+  o = options(TQ_BACKEND_CUDA, longDir.c_str());
+  expectCause(tq_gpu_runtime_create(&o, nullptr, &rt),
+              TQ_STATUS_INVALID_ARGUMENT, "library_dir is too long (5000");
   o = options(TQ_BACKEND_CUDA, "/tmp");
   tq_allocator_v0 bad = {5, sizeof(tq_allocator_v0), nullptr, nullptr,
                          nullptr};
@@ -114,19 +128,21 @@ TEST(GpuRuntimeTest, MissingDriverIsUnavailable) {
 TEST(GpuRuntimeTest, NullRuntimeCallsAreRejected) {
   void *p = nullptr;
   float x = 0.0f;
-  EXPECT_EQ(tq_gpu_malloc(nullptr, 16, &p), TQ_STATUS_INVALID_ARGUMENT);
-  EXPECT_EQ(tq_gpu_free(nullptr, &x), TQ_STATUS_INVALID_ARGUMENT);
-  EXPECT_EQ(tq_gpu_copy_to_device(nullptr, &x, &x, 4),
-            TQ_STATUS_INVALID_ARGUMENT);
-  EXPECT_EQ(tq_gpu_copy_to_host(nullptr, &x, &x, 4),
-            TQ_STATUS_INVALID_ARGUMENT);
-  EXPECT_EQ(tq_gpu_attention(nullptr, nullptr, nullptr, &x, &x),
-            TQ_STATUS_INVALID_ARGUMENT);
-  EXPECT_EQ(tq_gpu_append(nullptr, nullptr, 0, 0, 1, &x, &x),
-            TQ_STATUS_INVALID_ARGUMENT);
+  expectCause(tq_gpu_malloc(nullptr, 16, &p), TQ_STATUS_INVALID_ARGUMENT,
+              "tq_gpu_malloc:");
+  expectCause(tq_gpu_free(nullptr, &x), TQ_STATUS_INVALID_ARGUMENT,
+              "tq_gpu_free:");
+  expectCause(tq_gpu_copy_to_device(nullptr, &x, &x, 4),
+              TQ_STATUS_INVALID_ARGUMENT, "tq_gpu_copy_to_device:");
+  expectCause(tq_gpu_copy_to_host(nullptr, &x, &x, 4),
+              TQ_STATUS_INVALID_ARGUMENT, "tq_gpu_copy_to_host:");
+  expectCause(tq_gpu_attention(nullptr, nullptr, nullptr, &x, &x),
+              TQ_STATUS_INVALID_ARGUMENT, "tq_gpu_attention:");
+  expectCause(tq_gpu_append(nullptr, nullptr, 0, 0, 1, &x, &x),
+              TQ_STATUS_INVALID_ARGUMENT, "tq_gpu_append:");
   char name[64];
-  EXPECT_EQ(tq_gpu_device_name(nullptr, name, sizeof name),
-            TQ_STATUS_INVALID_ARGUMENT);
+  expectCause(tq_gpu_device_name(nullptr, name, sizeof name),
+              TQ_STATUS_INVALID_ARGUMENT, "tq_gpu_device_name:");
   tq_gpu_runtime_destroy(nullptr); // a no-op
 }
 

@@ -41,14 +41,16 @@ typedef enum tq_status {
 /* A static, human-readable name of a status. */
 const char *tq_status_string(tq_status status);
 
-/* What went wrong in the most recent call on this thread that failed for a
- * reason a status alone does not name: the kernel looked for and the
- * library it was looked for in (TQ_STATUS_NOT_FOUND), the library path and
- * the loader's message (TQ_STATUS_UNAVAILABLE), the kernel whose calling
- * convention differs (TQ_STATUS_VERSION_MISMATCH), what could not be
- * allocated or started (TQ_STATUS_OUT_OF_MEMORY). "" before any such
- * failure; a later successful call leaves it (like errno). The string is
- * valid until the next call on this thread. */
+/* What went wrong in the most recent call of this runtime (CPU or GPU) on
+ * this thread that failed: every failing call sets it, naming the argument
+ * or field refused and why, the kernel looked for and the library it was
+ * looked for in (TQ_STATUS_NOT_FOUND), the library path and the loader's
+ * message (TQ_STATUS_UNAVAILABLE), the kernel whose calling convention
+ * differs (TQ_STATUS_VERSION_MISMATCH), what could not be allocated or
+ * started (TQ_STATUS_OUT_OF_MEMORY), the driver step that failed
+ * (TQ_STATUS_DEVICE_ERROR). "" before any failure; a later successful call
+ * leaves it (like errno). The string is valid until the next call on this
+ * thread. (tq_ggml.h's calls report through their own error buffers.) */
 const char *tq_last_error(void);
 
 /* The ABI version this library implements (TQ_RUNTIME_ABI_VERSION). */

@@ -87,40 +87,33 @@ const char *statusName(tq_status s) {
   return "TQ_STATUS_UNKNOWN";
 }
 
-/// The outcome of one runtime call: its status and what tq_last_error()
-/// said before and after it (on the calling thread).
+/// The outcome of one runtime call: its status and, when it failed, what
+/// tq_last_error() said after it (on the calling thread).
 struct CallResult {
   tq_status status = TQ_STATUS_OK;
-  std::string before, after;
+  std::string message;
 };
 
-/// Runs `call` (a runtime entry point) and records tq_last_error() around
-/// it. Called with the GIL released: the runtime's message is per thread,
-/// and this is the thread the call ran on.
+/// Runs `call` (a runtime entry point) and records its failure's message.
+/// Called with the GIL released: the runtime's message is per thread, and
+/// this is the thread the call ran on.
 template <typename F> CallResult runtimeCall(F &&call) {
   CallResult r;
-  r.before = tq_last_error();
   r.status = call();
   if (r.status != TQ_STATUS_OK)
-    r.after = tq_last_error();
+    r.message = tq_last_error();
   return r;
 }
 
-/// Raises tqc.TQError(message, status) for a failed call. tq_last_error()
-/// is set by the failures the status alone does not explain (always for
-/// NOT_FOUND, UNAVAILABLE and a kernel's VERSION_MISMATCH) and left alone
-/// by the others, so for those it is included only when the call changed
-/// it (a stale message from an earlier failure would mislead).
+/// Raises tqc.TQError(message, status) for a failed call: what it was, the
+/// status and the runtime's message (every failing runtime call sets one).
 void check(const CallResult &r, const char *what) {
   if (r.status == TQ_STATUS_OK)
     return;
   std::string message = std::string(what) + ": " + statusName(r.status) +
                         " (" + tq_status_string(r.status) + ")";
-  bool alwaysSet = r.status == TQ_STATUS_NOT_FOUND ||
-                   r.status == TQ_STATUS_UNAVAILABLE ||
-                   r.status == TQ_STATUS_VERSION_MISMATCH;
-  if (!r.after.empty() && (alwaysSet || r.after != r.before))
-    message += ": " + r.after;
+  if (!r.message.empty())
+    message += ": " + r.message;
   nb::object error = tqErrorType(message, statusName(r.status), int(r.status));
   PyErr_SetObject(tqErrorType.ptr(), error.ptr());
   throw nb::python_error();

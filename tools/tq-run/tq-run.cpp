@@ -158,21 +158,14 @@ std::vector<float> readRows(const std::string &path, size_t heads, size_t dim,
 }
 
 /// Runs `call` (a runtime entry point) and fails with what it was, its
-/// status and the runtime's message (tq_last_error), where the call set
-/// one: always for NOT_FOUND, UNAVAILABLE and VERSION_MISMATCH, else only
-/// when it changed (a message from an earlier failure would mislead).
+/// status and the runtime's message (every failing runtime call sets one).
 template <typename Call> void check(const char *what, Call &&call) {
-  std::string before = tq_last_error();
   tq_status status = call();
   if (status == TQ_STATUS_OK)
     return;
-  std::string after = tq_last_error();
-  bool alwaysSet = status == TQ_STATUS_NOT_FOUND ||
-                   status == TQ_STATUS_UNAVAILABLE ||
-                   status == TQ_STATUS_VERSION_MISMATCH;
-  std::string said =
-      !after.empty() && (alwaysSet || after != before) ? ": " + after : "";
-  fail(llvm::Twine(what) + " failed: " + tq_status_string(status) + said);
+  std::string said = tq_last_error();
+  fail(llvm::Twine(what) + " failed: " + tq_status_string(status) +
+       (said.empty() ? "" : ": " + said));
 }
 
 /// Compiles the kernels this run needs into `dir`.

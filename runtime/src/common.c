@@ -176,6 +176,27 @@ static tq_status check_params_header(const char *api, uint32_t version,
                  version, size, api, want_version, want_size);
 }
 
+tq_status tq_query_rows(const int32_t *q_indptr, uint32_t seq,
+                        int32_t *out_rows) {
+  *out_rows = q_indptr[seq + 1] - q_indptr[seq];
+  if (*out_rows < 0)
+    return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
+                   "attention: q_indptr decreases at sequence %u (%d, then "
+                   "%d)",
+                   seq, q_indptr[seq], q_indptr[seq + 1]);
+  return TQ_STATUS_OK;
+}
+
+tq_status tq_check_causal_rows(bool causal, uint32_t seq, int32_t rows,
+                               uint64_t tokens) {
+  if (causal && (uint64_t)rows > tokens)
+    return tq_fail(TQ_STATUS_OUT_OF_RANGE,
+                   "attention: sequence %u has %d causal query rows but "
+                   "only %llu tokens (each row needs a token of its own)",
+                   seq, rows, (unsigned long long)tokens);
+  return TQ_STATUS_OK;
+}
+
 tq_status tq_check_attention_call(const tq_kv_cache_v0 *c,
                                   const tq_attention_params_v0 *p,
                                   const float *q, const float *out) {

@@ -105,6 +105,17 @@ tq_status tq_check_attention_call(const tq_kv_cache_v0 *c,
                                   const tq_attention_params_v0 *p,
                                   const float *q, const float *out);
 
+/* The query rows of sequence `seq` (q_indptr[seq + 1] - q_indptr[seq]) in
+ * *out_rows; INVALID_ARGUMENT naming the sequence when q_indptr decreases
+ * there. */
+tq_status tq_query_rows(const int32_t *q_indptr, uint32_t seq,
+                        int32_t *out_rows);
+
+/* OUT_OF_RANGE naming the sequence when a causal call has more query rows
+ * than the sequence has tokens (each row needs a token of its own). */
+tq_status tq_check_causal_rows(bool causal, uint32_t seq, int32_t rows,
+                               uint64_t tokens);
+
 /* The append kernel tq-aot names for a format and head dim, e.g.
  * "tq_append_turbo3_0_d128". False when it does not fit or the format
  * name is not an identifier. */

@@ -285,7 +285,12 @@ static tq_status read_info(tq_gpu_runtime *rt, const char *name,
   if (tq_gpu_dtoh(&rt->driver, info, ptr, bytes) != 0)
     return tq_fail(TQ_STATUS_DEVICE_ERROR,
                    "reading kernel '%s''s info from the device failed", name);
-  return info[INFO_VERSION] == 1 ? TQ_STATUS_OK : TQ_STATUS_VERSION_MISMATCH;
+  if (info[INFO_VERSION] != 1)
+    return tq_fail(TQ_STATUS_VERSION_MISMATCH,
+                   "kernel '%s' has calling convention %lld, this runtime "
+                   "needs 1: rebuild the library",
+                   name, (long long)info[INFO_VERSION]);
+  return TQ_STATUS_OK;
 }
 
 /* Reads an attention kernel's info and checks it against the call; the V
@@ -521,21 +526,15 @@ tq_status tq_gpu_attention(tq_gpu_runtime *rt, const tq_kv_cache_v0 *c,
   uint64_t rows = 0, max_tokens = 0;
   int kind = KIND_DECODE;
   for (uint32_t s = 0; s < c->num_seqs; ++s) {
-    int32_t n = p->q_indptr[s + 1] - p->q_indptr[s];
-    if (n < 0)
-      return tq_fail(TQ_STATUS_INVALID_ARGUMENT,
-                     "attention: q_indptr decreases at sequence %u (%d, then "
-                     "%d)",
-                     s, p->q_indptr[s], p->q_indptr[s + 1]);
+    int32_t n;
     uint64_t tokens;
-    status = tq_kv_cache_tokens(c, s, &tokens);
+    status = tq_query_rows(p->q_indptr, s, &n);
+    if (status == TQ_STATUS_OK)
+      status = tq_kv_cache_tokens(c, s, &tokens);
+    if (status == TQ_STATUS_OK)
+      status = tq_check_causal_rows(p->causal, s, n, tokens);
     if (status != TQ_STATUS_OK)
       return status;
-    if (p->causal && (uint64_t)n > tokens)
-      return tq_fail(TQ_STATUS_OUT_OF_RANGE,
-                     "attention: sequence %u has %d causal query rows but "
-                     "only %llu tokens (each row needs a token of its own)",
-                     s, n, (unsigned long long)tokens);
     if (tokens > (uint64_t)INT32_MAX)
       return tq_fail(TQ_STATUS_OVERFLOW,
                      "attention: sequence %u holds %llu tokens, more than "

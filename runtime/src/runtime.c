@@ -585,15 +585,11 @@ static tq_status run_attention(tq_runtime *rt, attention_job *job,
   tq_status status = TQ_STATUS_OK;
   bool any_queries = false;
   for (uint32_t s = 0; s < cache->num_seqs && status == TQ_STATUS_OK; ++s) {
-    int32_t rows = job->q_indptr[s + 1] - job->q_indptr[s];
+    int32_t rows;
     job->fns[s] = NULL;
-    if (rows < 0) {
-      status = tq_fail(TQ_STATUS_INVALID_ARGUMENT,
-                       "attention: q_indptr decreases at sequence %u (%d, "
-                       "then %d)",
-                       s, job->q_indptr[s], job->q_indptr[s + 1]);
+    status = tq_query_rows(job->q_indptr, s, &rows);
+    if (status != TQ_STATUS_OK)
       break;
-    }
     status = tq_kv_cache_tokens(cache, s, &job->tokens[s]);
     if (status != TQ_STATUS_OK || rows == 0)
       continue;
@@ -722,12 +718,7 @@ static void attention_item(void *ctx, uint64_t index) {
 static tq_status check_plain(const attention_job *job, uint32_t seq,
                              int32_t rows, uint64_t tokens) {
   const tq_attention_params_v0 *p = job->params;
-  if (p->causal && (uint64_t)rows > tokens)
-    return tq_fail(TQ_STATUS_OUT_OF_RANGE,
-                   "attention: sequence %u has %d causal query rows but "
-                   "only %llu tokens (each row needs a token of its own)",
-                   seq, rows, (unsigned long long)tokens);
-  return TQ_STATUS_OK;
+  return tq_check_causal_rows(p->causal, seq, rows, tokens);
 }
 
 static tq_status find_plain(tq_runtime *rt, const attention_job *job,

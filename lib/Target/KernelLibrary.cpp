@@ -248,17 +248,31 @@ int64_t accumulatorsFor(const llvm::TargetMachine &tm, int64_t requested,
   return 32;
 }
 
+/// Whether `spec` builds with the decode kernels' options (tile, splits).
+bool isDecodeKind(const RuntimeKernelSpec &spec) {
+  return spec.kind == RuntimeKernelKind::Decode ||
+         spec.kind == RuntimeKernelKind::GgmlDecode;
+}
+
 /// The int8 decode score's lanes: `requested`, or for "auto" tokens where
 /// the CPU has AVX-512 with VBMI (the fields gathered by vpmultishiftqb),
 /// rows elsewhere. Measured on Emerald Rapids with head-major pools, 2
 /// threads over flushed caches, 64K tokens, 32/8 heads, d128: turbo3_0
 /// 8-11% faster, polar4 1-5%, turbo4_0 0-1% (docs/perf/cpu.md, session
-/// #20); on token-major pools no faster (session #19).
+/// #20); on token-major pools no faster (session #19). A decode kernel
+/// (`spec`) whose keys have short scale blocks (tq3_0) takes blocks there:
+/// the same scores, tq3_0 5-8% faster on Zen 4 (session #32).
 std::string scoreLanesFor(const llvm::TargetMachine &tm,
-                          const std::string &requested) {
+                          const std::string &requested,
+                          const RuntimeKernelSpec *spec = nullptr) {
   if (requested != "auto")
     return requested;
-  return hasAvx512(tm) && hasVbmi(tm) ? "tokens" : "rows";
+  if (!hasAvx512(tm) || !hasVbmi(tm))
+    return "rows";
+  return spec && isDecodeKind(*spec) &&
+                 hasShortScaleBlocks(spec->keyFormat, spec->headDim)
+             ? "blocks"
+             : "tokens";
 }
 
 /// Whether the decode pair sum decodes a pair ahead: `requested` (on or
@@ -354,12 +368,6 @@ std::string centroidPermuteFor(const llvm::TargetMachine &tm,
   if (!options.centroidPermute.empty())
     return options.centroidPermute;
   return centroidPermutesOf(tm).front();
-}
-
-/// Whether `spec` builds with the decode kernels' options (tile, splits).
-bool isDecodeKind(const RuntimeKernelSpec &spec) {
-  return spec.kind == RuntimeKernelKind::Decode ||
-         spec.kind == RuntimeKernelKind::GgmlDecode;
 }
 
 /// The prefill tile of `options` (amx resolved): its own, or by path.
@@ -820,13 +828,24 @@ bool mlir::tq::writeKernelLibrary(MLIRContext &context,
       knobs.try_emplace("accumulators", std::to_string(own));
     }
 
+  // A decode kernel whose keys want other lanes than the library's
+  // default (tq3_0's blocks) gets them as its own knob.
+  for (const RuntimeKernelSpec &spec : specs) {
+    if (!isAttentionKind(spec.kind))
+      continue;
+    const std::string own =
+        scoreLanesFor(*tm, libraryOptions.scoreLanes, &spec);
+    if (own != options.scoreLanes)
+      options.kernelKnobs[spec.name()].try_emplace("score_lanes", own);
+  }
+
   // Keys of blocks shorter than 64 (tq3_0) take the int8 score by token
   // lanes only (one query row); elsewhere the lowering keeps f32, which
   // their knobs then say.
   if (options.scoreDot == "i8")
     for (const RuntimeKernelSpec &spec : specs) {
       if (!isAttentionKind(spec.kind) ||
-          (isDecodeKind(spec) && options.scoreLanes == "tokens"))
+          (isDecodeKind(spec) && options.scoreLanes != "rows"))
         continue;
       if (hasShortScaleBlocks(spec.keyFormat, spec.headDim))
         options.kernelKnobs[spec.name()].try_emplace("score_dot", "f32");
@@ -1104,14 +1123,23 @@ bool mlir::tq::kernelKnobs(const RuntimeKernelSpec &spec,
         "(a vector per chunk of a row, summed by a shuffle tree) or tokens "
         "(four tokens a vector, each lane part of one token's score, the "
         "packed fields gathered by vpmultishiftqb where the CPU has "
-        "AVX512-VBMI, else by shifts). Formats whose planes do not fit "
-        "token lanes keep rows. The scores are the same bit for bit, so "
-        "the tuner tries tokens where the CPU has AVX512-VBMI";
-    lanes.legal = "rows, tokens";
-    lanes.defaultValue = scoreLanesFor(*tm, defaults.scoreLanes);
+        "AVX512-VBMI, else by shifts) or blocks (token lanes, and rows of "
+        "short scale blocks, tq3_0's, hold four blocks' sums in a token's "
+        "lanes). Formats whose planes do not fit token lanes keep rows. "
+        "The scores are the same bit for bit, so the tuner tries tokens "
+        "(and blocks for short blocks) where the CPU has AVX512-VBMI";
+    lanes.legal = "rows, tokens, blocks";
+    lanes.defaultValue = scoreLanesFor(*tm, defaults.scoreLanes, &spec);
     lanes.values = {lanes.defaultValue};
-    if (hasVbmi(*tm))
-      lanes.values.push_back("tokens");
+    auto offer = [&](const char *value) {
+      if (!llvm::is_contained(lanes.values, value))
+        lanes.values.push_back(value);
+    };
+    if (hasVbmi(*tm)) {
+      offer("tokens");
+      if (hasShortScaleBlocks(spec.keyFormat, spec.headDim))
+        offer("blocks");
+    }
     lanes.onlyWith = "score_dot=i8";
     knobs.push_back(lanes);
   }

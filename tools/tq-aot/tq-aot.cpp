@@ -135,9 +135,12 @@ cl::opt<std::string> scoreLanes(
     cl::desc("lanes of the int8 decode score: rows (a vector per chunk of "
              "a row, summed by a shuffle tree), tokens (four tokens a "
              "vector, the packed index fields gathered by vpmultishiftqb "
-             "where the CPU has AVX512-VBMI, else by shifts; turbo and "
-             "polar formats, others keep rows); the scores are the same; "
-             "auto: tokens where --chip has AVX-512 with VBMI, else rows"),
+             "where the CPU has AVX512-VBMI, else by shifts; turbo, polar "
+             "and tq3_0 formats, others keep rows), blocks (tokens, and "
+             "rows of short scale blocks, tq3_0's, hold four blocks' sums "
+             "in a token's lanes); the scores are the same; auto: tokens "
+             "(blocks for tq3_0 keys) where --chip has AVX-512 with VBMI, "
+             "else rows"),
     cl::init("auto"));
 cl::opt<std::string> pairAhead(
     "pair-ahead", cl::cat(toolOptions),
@@ -316,9 +319,10 @@ int main(int argc, char **argv) {
          "CPU)");
   if (scoreDot != "f32" && scoreDot != "i8" && scoreDot != "auto")
     fail("--score-dot must be f32, i8 or auto, got '" + scoreDot + "'");
-  if (scoreLanes != "rows" && scoreLanes != "tokens" && scoreLanes != "auto")
-    fail("--score-lanes must be rows, tokens or auto, got '" + scoreLanes +
-         "'");
+  if (scoreLanes != "rows" && scoreLanes != "tokens" &&
+      scoreLanes != "blocks" && scoreLanes != "auto")
+    fail("--score-lanes must be rows, tokens, blocks or auto, got '" +
+         scoreLanes + "'");
   if (pairAhead != "on" && pairAhead != "off" && pairAhead != "auto")
     fail("--pair-ahead must be on, off or auto, got '" + pairAhead + "'");
   if (amx != "on" && amx != "off" && amx != "auto")

@@ -89,11 +89,17 @@ struct Path {
   /// pair-ahead: the one-row pair sum decodes a pair ahead (the same
   /// sums as without, so the same bounds).
   bool pairAhead = false;
+  /// score-lanes=blocks: token lanes, and for rows of short scale blocks
+  /// (tq3_0's) four blocks' sums in a token's lanes (the same scores).
+  bool blockLanes = false;
   /// True where the path changes a kernel of `format` with `queryRows`
   /// query rows (the int8 score by rows, and by tokens with several
   /// rows, needs blocks of at least 64 values).
   bool applies(const std::string &format, unsigned d,
                int64_t queryRows = 1) const {
+    if (blockLanes)
+      return queryRows == 1 && hasScaledCodes(format, d) &&
+             !rowLanesApply(format, d);
     if (std::string(scoreDot) == "i8" && (!tokenLanes || queryRows > 1))
       return rowLanesApply(format, d);
     return hasScaledCodes(format, d);
@@ -103,6 +109,7 @@ struct Path {
 const Path kPaths[] = {
     {"ScoreI8", "i8", "f32", false},
     {"ScoreI8Tokens", "i8", "f32", false, true},
+    {"ScoreI8Blocks", "i8", "f32", false, true, false, true},
     {"ValueBf16", "f32", "bf16", true},
     {"ValueI16", "f32", "i16", false},
     {"ValueBf16Ahead", "f32", "bf16", true, false, true},
@@ -166,6 +173,7 @@ protected:
     shape.peaked = false;
     const std::string key = shape.describe() + " " +
                             (path && path->tokenLanes ? "tokens " : "") +
+                            (path && path->blockLanes ? "blocks " : "") +
                             (path && path->pairAhead ? "ahead " : "") +
                             (path ? path->name : "f32") + " " +
                             std::to_string(int(lowering));
@@ -181,7 +189,9 @@ protected:
                                   : "none";
     options.vnni = lowering == Lowering::Vnni;
     options.vbmi = options.vnni && hostHasVbmi();
-    options.scoreLanes = path && path->tokenLanes ? "tokens" : "rows";
+    options.scoreLanes = path && path->blockLanes   ? "blocks"
+                         : path && path->tokenLanes ? "tokens"
+                                                    : "rows";
     options.pairAhead = path && path->pairAhead;
     options.avxVnni = lowering == Lowering::AvxVnni;
     options.bf16 = options.vnni && path && path->bf16;
@@ -224,6 +234,13 @@ protected:
       rowLanes.tokenLanes = false;
       EXPECT_EQ(reduced, run(&rowLanes, Lowering::Portable))
           << "the token lanes' scores differ from the row lanes'";
+    }
+    if (path.blockLanes) {
+      // The same integer sums, scaled and added in the same order.
+      Path tokenLanes = path;
+      tokenLanes.blockLanes = false;
+      EXPECT_EQ(reduced, run(&tokenLanes, Lowering::Portable))
+          << "the block lanes' scores differ from the token lanes'";
     }
     if (path.pairAhead && c.numQueries == 1) {
       // The same words and dots, only decoded a turn earlier.
@@ -290,9 +307,10 @@ TEST_P(DotPath, EveryApplicableFormatPeakedAndFlat) {
       check(c, /*thorough=*/true);
     }
   }
-  // turbo2/3/4_0, polar1-4, haar4 at least: a change that drops formats
-  // from the path must say so here.
-  EXPECT_GE(formats, 6);
+  // turbo2/3/4_0, polar1-4, haar4 at least (block lanes: tq3_0 and its
+  // legacy layout): a change that drops formats from the path must say so
+  // here.
+  EXPECT_GE(formats, GetParam().blockLanes ? 2 : 6);
 }
 
 /// Rows of several scale blocks (turbo's 128-value groups at d256 and
@@ -322,6 +340,9 @@ TEST_P(DotPath, BlockScaledRows) {
 }
 
 TEST_P(DotPath, HeadDims) {
+  if (GetParam().blockLanes)
+    GTEST_SKIP() << "turbo and polar rows have no short blocks; "
+                    "BlockLanesTailsAndQuads takes tq3_0's head dims";
   for (unsigned d : {64u, 96u, 256u})
     for (const char *format : {"turbo3_0", "polar4"}) {
       Case c;
@@ -337,7 +358,7 @@ TEST_P(DotPath, HeadDims) {
 TEST_P(DotPath, GqaGroupsAndLongContext) {
   for (unsigned group : {1u, 2u, 4u, 8u}) {
     Case c;
-    c.format = "turbo3_0";
+    c.format = GetParam().blockLanes ? "tq3_0" : "turbo3_0";
     c.queryHeads = 2 * group;
     c.kvHeads = 2;
     c.numKeys = group == 4 ? 16384 : 4096;
@@ -356,6 +377,27 @@ TEST_P(DotPath, OddAndShortContexts) {
   for (int64_t keys : {1, 3, 259}) {
     Case c;
     c.format = "turbo3_0";
+    c.numKeys = keys;
+    c.peaked = keys > 1;
+    check(c);
+  }
+}
+
+/// The block lanes over short and odd contexts (a last step of one or
+/// three tokens, whose masked quad reads end at the cache's last byte),
+/// rows of two quads (d256) and of two blocks (d64: no quad, so the
+/// token lanes), each against the token lanes bit for bit.
+TEST_P(DotPath, BlockLanesTailsAndQuads) {
+  if (!GetParam().blockLanes)
+    GTEST_SKIP() << "only the block lanes read rows by quads";
+  for (auto [dim, keys] : {std::pair<unsigned, int64_t>{128, 1},
+                           {128, 3},
+                           {128, 259},
+                           {256, 300},
+                           {64, 300}}) {
+    Case c;
+    c.format = "tq3_0";
+    c.headDim = dim;
     c.numKeys = keys;
     c.peaked = keys > 1;
     check(c);

@@ -84,7 +84,10 @@ def TQLowerToLoops : Pass<"tq-lower-to-loops", "::mlir::ModuleOp"> {
            "planes are 1, 2 or 4 bits wide, at most two, blocks of a "
            "multiple of 2S or exactly S values, S = 64 / widest plane's "
            "bits; others keep rows, or f32 where blocks are shorter than "
-           "64 values)">,
+           "64 values) or blocks (tokens, and rows of short scale blocks "
+           "such as tq3_0's hold four blocks' sums in the i32 lanes of a "
+           "token's 128-bit lane: one chain and transpose per head for "
+           "four blocks; the same scores)">,
     Option<"selectFields", "select-fields", "bool", /*default=*/"false",
            "The integer score's and pair weighted sum's index decode "
            "gathers each index plane's fields with tq.select_bits and "

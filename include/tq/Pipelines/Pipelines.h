@@ -83,8 +83,8 @@ struct TQPipelineOptions : public PassPipelineOptions<TQPipelineOptions> {
       llvm::cl::init(false)};
   PassOptions::Option<std::string> scoreLanes{
       *this, "score-lanes",
-      llvm::cl::desc("Lanes of the int8 score with one query row: rows or "
-                     "tokens (see tq-lower-to-loops)"),
+      llvm::cl::desc("Lanes of the int8 score with one query row: rows, "
+                     "tokens or blocks (see tq-lower-to-loops)"),
       llvm::cl::init("rows")};
   PassOptions::Option<bool> narrowLevels{
       *this, "narrow-levels",

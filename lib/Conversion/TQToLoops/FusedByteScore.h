@@ -37,6 +37,25 @@ ByteQuery quantiseQuery(OpBuilder &b, Location loc, Value query,
                         int64_t blockLen, int64_t blocks, float levelScale,
                         int32_t levelOffset);
 
+/// A 16-lane shuffle of x and y taking, in every 128-bit lane, the 32-bit
+/// lanes `lanePattern` (0-3: x's, 4-7: y's of that lane).
+Value interleaveInLanes(OpBuilder &b, Location loc, Value x, Value y,
+                        ArrayRef<int64_t> lanePattern);
+
+/// `bytes` (the query bytes, tensor<rows x heads x width x i8>, width a
+/// multiple of 16) copied once per group of four tokens with each run of
+/// 16 bytes repeated to the four lanes: tensor<4 x rows x heads x width/16
+/// x 64 x i8>. A dot's query operand is then one full-width load, where a
+/// 16-byte broadcast load (vbroadcasti32x4) is a load plus a shuffle on
+/// AMD Zen 4, whose shuffle pipes the level bytes' decoding already fills
+/// (eight per token at four heads, head dim 128). Each group's dots read
+/// their own copy: reads of one copy by all four groups are the same
+/// loads, which LLVM merges into one value per query vector kept live
+/// across the step's groups (64 vectors at head dim 256, four heads):
+/// those spilled the groups' accumulators. Distinct copies keep each query
+/// vector's life to one group, at width x heads x 16 bytes per call.
+Value queryPerGroup(OpBuilder &b, Location loc, Value bytes);
+
 } // namespace bytescore
 
 /// emitFusedScore's result (tensor<queries x query_heads x tokens x f32>)
@@ -54,6 +73,14 @@ FailureOr<Value> emitFusedByteScore(OpBuilder &b, Location loc, Value query,
 /// where the query has several rows or the keys' planes do not fit (the
 /// caller then takes the row lanes).
 FailureOr<Value> emitTokenLaneScore(OpBuilder &b, Location loc, Value query,
+                                    const VectorRowDecoder &keys,
+                                    int64_t kvHeads, int64_t group,
+                                    const TQToLoopsOptions &options);
+
+/// The same scores for rows of short scale blocks, four blocks' sums in
+/// the 32-bit lanes of a token's (see BlockLaneScore.cpp), or failure
+/// where the format does not fit (emitTokenLaneScore then takes them).
+FailureOr<Value> emitBlockLaneScore(OpBuilder &b, Location loc, Value query,
                                     const VectorRowDecoder &keys,
                                     int64_t kvHeads, int64_t group,
                                     const TQToLoopsOptions &options);

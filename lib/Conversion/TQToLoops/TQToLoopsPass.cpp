@@ -70,9 +70,11 @@ struct TQLowerToLoopsPass
           << scoreDot << "'";
       return signalPassFailure();
     }
-    if (scoreLanes != "rows" && scoreLanes != "tokens") {
+    if (scoreLanes != "rows" && scoreLanes != "tokens" &&
+        scoreLanes != "blocks") {
       getOperation()->emitError()
-          << "tq-lower-to-loops: score-lanes must be rows or tokens, got '"
+          << "tq-lower-to-loops: score-lanes must be rows, tokens or "
+             "blocks, got '"
           << scoreLanes << "'";
       return signalPassFailure();
     }
@@ -132,7 +134,8 @@ struct TQLowerToLoopsPass
     options.scoreDot =
         scoreDot == "i8" ? ScoreDot::I8 : ScoreDot::F32;
     options.narrowLevels = narrowLevels;
-    options.tokenLaneScore = scoreLanes == "tokens";
+    options.tokenLaneScore = scoreLanes == "tokens" || scoreLanes == "blocks";
+    options.blockLaneScore = scoreLanes == "blocks";
     options.selectFields = selectFields;
     options.pairAhead = pairAhead;
     options.amxTiles = amxTiles;

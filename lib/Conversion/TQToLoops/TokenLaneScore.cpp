@@ -273,23 +273,13 @@ Value scalesFromReads(OpBuilder &b, Location loc, ArrayRef<Value> joined,
       b, loc, VectorType::get({kStepTokens}, b.getF32Type()), halves);
 }
 
-/// A 16-lane shuffle of x and y taking, in every 128-bit lane, the i32
-/// lanes `lanePattern` (0-3: x's, 4-7: y's of that lane).
-Value interleave(OpBuilder &b, Location loc, Value x, Value y,
-                 ArrayRef<int64_t> lanePattern) {
-  SmallVector<int64_t> mask;
-  for (int64_t lane = 0; lane < kLaneTokens; ++lane)
-    for (int64_t i : lanePattern)
-      mask.push_back(i < 4 ? 4 * lane + i : 16 + 4 * lane + (i - 4));
-  return vector::ShuffleOp::create(b, loc, x, y, mask).getResult();
-}
-
 /// Partial sums of two groups x and y (four i32 lanes per token in each
 /// 128-bit lane) halved: [x0 y0 x1 y1] + [x2 y2 x3 y3] = [x02 y02 x13
 /// y13] per lane.
 Value pairSums(OpBuilder &b, Location loc, Value x, Value y) {
-  return arith::AddIOp::create(b, loc, interleave(b, loc, x, y, {0, 4, 1, 5}),
-                               interleave(b, loc, x, y, {2, 6, 3, 7}));
+  return arith::AddIOp::create(b, loc,
+                               interleaveInLanes(b, loc, x, y, {0, 4, 1, 5}),
+                               interleaveInLanes(b, loc, x, y, {2, 6, 3, 7}));
 }
 
 /// The tokens' sums from the pair sums of groups 0, 1 (ab) and 2, 3 (cd):
@@ -297,23 +287,22 @@ Value pairSums(OpBuilder &b, Location loc, Value x, Value y) {
 /// 4L + g holds token 4L + g's sum.
 Value tokenSums(OpBuilder &b, Location loc, Value ab, Value cd) {
   return arith::AddIOp::create(b, loc,
-                               interleave(b, loc, ab, cd, {0, 1, 4, 5}),
-                               interleave(b, loc, ab, cd, {2, 3, 6, 7}));
+                               interleaveInLanes(b, loc, ab, cd, {0, 1, 4, 5}),
+                               interleaveInLanes(b, loc, ab, cd, {2, 3, 6, 7}));
 }
 
-/// `bytes` (the query bytes, tensor<rows x heads x width x i8>, width a
-/// multiple of 16) copied once per token group with each run of 16 bytes
-/// repeated to the four lanes: tensor<kGroups x rows x heads x width/16 x
-/// 64 x i8>. A dot's query operand is then one full-width load, where a
-/// 16-byte broadcast load (vbroadcasti32x4) is a load plus a shuffle on
-/// AMD Zen 4, whose shuffle pipes the level bytes' decoding already fills
-/// (eight per token at four heads, head dim 128). Each group's dots read
-/// their own copy: reads of one copy by all four groups are the same
-/// loads, which LLVM merges into one value per query vector kept live
-/// across the step's groups (64 vectors at head dim 256, four heads):
-/// those spilled the groups' accumulators. Distinct copies keep each query
-/// vector's life to one group, at width x heads x 16 bytes per call.
-Value queryPerGroup(OpBuilder &b, Location loc, Value bytes) {
+} // namespace
+
+Value bytescore::interleaveInLanes(OpBuilder &b, Location loc, Value x,
+                                   Value y, ArrayRef<int64_t> lanePattern) {
+  SmallVector<int64_t> mask;
+  for (int64_t lane = 0; lane < kLaneTokens; ++lane)
+    for (int64_t i : lanePattern)
+      mask.push_back(i < 4 ? 4 * lane + i : 16 + 4 * lane + (i - 4));
+  return vector::ShuffleOp::create(b, loc, x, y, mask).getResult();
+}
+
+Value bytescore::queryPerGroup(OpBuilder &b, Location loc, Value bytes) {
   auto type = cast<RankedTensorType>(bytes.getType());
   assert(type.getRank() == 3 && type.getDimSize(2) % 16 == 0 &&
          "query bytes are rows x heads x (16 x runs)");
@@ -348,8 +337,6 @@ Value queryPerGroup(OpBuilder &b, Location loc, Value bytes) {
   return copies;
 }
 
-} // namespace
-
 FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
                                               Value query,
                                               const VectorRowDecoder &keys,
@@ -357,6 +344,11 @@ FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
                                               const TQToLoopsOptions &options) {
   if (cast<RankedTensorType>(query.getType()).getDimSize(0) != 1)
     return failure();
+  if (options.blockLaneScore)
+    if (FailureOr<Value> quads =
+            emitBlockLaneScore(b, loc, query, keys, kvHeads, group, options);
+        succeeded(quads))
+      return *quads;
   FailureOr<VectorRowDecoder> codes =
       VectorRowDecoder::getForScaledCodes(keys.rowDecoder());
   if (failed(codes))

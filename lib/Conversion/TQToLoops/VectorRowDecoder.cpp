@@ -328,7 +328,7 @@ bool VectorRowDecoder::hasCodes() const {
 }
 
 Value RowBytes::read(OpBuilder &b, Location loc, int64_t offset,
-                     int64_t count) const {
+                     int64_t count, bool inRow) const {
   SmallVector<Value> indices(at.begin(), at.end());
   Value byte = arith::ConstantIndexOp::create(b, loc, offset);
   indices.push_back(base ? arith::AddIOp::create(b, loc, base, byte).getResult()
@@ -336,7 +336,7 @@ Value RowBytes::read(OpBuilder &b, Location loc, int64_t offset,
   Value zeroByte = arith::ConstantIntOp::create(b, loc, b.getI8Type(), 0);
   return vector::TransferReadOp::create(
       b, loc, VectorType::get({count}, b.getI8Type()), source, indices,
-      zeroByte, ArrayRef<bool>{true});
+      zeroByte, ArrayRef<bool>{inRow});
 }
 
 RowBytes RowBytes::movedBy(OpBuilder &b, Location loc, Value bytes,

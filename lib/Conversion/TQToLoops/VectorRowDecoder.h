@@ -47,8 +47,11 @@ struct RowBytes {
   /// Where index planes move by their own strides (a 3-bit polar row's
   /// 2-bit and 1-bit planes), plane p's reads take planeBase[p] instead.
   SmallVector<Value, 2> planeBase;
-  /// Bytes [offset, offset + count) as vector<count x i8>.
-  Value read(OpBuilder &b, Location loc, int64_t offset, int64_t count) const;
+  /// Bytes [offset, offset + count) as vector<count x i8>; without
+  /// `inRow` they may run past the row's end, which reads as zeros (a
+  /// masked read).
+  Value read(OpBuilder &b, Location loc, int64_t offset, int64_t count,
+             bool inRow = true) const;
   /// The same row, `bytes` (index) further on, index plane p
   /// `planeBytes[p]` further on (none: all by `bytes`).
   RowBytes movedBy(OpBuilder &b, Location loc, Value bytes,

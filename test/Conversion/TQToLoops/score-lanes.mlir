@@ -8,9 +8,10 @@
 
 // RUN: tq-opt %s -split-input-file --tq-lower-to-loops="score-dot=i8 score-lanes=tokens" | FileCheck %s
 // RUN: tq-opt %s -split-input-file --tq-lower-to-loops="score-dot=i8" | FileCheck %s --check-prefix=ROWS
+// RUN: tq-opt %s -split-input-file --tq-lower-to-loops="score-dot=i8 score-lanes=blocks" | FileCheck %s --check-prefix=BLOCKS
 // RUN: not tq-opt %s -split-input-file --tq-lower-to-loops="score-dot=i8 score-lanes=columns" 2>&1 | FileCheck %s --check-prefix=BAD
 
-// BAD: tq-lower-to-loops: score-lanes must be rows or tokens, got 'columns'
+// BAD: tq-lower-to-loops: score-lanes must be rows, tokens or blocks, got 'columns'
 
 // turbo3_0 at 128: planes of 2 bits (bytes 2..33) and 1 bit (34..49).
 // The query's lanes follow the level vectors: values 0-7 and 32-39 first.
@@ -98,6 +99,30 @@ func.func @polar4(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x66xi8>) -> tensor<1x2
 // ROWS-LABEL: func @tq3
 // ROWS-NOT: tq.byte_dot
 // ROWS: vector.fma
+// score-lanes=blocks: four blocks (a quad, 56 bytes) per token read as 64
+// bytes, masked past the row's end (no in_bounds). Per pair of tokens a
+// two-source byte shuffle gives both tokens' chunks 0 and 1 (values 0-7
+// and 8-15 of each block): lane 0 is token a's chunk 0, its low half
+// blocks 0 and 1's 2-bit bytes and 1-bit byte (0, 1, 8 and 14, 15, 22)
+// and block 0's scale (12, 13), its high half blocks 2 and 3's and block
+// 1's scale (26, 27). Lanes of two pairs make four tokens' chunk.
+// BLOCKS-LABEL: func @tq3
+// BLOCKS: %[[A:.*]] = vector.transfer_read {{[^{]*}} : tensor<?x?x1x56xi8>, vector<64xi8>
+// BLOCKS: %[[B:.*]] = vector.transfer_read {{[^{]*}} : tensor<?x?x1x56xi8>, vector<64xi8>
+// BLOCKS: vector.shuffle %[[A]], %[[B]] [0, 1, 8, 14, 15, 22, 12, 13, 28, 29, 36, 42, 43, 50, 26, 27, 64, 65, 72,
+// BLOCKS: vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 64,
+// Level vector 0: values 0-3 of blocks 0 and 1 (32-bit lanes 0, 1: low
+// bits from bytes 0 and 3 of the half, high bits from bytes 2 and 5).
+// BLOCKS: tq.select_bits %{{.*}} [0, 2, 4, 6, 24, 26, 28, 30, 0, 2, 4, 6, 24, 26, 28, 30,
+// BLOCKS: tq.select_bits %{{.*}} [14, 15, 16, 17, 38, 39, 40, 41, 14, 15,
+// BLOCKS-COUNT-2: tq.byte_dot
+// The group's 16 scales: words 3 and 7 of each lane of chunks 0 and 1.
+// BLOCKS: vector.shuffle %{{.*}}, %{{.*}} [3, 7, 35, 39, 11, 15, 43, 47, 19, 23, 51, 55, 27, 31, 59, 63] : vector<32xi16>, vector<32xi16>
+// BLOCKS: arith.extf %{{.*}} : vector<16xf16> to vector<16xf32>
+// One transpose per head of the four groups' scaled sums (not one per
+// block and head), then the blocks added in order.
+// BLOCKS-COUNT-3: arith.addf %{{.*}} : vector<16xf32>
+// BLOCKS: vector.transfer_write
 func.func @tq3(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x56xi8>) -> tensor<1x2x5xf32> {
   %k = tq.from_bytes %kb : tensor<5x1x56xi8> -> !tq.cache<5x1x128, #tq.format<"tq3_0">>
   %s = tq.score %q, %k {lookup = #tq.lookup<tile>} : tensor<1x2x128xf32>, !tq.cache<5x1x128, #tq.format<"tq3_0">> -> tensor<1x2x5xf32>

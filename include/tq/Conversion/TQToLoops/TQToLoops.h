@@ -67,6 +67,10 @@ struct TQToLoopsOptions {
   /// per vector summed by a shuffle tree; formats whose index planes
   /// fit it (see TokenLaneScore.cpp), others keep the row lanes.
   bool tokenLaneScore = false;
+  /// With tokenLaneScore, rows of short scale blocks (tq3_0's) hold four
+  /// blocks' sums in the 32-bit lanes of a token's 128-bit lane (see
+  /// BlockLaneScore.cpp) where the format fits.
+  bool blockLaneScore = false;
   /// The integer paths' index decode gathers fields with tq.select_bits
   /// (VectorRowDecoder::selectFields): for targets where it is one
   /// instruction (AVX512-VBMI's vpmultishiftqb).

@@ -829,9 +829,10 @@ bool mlir::tq::writeKernelLibrary(MLIRContext &context,
     }
 
   // A decode kernel whose keys want other lanes than the library's
-  // default (tq3_0's blocks) gets them as its own knob.
+  // default (tq3_0's blocks) gets them as its own knob (lanes of the int8
+  // score: none without it).
   for (const RuntimeKernelSpec &spec : specs) {
-    if (!isAttentionKind(spec.kind))
+    if (!isAttentionKind(spec.kind) || options.scoreDot != "i8")
       continue;
     const std::string own =
         scoreLanesFor(*tm, libraryOptions.scoreLanes, &spec);

@@ -33,6 +33,11 @@
 #include <thread>
 #include <vector>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
 using namespace tq::quant;
 
 namespace {
@@ -493,6 +498,55 @@ TEST(GgmlBridgeSoftcap, SoftcapKernels) {
     c.softcap = 30.0f;
     check(p.pack, c, 7 + queries);
   }
+}
+
+/// The int8 score by block lanes reads tq3_0 keys at d128 four blocks (56
+/// bytes) at a time as 64 bytes, masked past the row. With the cache's
+/// last row against an unreadable page the call must neither fault nor
+/// change its output (the int8 score's error against f32 is DotPath's
+/// to bound).
+TEST(GgmlBridgeQuads, KeysEndingAtAnUnreadablePage) {
+#if defined(__linux__)
+  std::string path =
+      packPath("TQ_TEST_GGML_PACK_QUADS", TQ_TEST_GGML_PACK_QUADS);
+  if (FILE *f = std::fopen(path.c_str(), "rb"))
+    std::fclose(f);
+  else
+    GTEST_SKIP() << "no ggml pack at " << path;
+  Pack p(path);
+  ASSERT_NE(p.pack, nullptr);
+  Case c{"tq3_0", "tq3_0", 128, 1, 2, 1, 150, 1, MaskKind::None};
+  Tensors t = makeTensors(c, 11);
+  const float scale = 1.0f / std::sqrt(float(c.dim));
+  tq_ggml_attention_v0 call = describe(c, t, scale);
+  char error[512];
+  ASSERT_EQ(tq_ggml_flash_attn_ext(p.pack, &call, 0, 1, error, sizeof error),
+            TQ_STATUS_OK)
+      << error;
+  const std::vector<float> expected = t.out;
+  for (float x : expected)
+    ASSERT_TRUE(std::isfinite(x));
+
+  // The keys copied to end where a page without access begins.
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  const size_t readable = (t.k.size() + page - 1) / page * page;
+  void *map = mmap(nullptr, readable + page, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  auto *base = static_cast<uint8_t *>(map);
+  ASSERT_EQ(mprotect(base + readable, page, PROT_NONE), 0);
+  uint8_t *keys = base + readable - t.k.size();
+  std::memcpy(keys, t.k.data(), t.k.size());
+  call.k.data = keys;
+  std::fill(t.out.begin(), t.out.end(), NAN);
+  EXPECT_EQ(tq_ggml_flash_attn_ext(p.pack, &call, 0, 1, error, sizeof error),
+            TQ_STATUS_OK)
+      << error;
+  EXPECT_EQ(t.out, expected);
+  munmap(map, readable + page);
+#else
+  GTEST_SKIP() << "needs mmap and mprotect (Linux)";
+#endif
 }
 
 TEST(GgmlBridgeMla, KeyAndValueHeadDimsDiffer) {

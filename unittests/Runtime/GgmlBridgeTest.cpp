@@ -49,6 +49,14 @@ std::string packPath(const char *variable, const char *builtIn) {
   return std::string(dir ? dir : builtIn) + "/libtq_ggml_kernels.so";
 }
 
+/// Whether the pack at `path` was built (its fixture ran).
+bool packBuilt(const std::string &path) {
+  FILE *f = std::fopen(path.c_str(), "rb");
+  if (f)
+    std::fclose(f);
+  return f != nullptr;
+}
+
 struct Pack {
   tq_ggml_pack *pack = nullptr;
   char error[512] = "";
@@ -339,9 +347,7 @@ class GgmlBridge : public ::testing::Test {
 protected:
   void SetUp() override {
     path = packPath("TQ_TEST_GGML_PACK", TQ_TEST_GGML_PACK);
-    if (FILE *f = std::fopen(path.c_str(), "rb"))
-      std::fclose(f);
-    else
+    if (!packBuilt(path))
       GTEST_SKIP() << "no ggml pack at " << path
                    << " (the runtime-ggml-pack fixture did not run)";
   }
@@ -487,9 +493,7 @@ TEST_F(GgmlBridge, SplitOnlyWhereItPays) {
 TEST(GgmlBridgeSoftcap, SoftcapKernels) {
   std::string path =
       packPath("TQ_TEST_GGML_PACK_SOFTCAP", TQ_TEST_GGML_PACK_SOFTCAP);
-  if (FILE *f = std::fopen(path.c_str(), "rb"))
-    std::fclose(f);
-  else
+  if (!packBuilt(path))
     GTEST_SKIP() << "no ggml pack at " << path;
   Pack p(path);
   ASSERT_NE(p.pack, nullptr);
@@ -509,9 +513,7 @@ TEST(GgmlBridgeQuads, KeysEndingAtAnUnreadablePage) {
 #if defined(__linux__)
   std::string path =
       packPath("TQ_TEST_GGML_PACK_QUADS", TQ_TEST_GGML_PACK_QUADS);
-  if (FILE *f = std::fopen(path.c_str(), "rb"))
-    std::fclose(f);
-  else
+  if (!packBuilt(path))
     GTEST_SKIP() << "no ggml pack at " << path;
   Pack p(path);
   ASSERT_NE(p.pack, nullptr);
@@ -551,9 +553,7 @@ TEST(GgmlBridgeQuads, KeysEndingAtAnUnreadablePage) {
 
 TEST(GgmlBridgeMla, KeyAndValueHeadDimsDiffer) {
   std::string path = packPath("TQ_TEST_GGML_PACK_MLA", TQ_TEST_GGML_PACK_MLA);
-  if (FILE *f = std::fopen(path.c_str(), "rb"))
-    std::fclose(f);
-  else
+  if (!packBuilt(path))
     GTEST_SKIP() << "no ggml pack at " << path;
   Pack p(path);
   ASSERT_NE(p.pack, nullptr);

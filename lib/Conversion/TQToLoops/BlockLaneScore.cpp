@@ -44,11 +44,7 @@ using namespace mlir::tq::bytescore;
 
 namespace {
 
-/// Tokens per vector (one per 128-bit lane), per step, groups per step;
-/// blocks per quad (one per 32-bit lane); bytes a token's quad read takes.
-constexpr int64_t kLaneTokens = 4;
-constexpr int64_t kStepTokens = 16;
-constexpr int64_t kGroups = kStepTokens / kLaneTokens;
+/// Blocks per quad (one per 32-bit lane); bytes a token's quad read takes.
 constexpr int64_t kQuadBlocks = 4;
 constexpr int64_t kReadBytes = 64;
 
@@ -226,25 +222,10 @@ FailureOr<Value> mlir::tq::emitBlockLaneScore(OpBuilder &b, Location loc,
     return failure();
   const int64_t blocks = codes->scaleBlocks();
   const int64_t rowBytes = blocks * int64_t(spec.bytesPerBlock);
-  const CacheAccess &access = keys.rowDecoder().access();
-  SmallVector<int8_t> table;
   const bool narrow = options.narrowLevels;
-  const float levelScale = levelBytes(spec.codebook->centroids, narrow, table);
-  // The lookup reads the index's low bits: the table repeated to 16.
-  SmallVector<int8_t> lookup;
-  for (int64_t i = 0; i < 16; ++i)
-    lookup.push_back(table[i % table.size()]);
-  auto lookupAttr = b.getDenseI8ArrayAttr(lookup);
-
-  ByteQuery q = quantiseQuery(b, loc, query, plan->order, /*reordered=*/true,
-                              codes->blockLen(), blocks, levelScale,
-                              maxLevel(narrow) + 1);
-  Value groupQueries = queryPerGroup(b, loc, q.bytes);
-  Value init = tensor::EmptyOp::create(
-      b, loc,
-      SmallVector<OpFoldResult>{sizeOf(b, loc, query, 0),
-                                sizeOf(b, loc, query, 1), access.numTokens},
-      b.getF32Type());
+  LaneScoreInputs in = prepareLaneScore(b, loc, query, *codes, plan->order,
+                                        plan->lowBits, narrow);
+  const ByteQuery &q = in.query;
   const int64_t block = headBlock(group, 4);
   auto bytesType = VectorType::get({64}, b.getI8Type());
   auto sumType = VectorType::get({16}, b.getI32Type());
@@ -253,20 +234,10 @@ FailureOr<Value> mlir::tq::emitBlockLaneScore(OpBuilder &b, Location loc,
   Value c0 = indexConst(b, loc, 0);
   Value zeroByte = arith::ConstantIntOp::create(b, loc, b.getI8Type(), 0);
   Value zeroWord = arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0);
-  Value lowMask, highMask;
-  if (plan->lowBits) {
-    lowMask = arith::ConstantOp::create(
-        b, loc,
-        DenseElementsAttr::get(bytesType, int8_t((1 << plan->lowBits) - 1)));
-    highMask = arith::ConstantOp::create(
-        b, loc,
-        DenseElementsAttr::get(bytesType,
-                               int8_t(~((1 << plan->lowBits) - 1))));
-  }
   const SmallVector<int64_t> quadOfLanes = {0, 1, 2, 3, 0, 1, 2, 3,
                                             0, 1, 2, 3, 0, 1, 2, 3};
   return forEachDecodedRows(
-      b, loc, *codes, kvHeads, /*lanes=*/64, kStepTokens, init,
+      b, loc, *codes, kvHeads, /*lanes=*/64, kStepTokens, in.scores,
       [&](OpBuilder &b, Location loc, Value kvh, ArrayRef<DecodedRow> rows,
           Value scores) {
         return forEachHeadBlock(
@@ -300,26 +271,16 @@ FailureOr<Value> mlir::tq::emitBlockLaneScore(OpBuilder &b, Location loc,
                   }
                   SmallVector<Value> acc(block, zero);
                   for (auto [k, offsets] : llvm::enumerate(plan->offsets)) {
+                    // Both planes' fields lie in the chunk's bytes.
                     Value bytes = chunks[k / 2];
-                    Value index = SelectBitsOp::create(
-                        b, loc, bytesType, bytes,
-                        b.getDenseI8ArrayAttr(offsets[0]));
-                    if (plan->lowBits) {
-                      Value high = SelectBitsOp::create(
-                          b, loc, bytesType, bytes,
-                          b.getDenseI8ArrayAttr(offsets[1]));
-                      index = arith::OrIOp::create(
-                          b, loc, arith::AndIOp::create(b, loc, index, lowMask),
-                          arith::AndIOp::create(b, loc, high, highMask));
-                    }
-                    Value levels = ByteLookupOp::create(b, loc, bytesType,
-                                                        index, lookupAttr);
+                    Value levels =
+                        levelVector(b, loc, in, {bytes, bytes}, offsets);
                     Value vectorAt = indexConst(
                         b, loc, quad * int64_t(plan->offsets.size()) + k);
                     Value copy = indexConst(b, loc, g);
                     for (int64_t hh = 0; hh < block; ++hh) {
                       Value qv = vector::TransferReadOp::create(
-                          b, loc, bytesType, groupQueries,
+                          b, loc, bytesType, in.groupQueries,
                           ValueRange{copy, c0, heads[hh], vectorAt, c0},
                           zeroByte, ArrayRef<bool>{true});
                       acc[hh] = ByteDotOp::create(b, loc, sumType, acc[hh],
@@ -358,13 +319,8 @@ FailureOr<Value> mlir::tq::emitBlockLaneScore(OpBuilder &b, Location loc,
                                                   .getResult()
                                             : part;
               }
-              for (int64_t hh = 0; hh < block; ++hh)
-                scores = vector::TransferWriteOp::create(
-                             b, loc, totals[hh], scores,
-                             ValueRange{c0, heads[hh], rows[0].t},
-                             ArrayRef<bool>{false})
-                             .getResult();
-              return scores;
+              return writeStepScores(b, loc, scores, totals, heads,
+                                     rows[0].t);
             });
       },
       /*decode=*/false);

@@ -11,6 +11,12 @@ namespace mlir::tq {
 
 namespace bytescore {
 
+/// The one-row lane scores' layout: a token per 128-bit lane of a vector,
+/// steps of 16 tokens in four groups.
+inline constexpr int64_t kLaneTokens = 4;
+inline constexpr int64_t kStepTokens = 16;
+inline constexpr int64_t kGroups = kStepTokens / kLaneTokens;
+
 /// The query quantised to int8 (lanes in the keys' decode order), and per
 /// query row and head the factor sq * sc and per block b of the keys the
 /// offset (M + 1) * sum_{j in b} q8_j (tensor<rows x heads x blocks>).
@@ -55,6 +61,34 @@ Value interleaveInLanes(OpBuilder &b, Location loc, Value x, Value y,
 /// those spilled the groups' accumulators. Distinct copies keep each query
 /// vector's life to one group, at width x heads x 16 bytes per call.
 Value queryPerGroup(OpBuilder &b, Location loc, Value bytes);
+
+/// What the one-row lane scores (token lanes, block lanes) share: the
+/// query quantised with its lanes in `order` and copied per group of four
+/// tokens (queryPerGroup), the scores' tensor, the level lookup, and with
+/// two index planes (`lowBits` > 0: the first's bits) the masks that join
+/// their fields.
+struct LaneScoreInputs {
+  ByteQuery query;
+  Value groupQueries, scores, lowMask, highMask;
+  DenseI8ArrayAttr lookup;
+};
+LaneScoreInputs prepareLaneScore(OpBuilder &b, Location loc, Value query,
+                                 const VectorRowDecoder &codes,
+                                 ArrayRef<int64_t> order, int64_t lowBits,
+                                 bool narrow);
+
+/// `scores` with the step's 16 token scores of query head `heads[hh]`,
+/// `totals[hh]`, from token `t` on (the last step's past the tokens
+/// dropped).
+Value writeStepScores(OpBuilder &b, Location loc, Value scores,
+                      ArrayRef<Value> totals, ArrayRef<Value> heads, Value t);
+
+/// 64 level bytes: the index fields at `offsets[p]` of plane p's bytes
+/// `planes[p]` gathered by tq.select_bits (two planes joined by the
+/// masks), then tq.byte_lookup.
+Value levelVector(OpBuilder &b, Location loc, const LaneScoreInputs &in,
+                  ArrayRef<Value> planes,
+                  ArrayRef<SmallVector<int8_t, 64>> offsets);
 
 } // namespace bytescore
 

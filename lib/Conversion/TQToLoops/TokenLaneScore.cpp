@@ -51,10 +51,6 @@ using namespace mlir::tq::bytescore;
 
 namespace {
 
-/// Tokens per vector (one per 128-bit lane) and per step.
-constexpr int64_t kLaneTokens = 4;
-constexpr int64_t kStepTokens = 16;
-constexpr int64_t kGroups = kStepTokens / kLaneTokens;
 
 /// How one plane's 16 bytes of a token feed a piece: the read at row byte
 /// `read`, and the bytes of each 64-bit half within it (in 0..8).
@@ -337,6 +333,71 @@ Value bytescore::queryPerGroup(OpBuilder &b, Location loc, Value bytes) {
   return copies;
 }
 
+Value bytescore::writeStepScores(OpBuilder &b, Location loc, Value scores,
+                                 ArrayRef<Value> totals, ArrayRef<Value> heads,
+                                 Value t) {
+  Value c0 = indexConst(b, loc, 0);
+  for (auto [total, head] : llvm::zip_equal(totals, heads))
+    scores = vector::TransferWriteOp::create(b, loc, total, scores,
+                                             ValueRange{c0, head, t},
+                                             ArrayRef<bool>{false})
+                 .getResult();
+  return scores;
+}
+
+LaneScoreInputs bytescore::prepareLaneScore(OpBuilder &b, Location loc,
+                                            Value query,
+                                            const VectorRowDecoder &codes,
+                                            ArrayRef<int64_t> order,
+                                            int64_t lowBits, bool narrow) {
+  const ::tq::quant::FormatSpec &spec = codes.rowDecoder().spec();
+  SmallVector<int8_t> table;
+  const float levelScale = levelBytes(spec.codebook->centroids, narrow, table);
+  // The lookup reads the index's low bits: the table repeated to 16.
+  SmallVector<int8_t> lookup;
+  for (int64_t i = 0; i < 16; ++i)
+    lookup.push_back(table[i % table.size()]);
+  LaneScoreInputs in;
+  in.lookup = b.getDenseI8ArrayAttr(lookup);
+  in.query = quantiseQuery(b, loc, query, order, /*reordered=*/true,
+                           codes.blockLen(), codes.scaleBlocks(), levelScale,
+                           maxLevel(narrow) + 1);
+  in.groupQueries = queryPerGroup(b, loc, in.query.bytes);
+  in.scores = tensor::EmptyOp::create(
+      b, loc,
+      SmallVector<OpFoldResult>{sizeOf(b, loc, query, 0),
+                                sizeOf(b, loc, query, 1),
+                                codes.rowDecoder().access().numTokens},
+      b.getF32Type());
+  if (lowBits) {
+    // Bits below the second plane from the first, the rest from the
+    // second.
+    auto bytesType = VectorType::get({64}, b.getI8Type());
+    in.lowMask = arith::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(bytesType, int8_t((1 << lowBits) - 1)));
+    in.highMask = arith::ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(bytesType, int8_t(~((1 << lowBits) - 1))));
+  }
+  return in;
+}
+
+Value bytescore::levelVector(OpBuilder &b, Location loc,
+                             const LaneScoreInputs &in, ArrayRef<Value> planes,
+                             ArrayRef<SmallVector<int8_t, 64>> offsets) {
+  auto bytesType = VectorType::get({64}, b.getI8Type());
+  Value index = SelectBitsOp::create(b, loc, bytesType, planes[0],
+                                     b.getDenseI8ArrayAttr(offsets[0]));
+  if (in.lowMask) {
+    Value high = SelectBitsOp::create(b, loc, bytesType, planes[1],
+                                      b.getDenseI8ArrayAttr(offsets[1]));
+    index = arith::OrIOp::create(
+        b, loc, arith::AndIOp::create(b, loc, index, in.lowMask),
+        arith::AndIOp::create(b, loc, high, in.highMask));
+  }
+  return ByteLookupOp::create(b, loc, bytesType, index, in.lookup);
+}
+
 FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
                                               Value query,
                                               const VectorRowDecoder &keys,
@@ -359,51 +420,18 @@ FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
       codes->width() % 16 != 0)
     return failure();
   const int64_t blocks = codes->scaleBlocks();
-  const CacheAccess &access = keys.rowDecoder().access();
-  SmallVector<int8_t> table;
-  const bool narrow = options.narrowLevels;
-  const float levelScale = levelBytes(spec.codebook->centroids, narrow, table);
-  // The lookup reads the index's low bits: the table repeated to 16.
-  SmallVector<int8_t> lookup;
-  for (int64_t i = 0; i < 16; ++i)
-    lookup.push_back(table[i % table.size()]);
-  auto lookupAttr = b.getDenseI8ArrayAttr(lookup);
-
-  ByteQuery q = quantiseQuery(b, loc, query, plan->order, /*reordered=*/true,
-                              codes->blockLen(), blocks, levelScale,
-                              maxLevel(narrow) + 1);
-  Value groupQueries = queryPerGroup(b, loc, q.bytes);
-  Value init = tensor::EmptyOp::create(
-      b, loc,
-      SmallVector<OpFoldResult>{sizeOf(b, loc, query, 0),
-                                sizeOf(b, loc, query, 1), access.numTokens},
-      b.getF32Type());
+  LaneScoreInputs in = prepareLaneScore(b, loc, query, *codes, plan->order,
+                                        plan->lowBits, options.narrowLevels);
+  const ByteQuery &q = in.query;
   const int64_t block = headBlock(group, 4);
   auto bytesType = VectorType::get({64}, b.getI8Type());
   auto sumType = VectorType::get({16}, b.getI32Type());
   auto scoreType = VectorType::get({kStepTokens}, b.getF32Type());
   Value c0 = indexConst(b, loc, 0);
   Value zeroByte = arith::ConstantIntOp::create(b, loc, b.getI8Type(), 0);
-  // Bits below the second plane from the first, the rest from the second.
-  Value lowMask =
-      plan->lowBits
-          ? arith::ConstantOp::create(
-                b, loc,
-                DenseElementsAttr::get(
-                    bytesType, int8_t((1 << plan->lowBits) - 1)))
-                .getResult()
-          : Value();
-  Value highMask =
-      plan->lowBits
-          ? arith::ConstantOp::create(
-                b, loc,
-                DenseElementsAttr::get(
-                    bytesType, int8_t(~((1 << plan->lowBits) - 1))))
-                .getResult()
-          : Value();
   VectorRowDecoder &rowsDecoder = *codes;
   return forEachDecodedRows(
-      b, loc, rowsDecoder, kvHeads, /*lanes=*/64, kStepTokens, init,
+      b, loc, rowsDecoder, kvHeads, /*lanes=*/64, kStepTokens, in.scores,
       [&](OpBuilder &b, Location loc, Value kvh, ArrayRef<DecodedRow> rows,
           Value scores) {
         // Scale of block blk of the step's tokens, token t in lane t.
@@ -485,32 +513,20 @@ FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
                     }
                     firstPiece = false;
                     for (const LevelVector &level : piece.levels) {
-                      Value index = SelectBitsOp::create(
-                          b, loc, bytesType, planeVectors[0],
-                          b.getDenseI8ArrayAttr(level.offsets[0]));
-                      if (plan->lowBits) {
-                        Value high = SelectBitsOp::create(
-                            b, loc, bytesType, planeVectors[1],
-                            b.getDenseI8ArrayAttr(level.offsets[1]));
-                        index = arith::OrIOp::create(
-                            b, loc,
-                            arith::AndIOp::create(b, loc, index, lowMask),
-                            arith::AndIOp::create(b, loc, high, highMask));
-                      }
-                      Value levels = ByteLookupOp::create(b, loc, bytesType,
-                                                          index, lookupAttr);
+                      Value levels =
+                          levelVector(b, loc, in, planeVectors, level.offsets);
                       // The query bytes of the vector's 16 values (from
                       // the group's copy), in every lane.
                       Value at = indexConst(b, loc, vectorIndex++);
                       Value copy = indexConst(b, loc, g);
                       for (int64_t hh = 0; hh < block; ++hh) {
                         Value qv = vector::TransferReadOp::create(
-                            b, loc, bytesType, groupQueries,
+                            b, loc, bytesType, in.groupQueries,
                             ValueRange{copy, c0, heads[hh], at, c0},
                             zeroByte, ArrayRef<bool>{true});
                         Value &chain = acc[hh * kGroups + g];
                         chain = ByteDotOp::create(b, loc, sumType, chain,
-                                                  levels, qv, narrow);
+                                                  levels, qv, options.narrowLevels);
                       }
                     }
                   }
@@ -546,13 +562,8 @@ FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
                                           : scaled;
                 }
               }
-              for (int64_t hh = 0; hh < block; ++hh)
-                scores = vector::TransferWriteOp::create(
-                             b, loc, totals[hh], scores,
-                             ValueRange{c0, heads[hh], rows[0].t},
-                             ArrayRef<bool>{false})
-                             .getResult();
-              return scores;
+              return writeStepScores(b, loc, scores, totals, heads,
+                                     rows[0].t);
             });
       },
       /*decode=*/false);

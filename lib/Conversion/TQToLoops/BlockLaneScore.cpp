@@ -227,12 +227,9 @@ FailureOr<Value> mlir::tq::emitBlockLaneScore(OpBuilder &b, Location loc,
                                         plan->lowBits, narrow);
   const ByteQuery &q = in.query;
   const int64_t block = headBlock(group, 4);
-  auto bytesType = VectorType::get({64}, b.getI8Type());
   auto sumType = VectorType::get({16}, b.getI32Type());
   auto offsetType = VectorType::get({kQuadBlocks}, b.getI32Type());
-  auto scoreType = VectorType::get({kStepTokens}, b.getF32Type());
   Value c0 = indexConst(b, loc, 0);
-  Value zeroByte = arith::ConstantIntOp::create(b, loc, b.getI8Type(), 0);
   Value zeroWord = arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0);
   const SmallVector<int64_t> quadOfLanes = {0, 1, 2, 3, 0, 1, 2, 3,
                                             0, 1, 2, 3, 0, 1, 2, 3};
@@ -250,6 +247,23 @@ FailureOr<Value> mlir::tq::emitBlockLaneScore(OpBuilder &b, Location loc,
               SmallVector<Value> totals(block);
               for (int64_t quad = 0; quad < plan->quads; ++quad) {
                 const int64_t at = quad * plan->quadBytes;
+                // Per head, the quad's block offsets in every 128-bit lane
+                // and the factor in every lane.
+                SmallVector<Value> quadOffsets, factors;
+                for (Value head : heads) {
+                  Value offsets = vector::TransferReadOp::create(
+                      b, loc, offsetType, q.offsets,
+                      ValueRange{c0, head,
+                                 indexConst(b, loc, kQuadBlocks * quad)},
+                      zeroWord, ArrayRef<bool>{true});
+                  quadOffsets.push_back(vector::ShuffleOp::create(
+                      b, loc, offsets, offsets, quadOfLanes));
+                  factors.push_back(splatF32(
+                      b, loc,
+                      tensor::ExtractOp::create(b, loc, q.factors,
+                                                ValueRange{c0, head}),
+                      kStepTokens));
+                }
                 // scaled[hh][g]: head hh's scaled sums of group g.
                 SmallVector<SmallVector<Value, 4>> scaled(block);
                 for (int64_t g = 0; g < kGroups; ++g) {
@@ -275,41 +289,20 @@ FailureOr<Value> mlir::tq::emitBlockLaneScore(OpBuilder &b, Location loc,
                     Value bytes = chunks[k / 2];
                     Value levels =
                         levelVector(b, loc, in, {bytes, bytes}, offsets);
-                    Value vectorAt = indexConst(
-                        b, loc, quad * int64_t(plan->offsets.size()) + k);
-                    Value copy = indexConst(b, loc, g);
-                    for (int64_t hh = 0; hh < block; ++hh) {
-                      Value qv = vector::TransferReadOp::create(
-                          b, loc, bytesType, in.groupQueries,
-                          ValueRange{copy, c0, heads[hh], vectorAt, c0},
-                          zeroByte, ArrayRef<bool>{true});
-                      acc[hh] = ByteDotOp::create(b, loc, sumType, acc[hh],
-                                                  levels, qv, narrow);
-                    }
+                    const int64_t vector =
+                        quad * int64_t(plan->offsets.size()) + k;
+                    for (int64_t hh = 0; hh < block; ++hh)
+                      acc[hh] = queryDot(b, loc, in, acc[hh], levels, g,
+                                         heads[hh], vector, narrow);
                   }
                   Value blockScales =
                       scalesOfGroup(b, loc, chunks[0], chunks[1],
                                     plan->scaleWord);
-                  for (int64_t hh = 0; hh < block; ++hh) {
-                    Value offsets = vector::TransferReadOp::create(
-                        b, loc, offsetType, q.offsets,
-                        ValueRange{c0, heads[hh],
-                                   indexConst(b, loc, kQuadBlocks * quad)},
-                        zeroWord, ArrayRef<bool>{true});
-                    Value exact = arith::SubIOp::create(
-                        b, loc, acc[hh],
-                        vector::ShuffleOp::create(b, loc, offsets, offsets,
-                                                  quadOfLanes));
-                    Value factor = tensor::ExtractOp::create(
-                        b, loc, q.factors, ValueRange{c0, heads[hh]});
-                    // The token lanes' rounding: sum * (factor * scale).
-                    scaled[hh].push_back(arith::MulFOp::create(
+                  for (int64_t hh = 0; hh < block; ++hh)
+                    scaled[hh].push_back(scaledSums(
                         b, loc,
-                        arith::SIToFPOp::create(b, loc, scoreType, exact),
-                        arith::MulFOp::create(
-                            b, loc, splatF32(b, loc, factor, kStepTokens),
-                            blockScales)));
-                  }
+                        arith::SubIOp::create(b, loc, acc[hh], quadOffsets[hh]),
+                        factors[hh], blockScales));
                 }
                 // Each block's 16 tokens, added in block order.
                 for (int64_t hh = 0; hh < block; ++hh)

@@ -41,6 +41,14 @@ using namespace mlir::tq::bytescore;
 
 int32_t bytescore::maxLevel(bool narrow) { return narrow ? 63 : 127; }
 
+Value bytescore::scaledSums(OpBuilder &b, Location loc, Value exact,
+                            Value factors, Value scales) {
+  auto type = cast<VectorType>(exact.getType()).clone(b.getF32Type());
+  return arith::MulFOp::create(
+      b, loc, arith::SIToFPOp::create(b, loc, type, exact),
+      arith::MulFOp::create(b, loc, factors, scales));
+}
+
 float bytescore::levelBytes(ArrayRef<float> levels, bool narrow,
                             SmallVectorImpl<int8_t> &table) {
   const int32_t m = maxLevel(narrow);
@@ -283,15 +291,10 @@ FailureOr<Value> mlir::tq::emitFusedByteScore(OpBuilder &b, Location loc,
                     Value exact = arith::SubIOp::create(
                         b, loc, sums,
                         spreadScalars(b, loc, offsets, offsetLanes));
-                    Value scaled = arith::MulFOp::create(
-                        b, loc,
-                        arith::SIToFPOp::create(
-                            b, loc, VectorType::get({n}, b.getF32Type()),
-                            exact),
-                        arith::MulFOp::create(
-                            b, loc,
-                            repeatPerRow(b, loc, factors, step * blocks),
-                            repeatPerHead(b, loc, rowScales, block)));
+                    Value scaled = scaledSums(
+                        b, loc, exact,
+                        repeatPerRow(b, loc, factors, step * blocks),
+                        repeatPerHead(b, loc, rowScales, block));
                     // Lane hh * step + r: head hh's score of row r, the
                     // sum of its blocks'.
                     if (blocks > 1) {

@@ -43,6 +43,12 @@ ByteQuery quantiseQuery(OpBuilder &b, Location loc, Value query,
                         int64_t blockLen, int64_t blocks, float levelScale,
                         int32_t levelOffset);
 
+/// Integer block sums `exact` as f32 scores: exact * (factors * scales),
+/// lane by lane, in the order every lane layout of the score rounds them
+/// (so row, token and block lanes give the same scores bit for bit).
+Value scaledSums(OpBuilder &b, Location loc, Value exact, Value factors,
+                 Value scales);
+
 /// A 16-lane shuffle of x and y taking, in every 128-bit lane, the 32-bit
 /// lanes `lanePattern` (0-3: x's, 4-7: y's of that lane).
 Value interleaveInLanes(OpBuilder &b, Location loc, Value x, Value y,
@@ -82,6 +88,13 @@ LaneScoreInputs prepareLaneScore(OpBuilder &b, Location loc, Value query,
 /// dropped).
 Value writeStepScores(OpBuilder &b, Location loc, Value scores,
                       ArrayRef<Value> totals, ArrayRef<Value> heads, Value t);
+
+/// `chain` plus the int8 dots of `levels` (level vector `vector` of a
+/// row) with query head `head`'s bytes of the same values, from group
+/// `group`'s copy.
+Value queryDot(OpBuilder &b, Location loc, const LaneScoreInputs &in,
+               Value chain, Value levels, int64_t group, Value head,
+               int64_t vector, bool narrow);
 
 /// 64 level bytes: the index fields at `offsets[p]` of plane p's bytes
 /// `planes[p]` gathered by tq.select_bits (two planes joined by the

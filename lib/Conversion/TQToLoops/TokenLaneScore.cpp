@@ -51,7 +51,6 @@ using namespace mlir::tq::bytescore;
 
 namespace {
 
-
 /// How one plane's 16 bytes of a token feed a piece: the read at row byte
 /// `read`, and the bytes of each 64-bit half within it (in 0..8).
 struct PlaneWindow {
@@ -382,6 +381,23 @@ LaneScoreInputs bytescore::prepareLaneScore(OpBuilder &b, Location loc,
   return in;
 }
 
+Value bytescore::queryDot(OpBuilder &b, Location loc,
+                          const LaneScoreInputs &in, Value chain, Value levels,
+                          int64_t group, Value head, int64_t vector,
+                          bool narrow) {
+  // The query bytes of the vector's 16 values, in every lane.
+  auto bytesType = VectorType::get({64}, b.getI8Type());
+  Value c0 = indexConst(b, loc, 0);
+  Value zeroByte = arith::ConstantIntOp::create(b, loc, b.getI8Type(), 0);
+  Value qv = vector::TransferReadOp::create(
+      b, loc, bytesType, in.groupQueries,
+      ValueRange{indexConst(b, loc, group), c0, head,
+                 indexConst(b, loc, vector), c0},
+      zeroByte, ArrayRef<bool>{true});
+  return ByteDotOp::create(b, loc, chain.getType(), chain, levels, qv,
+                           narrow);
+}
+
 Value bytescore::levelVector(OpBuilder &b, Location loc,
                              const LaneScoreInputs &in, ArrayRef<Value> planes,
                              ArrayRef<SmallVector<int8_t, 64>> offsets) {
@@ -424,11 +440,8 @@ FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
                                         plan->lowBits, options.narrowLevels);
   const ByteQuery &q = in.query;
   const int64_t block = headBlock(group, 4);
-  auto bytesType = VectorType::get({64}, b.getI8Type());
   auto sumType = VectorType::get({16}, b.getI32Type());
-  auto scoreType = VectorType::get({kStepTokens}, b.getF32Type());
   Value c0 = indexConst(b, loc, 0);
-  Value zeroByte = arith::ConstantIntOp::create(b, loc, b.getI8Type(), 0);
   VectorRowDecoder &rowsDecoder = *codes;
   return forEachDecodedRows(
       b, loc, rowsDecoder, kvHeads, /*lanes=*/64, kStepTokens, in.scores,
@@ -515,19 +528,13 @@ FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
                     for (const LevelVector &level : piece.levels) {
                       Value levels =
                           levelVector(b, loc, in, planeVectors, level.offsets);
-                      // The query bytes of the vector's 16 values (from
-                      // the group's copy), in every lane.
-                      Value at = indexConst(b, loc, vectorIndex++);
-                      Value copy = indexConst(b, loc, g);
                       for (int64_t hh = 0; hh < block; ++hh) {
-                        Value qv = vector::TransferReadOp::create(
-                            b, loc, bytesType, in.groupQueries,
-                            ValueRange{copy, c0, heads[hh], at, c0},
-                            zeroByte, ArrayRef<bool>{true});
                         Value &chain = acc[hh * kGroups + g];
-                        chain = ByteDotOp::create(b, loc, sumType, chain,
-                                                  levels, qv, options.narrowLevels);
+                        chain = queryDot(b, loc, in, chain, levels, g,
+                                         heads[hh], vectorIndex,
+                                         options.narrowLevels);
                       }
+                      ++vectorIndex;
                     }
                   }
                   if (g % 2 == 1)
@@ -550,12 +557,9 @@ FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
                       vector::BroadcastOp::create(b, loc, sumType, offset));
                   Value factor = tensor::ExtractOp::create(
                       b, loc, q.factors, ValueRange{c0, heads[hh]});
-                  // The row lanes' rounding order: sum * (factor * scale).
-                  Value scaled = arith::MulFOp::create(
-                      b, loc, arith::SIToFPOp::create(b, loc, scoreType, exact),
-                      arith::MulFOp::create(
-                          b, loc, splatF32(b, loc, factor, kStepTokens),
-                          blockScales[blk]));
+                  Value scaled = scaledSums(
+                      b, loc, exact, splatF32(b, loc, factor, kStepTokens),
+                      blockScales[blk]);
                   totals[hh] = totals[hh] ? arith::AddFOp::create(
                                                 b, loc, totals[hh], scaled)
                                                 .getResult()

@@ -144,6 +144,19 @@ def test_knobs_from_the_compiler():
     assert "centroid_permute" not in {k.name for k in tqc.knobs(SPEC,
                                                                  "x86-64")}
     assert tqc.knobs(tqc.KernelSpec("append", "turbo3_0", head_dim=64)) == []
+    # The int8 score's lanes on a CPU with AVX512-VBMI: tq3_0's short
+    # blocks default to block lanes and offer tokens too; turbo3_0 offers
+    # tokens alone (blocks would build the same kernel); without VBMI rows.
+    def lanes(fmt, cpu):
+        return {k.name: k for k in tqc.knobs(
+            tqc.KernelSpec("decode", fmt, head_dim=128, gqa=4),
+            cpu)}["score_lanes"]
+    tq3 = lanes("tq3_0", "icelake-server")
+    assert (tq3.default, tq3.values) == ("blocks", ("blocks", "tokens"))
+    assert tq3.legal == "rows, tokens, blocks"
+    turbo = lanes("turbo3_0", "icelake-server")
+    assert (turbo.default, turbo.values) == ("tokens", ("tokens",))
+    assert lanes("tq3_0", "x86-64-v3").values == ("rows",)
 
 
 def test_compile_with_knobs_and_tuning_db(tmp_path):

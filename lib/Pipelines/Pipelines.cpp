@@ -55,6 +55,7 @@ void mlir::tq::buildTQToLLVMPipeline(OpPassManager &pm,
   lowering.valueDot = options.valueDot;
   lowering.scoreLanes = options.scoreLanes;
   lowering.pairAhead = options.pairAhead;
+  lowering.prefetch = options.prefetch;
   lowering.amxTiles = options.amxTiles;
   lowering.selectFields = vbmi;
   lowering.vectorRotations = true;

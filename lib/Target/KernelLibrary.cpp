@@ -290,6 +290,22 @@ std::string pairAheadFor(const llvm::TargetMachine &tm,
   return hasAvx512(tm) && hasFastDpwssd(tm) ? "on" : "off";
 }
 
+/// Where the fused products prefetch the next tile's rows: `requested`
+/// (l1 or l2), or for "auto" l2 on AMD's Zen CPUs with AVX-512 (Zen 4 and
+/// 5), l1 elsewhere. Measured on Zen 4 (docs/perf/cpu.md, session #33):
+/// with the caches flushed before each call, as a model's other layers
+/// leave them, the L1 prefetches of a tile's K and V rows (more than its
+/// 32 KB L1 holds) cost 3-10% against L2's; warm, the two are level.
+/// Emerald Rapids measured no gain from L2 (session #19), so Intel keeps
+/// l1.
+std::string prefetchFor(const llvm::TargetMachine &tm,
+                        const std::string &requested) {
+  if (requested != "auto")
+    return requested;
+  return hasAvx512(tm) && tm.getTargetCPU().starts_with("znver") ? "l2"
+                                                                  : "l1";
+}
+
 /// Whether prefill kernels take AMX tile products: `requested` (on or
 /// off), or for "auto" on where the CPU has AMX-BF16.
 std::string amxFor(const llvm::TargetMachine &tm,
@@ -405,6 +421,8 @@ KernelLibraryOptions optionsFor(const RuntimeKernelSpec &spec,
       own.scoreLanes = value;
     else if (knob == "pair_ahead")
       own.pairAhead = value;
+    else if (knob == "prefetch")
+      own.prefetch = value;
     else if (knob == "amx")
       own.amx = value;
     else if (knob == "lookup") {
@@ -437,6 +455,7 @@ void configurePipeline(TQPipelineOptions &pipeline,
   pipeline.vbmi = hasVbmi(tm);
   pipeline.scoreLanes = options.scoreLanes;
   pipeline.pairAhead = decode && options.pairAhead == "on";
+  pipeline.prefetch = prefetchFor(tm, options.prefetch);
   pipeline.amxTiles = !decode && options.amx == "on" && hasAmx(tm);
   // exp's FMA and floor as instructions: measured 2-3% faster decode and
   // 1% faster prefill on Emerald Rapids; on a Zen 3 (AVX2) no gain showed
@@ -809,6 +828,7 @@ bool mlir::tq::writeKernelLibrary(MLIRContext &context,
   options.accumulators = accumulatorsFor(*tm, options.accumulators);
   options.scoreLanes = scoreLanesFor(*tm, options.scoreLanes);
   options.pairAhead = pairAheadFor(*tm, options.pairAhead);
+  options.prefetch = prefetchFor(*tm, options.prefetch);
   options.amx = amxFor(*tm, options.amx);
   if (options.amx == "on" && !hasAmx(*tm)) {
     error = "amx=on needs a CPU with AMX tiles and AMX-BF16 (sapphirerapids "
@@ -1184,6 +1204,22 @@ bool mlir::tq::kernelKnobs(const RuntimeKernelSpec &spec,
     knobs.push_back(ahead);
   }
 
+  KnobInfo prefetch;
+  prefetch.name = "prefetch";
+  prefetch.description =
+      "where the fused products prefetch the next tile's rows: l1 "
+      "(prefetcht0) or l2 (prefetcht1); the same results. A tile's K and "
+      "V rows outgrow the L1 while the tile before them is read: l2 "
+      "measured faster on Zen 4 with flushed caches, level on Emerald "
+      "Rapids, so the tuner tries both on AVX-512";
+  prefetch.legal = "l1, l2";
+  prefetch.defaultValue = prefetchFor(*tm, defaults.prefetch);
+  prefetch.values = {prefetch.defaultValue};
+  if (hasAvx512(*tm))
+    prefetch.values.push_back(prefetch.defaultValue == "l1" ? "l2" : "l1");
+  prefetch.onlyWith = "lookup=tile";
+  knobs.push_back(prefetch);
+
   if (!decode && hasAmx(*tm)) {
     KnobInfo amx;
     amx.name = "amx";
@@ -1288,6 +1324,7 @@ KnobValues mlir::tq::effectiveKnobs(const RuntimeKernelSpec &spec,
     values["pair_ahead"] = options.pairAhead;
   else
     values["amx"] = options.amx;
+  values["prefetch"] = options.prefetch;
   values["centroid_permute"] = permute;
   return values;
 }

@@ -30,7 +30,7 @@ def test_variants():
                        "centroid_permute": "avx2", "score_rows": "4",
                        "accumulators": "16", "score_dot": "f32",
                        "score_lanes": "rows", "value_dot": "f32",
-                       "pair_ahead": "off"}
+                       "pair_ahead": "off", "prefetch": "l1"}
     assert len(axes) == 3
     with pytest.raises(ValueError, match="no knob 'unroll'"):
         variants(SPEC, {"unroll": [1]}, cpu=CPU)

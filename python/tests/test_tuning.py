@@ -157,6 +157,19 @@ def test_knobs_from_the_compiler():
     turbo = lanes("turbo3_0", "icelake-server")
     assert (turbo.default, turbo.values) == ("tokens", ("tokens",))
     assert lanes("tq3_0", "x86-64-v3").values == ("rows",)
+    # Where the next tile's rows are prefetched: L2 first on AMD's Zen
+    # with AVX-512, L1 first elsewhere; both offered on AVX-512 CPUs,
+    # decode and prefill.
+    def prefetch(cpu, spec=SPEC):
+        return {k.name: k for k in tqc.knobs(spec, cpu)}["prefetch"]
+    zen4 = prefetch("znver4")
+    assert (zen4.default, zen4.values) == ("l2", ("l2", "l1"))
+    assert zen4.legal == "l1, l2" and zen4.only_with == "lookup=tile"
+    icx = prefetch("icelake-server")
+    assert (icx.default, icx.values) == ("l1", ("l1", "l2"))
+    zen3 = prefetch("znver3")  # no AVX-512
+    assert (zen3.default, zen3.values) == ("l1", ("l1",))
+    assert prefetch("znver4", PREFILL).default == "l2"
 
 
 def test_compile_with_knobs_and_tuning_db(tmp_path):

@@ -53,7 +53,7 @@
 // AMX: tq-lower-to-loops{{.*}}amx-tiles=true
 // AMX: convert-vector-to-llvm{enable-amx=true
 // AMX: convert-to-llvm{{.*}}filter-dialects={cf,amx}
-// UNROLL: tq-lower-to-loops{accumulators=24 amx-tiles=false max-unrolled-chunks=7 narrow-levels=false pair-ahead=true score-dot=f32 score-lanes=rows score-rows=2 select-fields=false value-dot=f32 vector-rotations=true vector-softmax=true},
+// UNROLL: tq-lower-to-loops{accumulators=24 amx-tiles=false max-unrolled-chunks=7 narrow-levels=false pair-ahead=true prefetch=l1 score-dot=f32 score-lanes=rows score-rows=2 select-fields=false value-dot=f32 vector-rotations=true vector-softmax=true},
 
 // STAGES: builtin.module(
 // STAGES-NEXT: tq-decompose-attention,
@@ -62,7 +62,7 @@
 // STAGES-NEXT: tq-tile-flash-attention{splits=1 tile-size=64},
 // STAGES-NEXT: canonicalize{{.*}},
 // STAGES-NEXT: cse,
-// STAGES-NEXT: tq-lower-to-loops{accumulators=16 amx-tiles=false max-unrolled-chunks=48 narrow-levels=false pair-ahead=false score-dot=f32 score-lanes=rows score-rows=4 select-fields=false value-dot=f32 vector-rotations=true vector-softmax=true},
+// STAGES-NEXT: tq-lower-to-loops{accumulators=16 amx-tiles=false max-unrolled-chunks=48 narrow-levels=false pair-ahead=false prefetch=l1 score-dot=f32 score-lanes=rows score-rows=4 select-fields=false value-dot=f32 vector-rotations=true vector-softmax=true},
 // STAGES-NEXT: tq-approximate-math{native-fma-floor=false},
 // STAGES-NEXT: canonicalize{{.*}},
 // STAGES-NEXT: cse,

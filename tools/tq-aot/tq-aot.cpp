@@ -149,6 +149,13 @@ cl::opt<std::string> pairAhead(
              "current pair's: on, off (the same sums), or auto: on where "
              "--chip has AVX-512 and fast vpdpwssd (Zen 4, Zen 5)"),
     cl::init("auto"));
+cl::opt<std::string> prefetch(
+    "prefetch", cl::cat(toolOptions),
+    cl::desc("where the fused products prefetch the next KV tile's rows: "
+             "l1 (prefetcht0), l2 (prefetcht1; the same results), or auto: "
+             "l2 where --chip is an AMD Zen with AVX-512 (measured faster "
+             "there with the caches flushed between calls), else l1"),
+    cl::init("auto"));
 cl::opt<std::string> amx(
     "amx", cl::cat(toolOptions),
     cl::desc("the prefill kernels' score and weighted sum as AMX-BF16 tile "
@@ -325,6 +332,8 @@ int main(int argc, char **argv) {
          scoreLanes + "'");
   if (pairAhead != "on" && pairAhead != "off" && pairAhead != "auto")
     fail("--pair-ahead must be on, off or auto, got '" + pairAhead + "'");
+  if (prefetch != "l1" && prefetch != "l2" && prefetch != "auto")
+    fail("--prefetch must be l1, l2 or auto, got '" + prefetch + "'");
   if (amx != "on" && amx != "off" && amx != "auto")
     fail("--amx must be on, off or auto, got '" + amx + "'");
   if (valueDot != "f32" && valueDot != "bf16" && valueDot != "i16" &&
@@ -498,6 +507,7 @@ int main(int argc, char **argv) {
   options.valueDot = valueDot;
   options.scoreLanes = scoreLanes;
   options.pairAhead = pairAhead;
+  options.prefetch = prefetch;
   options.amx = amx;
   if (target == "cpu") {
     // `auto`: the fastest dot paths the CPU has (said, so a pack's

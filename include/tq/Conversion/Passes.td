@@ -96,6 +96,13 @@ def TQLowerToLoops : Pass<"tq-lower-to-loops", "::mlir::ModuleOp"> {
            "tq.select_bits is one instruction (tq-lower-lane-lookup "
            "vbmi). Formats whose planes are 1, 2 or 4 bits wide with "
            "2^bits levels; others keep the shift-and-mask decode">,
+    Option<"prefetch", "prefetch", "std::string", /*default=*/"\"l1\"",
+           "Where the fused products' prefetches of the next tile's rows "
+           "bring them: l1 (memref.prefetch locality 3: x86's prefetcht0) "
+           "or l2 (locality 2: prefetcht1). A tile's K and V rows overflow "
+           "a 32-48 KB L1 while the tile before them is read, so on CPUs "
+           "whose L1 misses queue behind such prefetches (Zen 4) l2 keeps "
+           "them out of the way (see tq-aot's --prefetch)">,
     Option<"pairAhead", "pair-ahead", "bool", /*default=*/"false",
            "The pair weighted sum with one query row (value-dot=bf16 or "
            "i16) decodes the next token pair while its dots take the "

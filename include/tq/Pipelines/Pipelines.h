@@ -71,6 +71,11 @@ struct TQPipelineOptions : public PassPipelineOptions<TQPipelineOptions> {
       llvm::cl::desc("Multiply-adds of the one-row weighted sum: f32, bf16 "
                      "or i16 (see tq-lower-to-loops)"),
       llvm::cl::init("f32")};
+  PassOptions::Option<std::string> prefetch{
+      *this, "prefetch",
+      llvm::cl::desc("Where the fused products prefetch the next tile's "
+                     "rows: l1 or l2 (see tq-lower-to-loops)"),
+      llvm::cl::init("l1")};
   PassOptions::Option<bool> pairAhead{
       *this, "pair-ahead",
       llvm::cl::desc("The one-row pair weighted sum decodes a token pair "

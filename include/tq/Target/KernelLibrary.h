@@ -77,6 +77,11 @@ struct KernelLibraryOptions {
   /// pair-ahead; the same sums, measured 2-5% faster on Zen 4 and slower
   /// where vpdpwssd splits or registers are 16, docs/perf/cpu.md).
   std::string pairAhead = "auto";
+  /// Where the fused products prefetch the next tile's rows: l1, l2 or
+  /// auto (l2 on AMD's Zen CPUs with AVX-512, l1 elsewhere; see
+  /// tq-lower-to-loops' prefetch: the same results, l2 measured 3-10%
+  /// faster on a flushed Zen 4 decode, docs/perf/cpu.md).
+  std::string prefetch = "auto";
   /// Prefill kernels' score and weighted sum as AMX-BF16 tile products
   /// (bf16 operands: lossy, like the other dot paths, so off unless
   /// asked): on, off or auto (on where the CPU has AMX-BF16; see

@@ -35,7 +35,7 @@ using KnobValues = std::map<std::string, std::string>;
 struct KnobInfo {
   /// tile_size, splits, lookup, max_unrolled_chunks, score_rows,
   /// accumulators, score_dot, score_lanes, value_dot, pair_ahead,
-  /// centroid_permute.
+  /// prefetch, centroid_permute.
   std::string name;
   std::string description;
   /// What the compiler accepts, in words ("integer >= 1", "tile, select,

@@ -77,7 +77,7 @@ prepareGroupedDecode(ConversionPatternRewriter &rewriter, Operation *op,
 FailureOr<Value> lowerTileInRegisters(
     ConversionPatternRewriter &rewriter, Operation *op,
     ShapedType perQueryHead, Value cache, Value convertedCache,
-    Value operand,
+    Value operand, const TQToLoopsOptions &options,
     function_ref<Value(OpBuilder &, Location, Value, VectorRowDecoder &,
                        int64_t, int64_t)>
         emit) {
@@ -89,6 +89,7 @@ FailureOr<Value> lowerTileInRegisters(
                            RowDecoder::DecodeUse::VectorRows);
   if (failed(prepared))
     return failure();
+  prepared->dec.setPrefetchLocality(options.prefetchToL2 ? 2 : 3);
   // Lanes in the row's order where fields are read as words; otherwise in
   // bit-plane order, and the products permute the query and the output
   // instead (once per tile, not per row).
@@ -282,7 +283,7 @@ struct LowerScore : public OpConversionPattern<ScoreOp> {
           op.getKeys().getType().getPaddedDim())
         fused = lowerTileInRegisters(rewriter, op, op.getQuery().getType(),
                                      op.getKeys(), adaptor.getKeys(),
-                                     adaptor.getQuery(),
+                                     adaptor.getQuery(), options,
                                      [&](OpBuilder &b, Location loc,
                                          Value query, VectorRowDecoder &keys,
                                          int64_t kvHeads, int64_t group) {
@@ -426,7 +427,7 @@ struct LowerAccumulate : public OpConversionPattern<AccumulateOp> {
     if (op.getLookup() == LookupStrategy::tile) {
       FailureOr<Value> fused = lowerTileInRegisters(
           rewriter, op, op.getProbs().getType(), op.getValues(),
-          adaptor.getValues(), adaptor.getProbs(),
+          adaptor.getValues(), adaptor.getProbs(), options,
           [&](OpBuilder &b, Location loc, Value probs,
               VectorRowDecoder &values, int64_t kvHeads, int64_t group) {
             return emitFusedAccumulate(b, loc, probs, values, kvHeads, group,

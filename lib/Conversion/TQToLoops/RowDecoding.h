@@ -105,6 +105,10 @@ public:
                                                 Value t, Value count,
                                                 bool nextRange) const;
   const CacheAccess &access() const { return access_; }
+  /// memref.prefetch's locality hint for the next range's rows: 3 (L1,
+  /// the default) or 2 (L2; TQToLoopsOptions::prefetchToL2).
+  int64_t prefetchLocality() const { return prefetchLocality_; }
+  void setPrefetchLocality(int64_t hint) { prefetchLocality_ = hint; }
 
   /// Who reads the rows, which decides what precompute() prepares.
   enum class DecodeUse {
@@ -146,6 +150,7 @@ private:
 
   ::tq::quant::Format format_;
   CacheAccess access_;
+  int64_t prefetchLocality_ = 3;
   Value pageSize_;
   Value codebook_;
   // Set by precompute(): tensor<tokens x i32> (2 * tokens with the

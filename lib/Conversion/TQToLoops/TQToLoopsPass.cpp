@@ -70,6 +70,12 @@ struct TQLowerToLoopsPass
           << scoreDot << "'";
       return signalPassFailure();
     }
+    if (prefetch != "l1" && prefetch != "l2") {
+      getOperation()->emitError()
+          << "tq-lower-to-loops: prefetch must be l1 or l2, got '" << prefetch
+          << "'";
+      return signalPassFailure();
+    }
     if (scoreLanes != "rows" && scoreLanes != "tokens" &&
         scoreLanes != "blocks") {
       getOperation()->emitError()
@@ -138,6 +144,7 @@ struct TQLowerToLoopsPass
     options.blockLaneScore = scoreLanes == "blocks";
     options.selectFields = selectFields;
     options.pairAhead = pairAhead;
+    options.prefetchToL2 = prefetch == "l2";
     options.amxTiles = amxTiles;
     options.vectorRotations = vectorRotations;
     options.vectorSoftmax = vectorSoftmax;

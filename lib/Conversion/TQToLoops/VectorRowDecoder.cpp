@@ -563,7 +563,8 @@ void VectorRowDecoder::prefetchRowAt(OpBuilder &b, Location loc, Value buffer,
         b, loc, buffer,
         ValueRange{page, slot, kvHead,
                    arith::ConstantIndexOp::create(b, loc, at)},
-        /*isWrite=*/false, /*localityHint=*/3, /*isDataCache=*/true);
+        /*isWrite=*/false, decoder_->prefetchLocality(),
+        /*isDataCache=*/true);
 }
 
 Value VectorRowDecoder::scalarInRow(OpBuilder &b, Location loc,

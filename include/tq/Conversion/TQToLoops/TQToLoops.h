@@ -79,6 +79,9 @@ struct TQToLoopsOptions {
   /// pair n's words (carried by the loop): the decode chain overlaps the
   /// dots, at the cost of a chunk's words more in registers.
   bool pairAhead = false;
+  /// The fused products prefetch the next tile's rows into L2 (locality
+  /// hint 2) instead of L1 (3).
+  bool prefetchToL2 = false;
   /// Several query rows (prefill): the score and the weighted sum as
   /// AMX-BF16 tile products (AmxTileProducts.cpp) where they apply; for
   /// CPUs with AMX-BF16 (the kernels need the OS's permission to use the

@@ -16,7 +16,9 @@ extern "C" {
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 namespace {
 
@@ -62,6 +64,35 @@ TEST(ThreadPool, ManyShortGridsRunEachItemOnce) {
     tq_thread_pool_destroy(pool);
     EXPECT_EQ(failures, 0u) << threads << " threads";
   }
+}
+
+// Workers poll for the next grid a while before they sleep, and the caller
+// polls for the workers to finish before it sleeps (thread_pool.c). Grids
+// spaced past the workers' polling, and items that outlast the caller's,
+// take the sleeping paths: each item must still run exactly once.
+TEST(ThreadPool, GridsAfterIdleGapsAndLongItemsRunEachItemOnce) {
+  tq_allocator_v0 allocator = {TQ_ALLOCATOR_VERSION_0, sizeof(allocator),
+                               nullptr, allocate, release};
+  tq_thread_pool *pool = nullptr;
+  ASSERT_EQ(tq_thread_pool_create(3, &allocator, &pool), TQ_STATUS_OK);
+  unsigned failures = 0;
+  for (unsigned round = 0; round < 40; ++round) {
+    std::this_thread::sleep_for(std::chrono::microseconds(300));
+    failures += !runGrid(pool, 2 + round % 7);
+  }
+  Grid grid;
+  grid.n = 6;
+  for (auto &h : grid.hits)
+    h.store(0);
+  auto slowItem = [](void *ctx, uint64_t index) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    countItem(ctx, index);
+  };
+  tq_thread_pool_run(pool, grid.n, slowItem, &grid);
+  for (uint64_t i = 0; i < grid.n; ++i)
+    failures += grid.hits[i].load() != 1;
+  tq_thread_pool_destroy(pool);
+  EXPECT_EQ(failures, 0u);
 }
 
 } // namespace

@@ -10,11 +10,14 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <time.h>
+#include <unistd.h>
 
 /* How long a worker that finished a grid polls for the next before it
  * sleeps, and how long the caller polls for the workers to finish before
  * it sleeps: a sleeping thread's wake-up took 7-60 us (34 on average) on
- * this project's 2-core VM, as much as 5% of a 16K-token decode. */
+ * this project's 2-core VM, as much as 5% of a 16K-token decode. Workers
+ * of a pool with more threads than online CPUs do not poll: idle ones
+ * would take the CPUs from those still in the grid. */
 enum { WORKER_POLL_NS = 100000, CALLER_POLL_NS = 500000 };
 /* Polls past this long yield the CPU between reads, so that threads
  * outnumbering the cores still get to run the grid. */
@@ -40,6 +43,8 @@ struct tq_thread_pool {
    * next one (whose `next` counter it would then share). */
   uint32_t arrived;
   uint32_t active;
+  /* How long an idle worker polls (WORKER_POLL_NS, or 0). */
+  uint64_t worker_poll_ns;
   /* Workers yet to finish the current grid (polled by the caller). */
   atomic_uint_fast32_t unfinished;
   atomic_bool stopping;
@@ -62,6 +67,8 @@ static inline void cpu_relax(void) {
 /* Polls until done(pool, arg) or `ns` pass; whether done. */
 static bool poll_for(const tq_thread_pool *pool, uint64_t arg, uint64_t ns,
                      bool (*done)(const tq_thread_pool *, uint64_t)) {
+  if (ns == 0)
+    return done(pool, arg);
   const uint64_t start = now_ns();
   bool yield = false;
   for (unsigned i = 1;; ++i) {
@@ -109,7 +116,7 @@ static void *worker_main(void *arg) {
   for (;;) {
     if (!grid_posted(pool, seen)) {
       pthread_mutex_unlock(&pool->mutex);
-      poll_for(pool, seen, WORKER_POLL_NS, grid_posted);
+      poll_for(pool, seen, pool->worker_poll_ns, grid_posted);
       pthread_mutex_lock(&pool->mutex);
     }
     while (!pool->stopping && pool->generation == seen)
@@ -144,6 +151,9 @@ tq_status tq_thread_pool_create(uint32_t num_threads,
   *pool = (tq_thread_pool){0};
   pool->allocator = *allocator;
   pool->num_workers = num_threads > 1 ? num_threads - 1 : 0;
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  pool->worker_poll_ns =
+      cpus > 0 && num_threads <= (uint32_t)cpus ? WORKER_POLL_NS : 0;
   atomic_init(&pool->next, 0);
   atomic_init(&pool->generation, 0);
   atomic_init(&pool->unfinished, 0);

@@ -455,7 +455,8 @@ void configurePipeline(TQPipelineOptions &pipeline,
   pipeline.vbmi = hasVbmi(tm);
   pipeline.scoreLanes = options.scoreLanes;
   pipeline.pairAhead = decode && options.pairAhead == "on";
-  pipeline.prefetch = prefetchFor(tm, options.prefetch);
+  // writeKernelLibrary resolved auto (by the CPU); a knob is l1 or l2.
+  pipeline.prefetch = options.prefetch;
   pipeline.amxTiles = !decode && options.amx == "on" && hasAmx(tm);
   // exp's FMA and floor as instructions: measured 2-3% faster decode and
   // 1% faster prefill on Emerald Rapids; on a Zen 3 (AVX2) no gain showed

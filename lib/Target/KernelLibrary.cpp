@@ -4,6 +4,7 @@
 
 #include "tq/Target/LLVMTools.h"
 
+#include "tq/Conversion/TQToLoops/TQToLoops.h"
 #include "tq/Dialect/TQ/IR/TQDialect.h"
 #include "tq/Pipelines/Pipelines.h"
 #include "tq/Quant/Format.h"
@@ -229,6 +230,12 @@ bool hasShortScaleBlocks(const std::string &format, unsigned dim) {
   return f && f->spec().hasShortScaleBlocks();
 }
 
+/// The index planes score_lanes=shifts moves by shifts in `format`'s rows
+/// (0: the format keeps tq.select_bits; see shiftLaneScorePlanes).
+int64_t shiftLanePlanes(const std::string &format, unsigned dim) {
+  return shiftLaneScorePlanes(format, dim);
+}
+
 /// The one-row weighted sum's accumulators: `requested`, or for 0 as many
 /// as the CPU's vector registers allow with the rest of the loop live:
 /// 32 with AVX-512 (32 registers), 16 otherwise. A decode kernel (`spec`)
@@ -261,7 +268,11 @@ bool isDecodeKind(const RuntimeKernelSpec &spec) {
 /// 8-11% faster, polar4 1-5%, turbo4_0 0-1% (docs/perf/cpu.md, session
 /// #20); on token-major pools no faster (session #19). A decode kernel
 /// (`spec`) whose keys have short scale blocks (tq3_0) takes blocks there:
-/// the same scores, tq3_0 5-8% faster on Zen 4 (session #32).
+/// the same scores, tq3_0 5-8% faster on Zen 4 (session #32); one whose
+/// keys have a 2-bit plane under a 1-bit one (turbo3_0, polar3) takes
+/// shifts on AMD's Zen CPUs, where vpmultishiftqb shares the multiply
+/// pipes with the dots: the same scores, turbo3_0 2-3% faster on Zen 4,
+/// one-plane formats level (session #34).
 std::string scoreLanesFor(const llvm::TargetMachine &tm,
                           const std::string &requested,
                           const RuntimeKernelSpec *spec = nullptr) {
@@ -269,10 +280,14 @@ std::string scoreLanesFor(const llvm::TargetMachine &tm,
     return requested;
   if (!hasAvx512(tm) || !hasVbmi(tm))
     return "rows";
-  return spec && isDecodeKind(*spec) &&
-                 hasShortScaleBlocks(spec->keyFormat, spec->headDim)
-             ? "blocks"
-             : "tokens";
+  if (!spec || !isDecodeKind(*spec))
+    return "tokens";
+  if (hasShortScaleBlocks(spec->keyFormat, spec->headDim))
+    return "blocks";
+  if (tm.getTargetCPU().starts_with("znver") &&
+      shiftLanePlanes(spec->keyFormat, spec->headDim) == 2)
+    return "shifts";
+  return "tokens";
 }
 
 /// Whether the decode pair sum decodes a pair ahead: `requested` (on or
@@ -1147,10 +1162,13 @@ bool mlir::tq::kernelKnobs(const RuntimeKernelSpec &spec,
         "packed fields gathered by vpmultishiftqb where the CPU has "
         "AVX512-VBMI, else by shifts) or blocks (token lanes, and rows of "
         "short scale blocks, tq3_0's, hold four blocks' sums in a token's "
-        "lanes). Formats whose planes do not fit token lanes keep rows. "
-        "The scores are the same bit for bit, so the tuner tries tokens "
-        "(and blocks for short blocks) where the CPU has AVX512-VBMI";
-    lanes.legal = "rows, tokens, blocks";
+        "lanes) or shifts (token lanes, the fields of rows of one index "
+        "plane or a 2-bit plane under a 1-bit one moved by whole-vector "
+        "shifts instead of vpmultishiftqb). Formats whose planes do not "
+        "fit token lanes keep rows. The scores are the same bit for bit, "
+        "so the tuner tries tokens (and blocks for short blocks, shifts "
+        "where they apply) where the CPU has AVX512-VBMI";
+    lanes.legal = "rows, tokens, blocks, shifts";
     lanes.defaultValue = scoreLanesFor(*tm, defaults.scoreLanes, &spec);
     lanes.values = {lanes.defaultValue};
     auto offer = [&](const char *value) {
@@ -1161,6 +1179,8 @@ bool mlir::tq::kernelKnobs(const RuntimeKernelSpec &spec,
       offer("tokens");
       if (hasShortScaleBlocks(spec.keyFormat, spec.headDim))
         offer("blocks");
+      else if (shiftLanePlanes(spec.keyFormat, spec.headDim))
+        offer("shifts");
     }
     lanes.onlyWith = "score_dot=i8";
     knobs.push_back(lanes);

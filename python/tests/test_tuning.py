@@ -146,16 +146,23 @@ def test_knobs_from_the_compiler():
     assert tqc.knobs(tqc.KernelSpec("append", "turbo3_0", head_dim=64)) == []
     # The int8 score's lanes on a CPU with AVX512-VBMI: tq3_0's short
     # blocks default to block lanes and offer tokens too; turbo3_0 offers
-    # tokens alone (blocks would build the same kernel); without VBMI rows.
+    # tokens and shifts (blocks would build the same kernel as tokens),
+    # shifts first on AMD's Zen 4, where vpmultishiftqb shares the dots'
+    # pipes; polar4 (one plane) keeps tokens first there; without VBMI
+    # rows.
     def lanes(fmt, cpu):
         return {k.name: k for k in tqc.knobs(
             tqc.KernelSpec("decode", fmt, head_dim=128, gqa=4),
             cpu)}["score_lanes"]
     tq3 = lanes("tq3_0", "icelake-server")
     assert (tq3.default, tq3.values) == ("blocks", ("blocks", "tokens"))
-    assert tq3.legal == "rows, tokens, blocks"
+    assert tq3.legal == "rows, tokens, blocks, shifts"
     turbo = lanes("turbo3_0", "icelake-server")
-    assert (turbo.default, turbo.values) == ("tokens", ("tokens",))
+    assert (turbo.default, turbo.values) == ("tokens", ("tokens", "shifts"))
+    zen4 = lanes("turbo3_0", "znver4")
+    assert (zen4.default, zen4.values) == ("shifts", ("shifts", "tokens"))
+    polar = lanes("polar4", "znver4")
+    assert (polar.default, polar.values) == ("tokens", ("tokens", "shifts"))
     assert lanes("tq3_0", "x86-64-v3").values == ("rows",)
     # Where the next tile's rows are prefetched: L2 first on AMD's Zen
     # with AVX-512, L1 first elsewhere; both offered on AVX-512 CPUs,

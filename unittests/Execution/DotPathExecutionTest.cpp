@@ -28,13 +28,17 @@
 // index fields by tq.select_bits (select-fields: vpmultishiftqb and a bit
 // select, the bits above the index left for the lookups to ignore) and
 // look the pair sum's words up as bytes (vpermb): the same outputs bit
-// for bit as the portable ops' shifts, masks and word selects.
+// for bit as the portable ops' shifts, masks and word selects. The token
+// lanes with fields moved by whole-vector shifts (score-lanes=shifts: the
+// values in the shifts' order, the query in the same) must give the
+// token lanes' output bit for bit too.
 //
 //===----------------------------------------------------------------------===//
 
 #include "AttentionCase.h"
 #include "KernelRunner.h"
 
+#include "tq/Conversion/TQToLoops/TQToLoops.h"
 #include "tq/Quant/Attention.h"
 #include "tq/Quant/Format.h"
 #include "tq/Quant/Random.h"
@@ -92,6 +96,10 @@ struct Path {
   /// score-lanes=blocks: token lanes, and for rows of short scale blocks
   /// (tq3_0's) four blocks' sums in a token's lanes (the same scores).
   bool blockLanes = false;
+  /// score-lanes=shifts: token lanes whose level bytes come from shifts of
+  /// 16-bit words (rows of one index plane or of a 2-bit plane under a
+  /// 1-bit one; others as tokens; the same scores).
+  bool shiftLanes = false;
   /// True where the path changes a kernel of `format` with `queryRows`
   /// query rows (the int8 score by rows, and by tokens with several
   /// rows, needs blocks of at least 64 values).
@@ -110,6 +118,7 @@ const Path kPaths[] = {
     {"ScoreI8", "i8", "f32", false},
     {"ScoreI8Tokens", "i8", "f32", false, true},
     {"ScoreI8Blocks", "i8", "f32", false, true, false, true},
+    {"ScoreI8Shifts", "i8", "f32", false, true, false, false, true},
     {"ValueBf16", "f32", "bf16", true},
     {"ValueI16", "f32", "i16", false},
     {"ValueBf16Ahead", "f32", "bf16", true, false, true},
@@ -171,12 +180,12 @@ protected:
                                                 Lowering lowering) {
     Case shape = c;
     shape.peaked = false;
-    const std::string key = shape.describe() + " " +
-                            (path && path->tokenLanes ? "tokens " : "") +
-                            (path && path->blockLanes ? "blocks " : "") +
-                            (path && path->pairAhead ? "ahead " : "") +
-                            (path ? path->name : "f32") + " " +
-                            std::to_string(int(lowering));
+    const std::string key =
+        shape.describe() + " " + (path && path->tokenLanes ? "tokens " : "") +
+        (path && path->blockLanes ? "blocks " : "") +
+        (path && path->shiftLanes ? "shifts " : "") +
+        (path && path->pairAhead ? "ahead " : "") +
+        (path ? path->name : "f32") + " " + std::to_string(int(lowering));
     mlir::tq::TQPipelineOptions options;
     options.lookup = mlir::tq::LookupStrategy::tile;
     options.tileSize = 256;
@@ -190,6 +199,7 @@ protected:
     options.vnni = lowering == Lowering::Vnni;
     options.vbmi = options.vnni && hostHasVbmi();
     options.scoreLanes = path && path->blockLanes   ? "blocks"
+                         : path && path->shiftLanes ? "shifts"
                          : path && path->tokenLanes ? "tokens"
                                                     : "rows";
     options.pairAhead = path && path->pairAhead;
@@ -241,6 +251,14 @@ protected:
       tokenLanes.blockLanes = false;
       EXPECT_EQ(reduced, run(&tokenLanes, Lowering::Portable))
           << "the block lanes' scores differ from the token lanes'";
+    }
+    if (path.shiftLanes) {
+      // The same integer sums (the values and the query bytes in another
+      // order within each block), scaled in the same order.
+      Path selected = path;
+      selected.shiftLanes = false;
+      EXPECT_EQ(reduced, run(&selected, Lowering::Portable))
+          << "the shifted fields' scores differ from the selected ones'";
     }
     if (path.pairAhead && c.numQueries == 1) {
       // The same words and dots, only decoded a turn earlier.
@@ -316,6 +334,9 @@ TEST_P(DotPath, EveryApplicableFormatPeakedAndFlat) {
 /// Rows of several scale blocks (turbo's 128-value groups at d256 and
 /// d384): each block's sums take the block's scale.
 TEST_P(DotPath, BlockScaledRows) {
+  if (GetParam().shiftLanes)
+    GTEST_SKIP() << "ShiftLanesPlanesAndTails takes the shift lanes' rows "
+                    "of several blocks (the tests are compile-bound)";
   struct Shape {
     const char *format;
     unsigned dim;
@@ -343,6 +364,9 @@ TEST_P(DotPath, HeadDims) {
   if (GetParam().blockLanes)
     GTEST_SKIP() << "turbo and polar rows have no short blocks; "
                     "BlockLanesTailsAndQuads takes tq3_0's head dims";
+  if (GetParam().shiftLanes)
+    GTEST_SKIP() << "ShiftLanesPlanesAndTails takes the shift lanes' head "
+                    "dims (the tests are compile-bound)";
   for (unsigned d : {64u, 96u, 256u})
     for (const char *format : {"turbo3_0", "polar4"}) {
       Case c;
@@ -404,10 +428,43 @@ TEST_P(DotPath, BlockLanesTailsAndQuads) {
   }
 }
 
+/// The shift lanes over rows whose 1-bit plane's bytes of a piece are the
+/// upper half of their read (polar3 at d64, and every second piece),
+/// rows of several pieces and blocks (turbo3_0 and polar3 at d256), one-
+/// plane rows of 1, 2 and 4 bits, short and odd contexts, each against
+/// the selected fields bit for bit (check()).
+TEST_P(DotPath, ShiftLanesPlanesAndTails) {
+  if (!GetParam().shiftLanes)
+    GTEST_SKIP() << "only the shift lanes move fields by shifts";
+  struct Shape {
+    const char *format;
+    unsigned dim;
+    int64_t keys;
+    int64_t planes;
+  };
+  for (Shape s : {Shape{"polar3", 64, 300, 2}, Shape{"polar3", 256, 259, 2},
+                  Shape{"turbo3_0", 256, 3, 2}, Shape{"turbo3_0", 128, 1, 2},
+                  Shape{"turbo4_0", 256, 17, 1}}) {
+    EXPECT_EQ(mlir::tq::shiftLaneScorePlanes(s.format, s.dim), s.planes)
+        << s.format << " d" << s.dim;
+    Case c;
+    c.format = s.format;
+    c.headDim = s.dim;
+    c.numKeys = s.keys;
+    c.peaked = s.keys > 1;
+    check(c);
+  }
+  // tq3_0's 32-value blocks hold no 64-value piece: selected fields.
+  EXPECT_EQ(mlir::tq::shiftLaneScorePlanes("tq3_0", 128), 0);
+}
+
 /// Several query rows (the pair sum's words buffer; the score's rows
 /// decoded once), also over rows of two scale blocks and tq3_0's (pair
 /// sums over chunks of two blocks; its score keeps f32 here).
 TEST_P(DotPath, PrefillRows) {
+  if (GetParam().shiftLanes)
+    GTEST_SKIP() << "several query rows keep the row lanes: ScoreI8's "
+                    "kernels";
   for (auto [format, dim] : {std::pair<const char *, unsigned>{"turbo3_0", 128},
                              {"polar4", 128},
                              {"turbo3_0", 256},

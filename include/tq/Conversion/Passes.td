@@ -87,7 +87,13 @@ def TQLowerToLoops : Pass<"tq-lower-to-loops", "::mlir::ModuleOp"> {
            "64 values) or blocks (tokens, and rows of short scale blocks "
            "such as tq3_0's hold four blocks' sums in the i32 lanes of a "
            "token's 128-bit lane: one chain and transpose per head for "
-           "four blocks; the same scores)">,
+           "four blocks; the same scores) or shifts (tokens, and rows of "
+           "one index plane or of a 2-bit plane under a 1-bit one, in "
+           "blocks of a multiple of 128 / b values, b the widest plane's "
+           "bits, take each 16 bytes' field f by one shift of 16-bit "
+           "words by b f, the values in the order the shifts leave them "
+           "and the query in the same order: no tq.select_bits, the same "
+           "scores)">,
     Option<"selectFields", "select-fields", "bool", /*default=*/"false",
            "The integer score's and pair weighted sum's index decode "
            "gathers each index plane's fields with tq.select_bits and "

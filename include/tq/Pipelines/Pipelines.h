@@ -89,7 +89,7 @@ struct TQPipelineOptions : public PassPipelineOptions<TQPipelineOptions> {
   PassOptions::Option<std::string> scoreLanes{
       *this, "score-lanes",
       llvm::cl::desc("Lanes of the int8 score with one query row: rows, "
-                     "tokens or blocks (see tq-lower-to-loops)"),
+                     "tokens, blocks or shifts (see tq-lower-to-loops)"),
       llvm::cl::init("rows")};
   PassOptions::Option<bool> narrowLevels{
       *this, "narrow-levels",

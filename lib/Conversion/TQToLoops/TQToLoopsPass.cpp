@@ -77,10 +77,10 @@ struct TQLowerToLoopsPass
       return signalPassFailure();
     }
     if (scoreLanes != "rows" && scoreLanes != "tokens" &&
-        scoreLanes != "blocks") {
+        scoreLanes != "blocks" && scoreLanes != "shifts") {
       getOperation()->emitError()
-          << "tq-lower-to-loops: score-lanes must be rows, tokens or "
-             "blocks, got '"
+          << "tq-lower-to-loops: score-lanes must be rows, tokens, blocks "
+             "or shifts, got '"
           << scoreLanes << "'";
       return signalPassFailure();
     }
@@ -140,8 +140,10 @@ struct TQLowerToLoopsPass
     options.scoreDot =
         scoreDot == "i8" ? ScoreDot::I8 : ScoreDot::F32;
     options.narrowLevels = narrowLevels;
-    options.tokenLaneScore = scoreLanes == "tokens" || scoreLanes == "blocks";
+    options.tokenLaneScore = scoreLanes == "tokens" || scoreLanes == "blocks" ||
+                             scoreLanes == "shifts";
     options.blockLaneScore = scoreLanes == "blocks";
+    options.shiftLaneScore = scoreLanes == "shifts";
     options.selectFields = selectFields;
     options.pairAhead = pairAhead;
     options.prefetchToL2 = prefetch == "l2";

@@ -27,6 +27,13 @@
 // its own chains and transpose. Where a token's one 16-byte read holds
 // every plane's window (tq3_0's block) the planes share it, and a block
 // scale inside it is taken from the joined reads, not read per token.
+// With shiftLaneScore (score-lanes=shifts) rows of one index plane or of
+// a 2-bit plane under a 1-bit one take the level bytes of each 16 bytes
+// of the widest plane from whole shifts of 16-bit words instead (the
+// ShiftPlan: field f of every byte moved down by b f, the values in that
+// order, the 1-bit plane's bytes spread to nibbles by one in-lane
+// interleave): on Zen 4 vpmultishiftqb takes the multiply pipes the dots
+// need, shifts run on others.
 // Each group of four tokens reads its own copy of the query bytes, each
 // run of 16 already repeated to the four lanes (queryPerGroup), so no
 // query vector lives across the step's groups and none needs a shuffle.
@@ -196,6 +203,121 @@ std::optional<Plan> planFor(const ::tq::quant::FormatSpec &spec) {
   return plan;
 }
 
+/// A piece of 128 / b values of one block (16 bytes of the b-bit widest
+/// plane) whose level vectors come from whole-vector shifts: level
+/// vector f holds the field f of each of the 16 bytes (lane byte i: value
+/// first + (8 / b) i + f), moved to the byte's low bits by one shift of
+/// 16-bit words by b f. Shifts run on Zen 4's shift pipes, where
+/// tq.select_bits' vpmultishiftqb shares the multiply pipes with the
+/// dots; the query takes the same value order, so the integer sums are
+/// the select plan's.
+struct ShiftPiece {
+  int64_t block = 0;
+  /// Row byte of the widest plane's 16 bytes.
+  int64_t lowRead = 0;
+  /// Two planes (2 + 1 bits): the row byte of a 16-byte read of the 1-bit
+  /// plane and whether the piece's 8 bytes are its upper half.
+  int64_t highRead = 0;
+  bool highUpper = false;
+};
+
+struct ShiftPlan {
+  SmallVector<ShiftPiece, 0> pieces;
+  SmallVector<int64_t> order;
+  /// The widest (first) plane's bits.
+  int64_t bits = 0;
+  /// A 1-bit plane above a 2-bit one (turbo3_0's, polar3's).
+  bool twoPlanes = false;
+};
+
+/// The shift plan for rows of `spec`: one plane of 1, 2 or 4 bits or a
+/// 2-bit plane with a 1-bit plane above it, each packed value after value
+/// within blocks of a multiple of 128 / b values.
+std::optional<ShiftPlan> shiftPlanFor(const ::tq::quant::FormatSpec &spec) {
+  const auto &planes = spec.indexPlanes;
+  ShiftPlan plan;
+  if (planes.size() == 1) {
+    if ((planes[0].bits != 1 && planes[0].bits != 2 && planes[0].bits != 4) ||
+        planes[0].shift != 0)
+      return std::nullopt;
+  } else if (planes.size() == 2) {
+    if (planes[0].bits != 2 || planes[0].shift != 0 || planes[1].bits != 1 ||
+        planes[1].shift != 2)
+      return std::nullopt;
+    plan.twoPlanes = true;
+  } else {
+    return std::nullopt;
+  }
+  plan.bits = planes[0].bits;
+  const int64_t pieceLen = 128 / plan.bits;
+  const int64_t fields = 8 / plan.bits;
+  const int64_t blockLen = spec.blockLen;
+  const int64_t blocks = spec.paddedDim / spec.blockLen;
+  const int64_t rowBytes = blocks * int64_t(spec.bytesPerBlock);
+  if (blockLen % pieceLen != 0)
+    return std::nullopt;
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t base = blk * spec.bytesPerBlock;
+    for (int64_t first = 0; first < blockLen; first += pieceLen) {
+      ShiftPiece piece;
+      piece.block = blk;
+      piece.lowRead = base + planes[0].byteOffset + first * plan.bits / 8;
+      if (piece.lowRead + 16 > rowBytes)
+        return std::nullopt;
+      if (plan.twoPlanes) {
+        // The piece's 8 bytes of the 1-bit plane; pieces 2k and 2k + 1
+        // share one read where it fits the row.
+        const int64_t at = base + planes[1].byteOffset + first / 8;
+        if ((first / pieceLen) % 2 == 0 && at + 16 <= rowBytes) {
+          piece.highRead = at;
+        } else if (at >= 8 && at + 8 <= rowBytes) {
+          piece.highRead = at - 8;
+          piece.highUpper = true;
+        } else {
+          return std::nullopt;
+        }
+      }
+      for (int64_t f = 0; f < fields; ++f)
+        for (int64_t i = 0; i < 16; ++i)
+          plan.order.push_back(blk * blockLen + first + fields * i + f);
+      plan.pieces.push_back(piece);
+    }
+  }
+  return plan;
+}
+
+/// `bytes` as 16-bit words shifted by `by` bits (right where positive):
+/// each byte's bits move within it, the vacated ones taking the
+/// neighbour's.
+Value shiftWords(OpBuilder &b, Location loc, Value bytes, int64_t by) {
+  if (by == 0)
+    return bytes;
+  auto bytesType = cast<VectorType>(bytes.getType());
+  auto wordsType =
+      VectorType::get({bytesType.getNumElements() / 2}, b.getI16Type());
+  Value words = vector::BitCastOp::create(b, loc, wordsType, bytes);
+  Value count = arith::ConstantOp::create(
+      b, loc,
+      DenseElementsAttr::get(wordsType,
+                             b.getI16IntegerAttr(std::abs(by)).getValue()));
+  Value shifted = by > 0
+                      ? arith::ShRUIOp::create(b, loc, words, count).getResult()
+                      : arith::ShLIOp::create(b, loc, words, count).getResult();
+  return vector::BitCastOp::create(b, loc, bytesType, shifted);
+}
+
+} // namespace
+
+int64_t mlir::tq::shiftLaneScorePlanes(llvm::StringRef format, unsigned dim) {
+  auto f = ::tq::quant::Format::get(std::string_view(format), dim);
+  if (!f)
+    return 0;
+  std::optional<ShiftPlan> plan = shiftPlanFor(f->spec());
+  return plan ? (plan->twoPlanes ? 2 : 1) : 0;
+}
+
+namespace {
+
 /// Four tokens' 16-byte reads as one 64-byte vector (lane L: `reads[L]`).
 Value joinReads(OpBuilder &b, Location loc, ArrayRef<Value> reads) {
   auto join = [&](Value x, Value y, int64_t n) {
@@ -205,6 +327,58 @@ Value joinReads(OpBuilder &b, Location loc, ArrayRef<Value> reads) {
     return vector::ShuffleOp::create(b, loc, x, y, mask).getResult();
   };
   return join(join(reads[0], reads[1], 16), join(reads[2], reads[3], 16), 32);
+}
+
+/// The level vectors of `piece` for the tokens of group `g` (token
+/// 4L + g in lane L), in the plan's order. With two planes the 1-bit
+/// plane's byte m (values 8m..8m+7 of the piece) is spread to lane bytes
+/// 2m (its low nibble) and 2m + 1 (its high one), so lane byte i holds
+/// value 4i + f's bit at bit f, as the 2-bit plane's byte i holds its
+/// field at bits 2f; vectors 0 and 1 take those bits two higher. The
+/// high bit then lies at bit 2 (f even: `lookup`) or 3 (f odd:
+/// `oddLookup`).
+SmallVector<Value> shiftLevelVectors(OpBuilder &b, Location loc,
+                                     const LaneScoreInputs &in,
+                                     DenseI8ArrayAttr oddLookup,
+                                     const ShiftPlan &plan,
+                                     const ShiftPiece &piece,
+                                     ArrayRef<DecodedRow> rows, int64_t g) {
+  auto bytesType = VectorType::get({64}, b.getI8Type());
+  auto joinedAt = [&](int64_t at) {
+    SmallVector<Value> reads;
+    for (int64_t lane = 0; lane < kLaneTokens; ++lane)
+      reads.push_back(rows[kLaneTokens * lane + g].row.read(b, loc, at, 16));
+    return joinReads(b, loc, reads);
+  };
+  Value low = joinedAt(piece.lowRead);
+  Value high, highUp;
+  if (plan.twoPlanes) {
+    Value bits = joinedAt(piece.highRead);
+    Value upperNibbles = shiftWords(b, loc, bits, 4);
+    SmallVector<int64_t> mask;
+    const int64_t from = piece.highUpper ? 8 : 0;
+    for (int64_t lane = 0; lane < kLaneTokens; ++lane)
+      for (int64_t m = 0; m < 8; ++m) {
+        mask.push_back(16 * lane + from + m);
+        mask.push_back(64 + 16 * lane + from + m);
+      }
+    high = vector::ShuffleOp::create(b, loc, bits, upperNibbles, mask);
+    highUp = shiftWords(b, loc, high, -2);
+  }
+  SmallVector<Value> levels;
+  for (int64_t f = 0; f < 8 / plan.bits; ++f) {
+    Value index = shiftWords(b, loc, low, plan.bits * f);
+    DenseI8ArrayAttr lookup = in.lookup;
+    if (plan.twoPlanes) {
+      index = arith::OrIOp::create(
+          b, loc, arith::AndIOp::create(b, loc, index, in.lowMask),
+          arith::AndIOp::create(b, loc, f < 2 ? highUp : high, in.highMask));
+      if (f % 2 == 1)
+        lookup = oddLookup;
+    }
+    levels.push_back(ByteLookupOp::create(b, loc, bytesType, index, lookup));
+  }
+  return levels;
 }
 
 /// The plane's bytes from the joined reads: lane L holds the window's
@@ -431,13 +605,32 @@ FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
   if (failed(codes))
     return failure();
   const ::tq::quant::FormatSpec &spec = keys.rowDecoder().spec();
-  std::optional<Plan> plan = planFor(spec);
-  if (!plan || int64_t(plan->order.size()) != codes->width() ||
-      codes->width() % 16 != 0)
+  std::optional<ShiftPlan> shifts;
+  if (options.shiftLaneScore)
+    shifts = shiftPlanFor(spec);
+  std::optional<Plan> plan;
+  if (!shifts)
+    plan = planFor(spec);
+  if (!shifts && !plan)
+    return failure();
+  ArrayRef<int64_t> order = shifts ? ArrayRef<int64_t>(shifts->order)
+                                   : ArrayRef<int64_t>(plan->order);
+  if (int64_t(order.size()) != codes->width() || codes->width() % 16 != 0)
     return failure();
   const int64_t blocks = codes->scaleBlocks();
-  LaneScoreInputs in = prepareLaneScore(b, loc, query, *codes, plan->order,
-                                        plan->lowBits, options.narrowLevels);
+  const int64_t lowBits =
+      shifts ? (shifts->twoPlanes ? shifts->bits : 0) : plan->lowBits;
+  LaneScoreInputs in = prepareLaneScore(b, loc, query, *codes, order, lowBits,
+                                        options.narrowLevels);
+  // The shift plan's odd level vectors hold the high plane's bit at bit 3
+  // of the index instead of 2.
+  DenseI8ArrayAttr oddLookup;
+  if (shifts && shifts->twoPlanes) {
+    SmallVector<int8_t> table;
+    for (int64_t i = 0; i < 16; ++i)
+      table.push_back(in.lookup[(i & 3) | (((i >> 3) & 1) << 2)]);
+    oddLookup = b.getDenseI8ArrayAttr(table);
+  }
   const ByteQuery &q = in.query;
   const int64_t block = headBlock(group, 4);
   auto sumType = VectorType::get({16}, b.getI32Type());
@@ -456,7 +649,7 @@ FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
         // come in block order.)
         SmallVector<Value> blockScales(blocks);
         SmallVector<std::optional<ScaleInRead>> inReads(blocks);
-        if (rowsDecoder.hasHalfBlockScales())
+        if (rowsDecoder.hasHalfBlockScales() && plan)
           for (auto [k, piece] : llvm::enumerate(plan->pieces))
             if (k == 0 || plan->pieces[k - 1].block != piece.block)
               inReads[piece.block] = scaleInRead(spec, piece);
@@ -506,8 +699,27 @@ FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
                 SmallVector<Value> scaleReads;
                 for (int64_t g = 0; g < kGroups; ++g) {
                   int64_t vectorIndex = 0;
+                  auto dotLevels = [&](Value levels) {
+                    for (int64_t hh = 0; hh < block; ++hh) {
+                      Value &chain = acc[hh * kGroups + g];
+                      chain = queryDot(b, loc, in, chain, levels, g, heads[hh],
+                                       vectorIndex, options.narrowLevels);
+                    }
+                    ++vectorIndex;
+                  };
+                  if (shifts)
+                    for (const ShiftPiece &piece : shifts->pieces) {
+                      if (piece.block != blk) {
+                        vectorIndex += 8 / shifts->bits;
+                        continue;
+                      }
+                      for (Value levels : shiftLevelVectors(
+                               b, loc, in, oddLookup, *shifts, piece, rows, g))
+                        dotLevels(levels);
+                    }
                   bool firstPiece = true;
-                  for (const Piece &piece : plan->pieces) {
+                  for (const Piece &piece : plan ? ArrayRef<Piece>(plan->pieces)
+                                                 : ArrayRef<Piece>()) {
                     if (piece.block != blk) {
                       vectorIndex += piece.levels.size();
                       continue;
@@ -525,17 +737,9 @@ FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
                       planeVectors.push_back(planeBytes(b, loc, joined, w));
                     }
                     firstPiece = false;
-                    for (const LevelVector &level : piece.levels) {
-                      Value levels =
-                          levelVector(b, loc, in, planeVectors, level.offsets);
-                      for (int64_t hh = 0; hh < block; ++hh) {
-                        Value &chain = acc[hh * kGroups + g];
-                        chain = queryDot(b, loc, in, chain, levels, g,
-                                         heads[hh], vectorIndex,
-                                         options.narrowLevels);
-                      }
-                      ++vectorIndex;
-                    }
+                    for (const LevelVector &level : piece.levels)
+                      dotLevels(
+                          levelVector(b, loc, in, planeVectors, level.offsets));
                   }
                   if (g % 2 == 1)
                     for (int64_t hh = 0; hh < block; ++hh)

@@ -9,9 +9,10 @@
 // RUN: tq-opt %s -split-input-file --tq-lower-to-loops="score-dot=i8 score-lanes=tokens" | FileCheck %s
 // RUN: tq-opt %s -split-input-file --tq-lower-to-loops="score-dot=i8" | FileCheck %s --check-prefix=ROWS
 // RUN: tq-opt %s -split-input-file --tq-lower-to-loops="score-dot=i8 score-lanes=blocks" | FileCheck %s --check-prefix=BLOCKS
+// RUN: tq-opt %s -split-input-file --tq-lower-to-loops="score-dot=i8 score-lanes=shifts" | FileCheck %s --check-prefix=SHIFTS
 // RUN: not tq-opt %s -split-input-file --tq-lower-to-loops="score-dot=i8 score-lanes=columns" 2>&1 | FileCheck %s --check-prefix=BAD
 
-// BAD: tq-lower-to-loops: score-lanes must be rows, tokens or blocks, got 'columns'
+// BAD: tq-lower-to-loops: score-lanes must be rows, tokens, blocks or shifts, got 'columns'
 
 // turbo3_0 at 128: planes of 2 bits (bytes 2..33) and 1 bit (34..49).
 // The query's lanes follow the level vectors: values 0-7 and 32-39 first.
@@ -58,6 +59,30 @@
 // ROWS-LABEL: func @turbo3
 // ROWS-NOT: tq.select_bits
 // ROWS: tq.byte_dot
+// score-lanes=shifts: no tq.select_bits. A piece is the 16 bytes of the
+// 2-bit plane (64 values); level vector f holds field f of each byte
+// (lane byte i: value 4i + f), so the query's lanes run 0, 4, 8, ...
+// SHIFTS-LABEL: func @turbo3
+// SHIFTS-NOT: tq.select_bits
+// SHIFTS: vector.shuffle %{{.*}} [0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60, 1, 5, 9,
+// SHIFTS: scf.for %{{.*}} step %c16
+// The 1-bit plane's bytes of the piece (its read's lower 8) spread to
+// nibbles: lane byte 2m its byte m, 2m + 1 that byte shifted down by 4,
+// so bit f of lane byte i is value 4i + f's; vectors 0 and 1 take those
+// bits two higher.
+// SHIFTS: vector.transfer_read %{{.*}}%c34{{.*}} : tensor<?x?x1x50xi8>, vector<16xi8>
+// SHIFTS: %[[NIB:.*]] = arith.shrui %{{.*}}, %{{.*}} : vector<32xi16>
+// SHIFTS: vector.shuffle %{{.*}}, %{{.*}} [0, 64, 1, 65, 2, 66, 3, 67, 4, 68, 5, 69, 6, 70, 7, 71, 16, 80,
+// SHIFTS: arith.shli %{{.*}}, %{{.*}} : vector<32xi16>
+// Field 0 unshifted, its high bit at bit 2; field 1 shifted down by 2,
+// its high bit at bit 3 (the second table); then fields 2 (by 4) and 3
+// (by 6).
+// SHIFTS: tq.byte_lookup %{{.*}} [1, 50, 84, 114, -114, -84, -50, -1, 1, 50, 84, 114, -114, -84, -50, -1]
+// SHIFTS: arith.shrui %{{.*}}, %{{.*}} : vector<32xi16>
+// SHIFTS: tq.byte_lookup %{{.*}} [1, 50, 84, 114, 1, 50, 84, 114, -114, -84, -50, -1, -114, -84, -50, -1]
+// SHIFTS-COUNT-2: tq.byte_dot
+// The second piece: the same read's upper 8 bytes.
+// SHIFTS: vector.shuffle %{{.*}}, %{{.*}} [8, 72, 9, 73, 10, 74, 11, 75, 12, 76, 13, 77, 14, 78, 15, 79, 24, 88,
 func.func @turbo3(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x50xi8>) -> tensor<1x2x5xf32> {
   %k = tq.from_bytes %kb : tensor<5x1x50xi8> -> !tq.cache<5x1x128, #tq.format<"turbo3_0">>
   %s = tq.score %q, %k {lookup = #tq.lookup<tile>} : tensor<1x2x128xf32>, !tq.cache<5x1x128, #tq.format<"turbo3_0">> -> tensor<1x2x5xf32>
@@ -73,6 +98,15 @@ func.func @turbo3(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x50xi8>) -> tensor<1x2
 // CHECK-NOT: arith.ori
 // CHECK: tq.byte_lookup
 // CHECK: tq.byte_dot
+// score-lanes=shifts: a piece of 32 values (16 bytes), the low nibbles
+// as they are and the high ones shifted down by 4.
+// SHIFTS-LABEL: func @polar4
+// SHIFTS-NOT: tq.select_bits
+// SHIFTS: vector.shuffle %{{.*}} [0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 1, 3, 5,
+// SHIFTS-NOT: arith.ori
+// SHIFTS: tq.byte_lookup
+// SHIFTS: arith.shrui %{{.*}}, %{{.*}} : vector<32xi16>
+// SHIFTS: tq.byte_lookup
 func.func @polar4(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x66xi8>) -> tensor<1x2x5xf32> {
   %k = tq.from_bytes %kb : tensor<5x1x66xi8> -> !tq.cache<5x1x128, #tq.format<"polar4">>
   %s = tq.score %q, %k {lookup = #tq.lookup<tile>} : tensor<1x2x128xf32>, !tq.cache<5x1x128, #tq.format<"polar4">> -> tensor<1x2x5xf32>
@@ -123,6 +157,10 @@ func.func @polar4(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x66xi8>) -> tensor<1x2
 // block and head), then the blocks added in order.
 // BLOCKS-COUNT-3: arith.addf %{{.*}} : vector<16xf32>
 // BLOCKS: vector.transfer_write
+// score-lanes=shifts: 32-value blocks hold no 64-value piece, so tq3_0
+// keeps the token lanes' selected fields.
+// SHIFTS-LABEL: func @tq3
+// SHIFTS: tq.select_bits
 func.func @tq3(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x56xi8>) -> tensor<1x2x5xf32> {
   %k = tq.from_bytes %kb : tensor<5x1x56xi8> -> !tq.cache<5x1x128, #tq.format<"tq3_0">>
   %s = tq.score %q, %k {lookup = #tq.lookup<tile>} : tensor<1x2x128xf32>, !tq.cache<5x1x128, #tq.format<"tq3_0">> -> tensor<1x2x5xf32>

@@ -71,6 +71,13 @@ struct TQToLoopsOptions {
   /// blocks' sums in the 32-bit lanes of a token's 128-bit lane (see
   /// BlockLaneScore.cpp) where the format fits.
   bool blockLaneScore = false;
+  /// With tokenLaneScore, rows of one index plane or of a 2-bit plane
+  /// under a 1-bit one (turbo3_0's) take their level bytes from whole
+  /// shifts of 16-bit words, the values in the order the shifts leave
+  /// them (the query in the same order: the same sums), instead of
+  /// tq.select_bits: for CPUs whose vpmultishiftqb shares the dots'
+  /// pipes (AMD Zen 4 and 5) (see TokenLaneScore.cpp).
+  bool shiftLaneScore = false;
   /// The integer paths' index decode gathers fields with tq.select_bits
   /// (VectorRowDecoder::selectFields): for targets where it is one
   /// instruction (AVX512-VBMI's vpmultishiftqb).
@@ -96,6 +103,14 @@ struct TQToLoopsOptions {
   /// argument); for the CPU pipeline.
   bool vectorSoftmax = false;
 };
+
+/// The index planes whose fields score-lanes=shifts (shiftLaneScore)
+/// moves by whole-vector shifts in keys of `format` at head dim `dim`: 1
+/// (one plane of 1, 2 or 4 bits), 2 (a 2-bit plane under a 1-bit one,
+/// turbo3_0's and polar3's: two tq.select_bits per level vector
+/// replaced), or 0 where the format (or an unknown name) does not fit and
+/// keeps tq.select_bits.
+int64_t shiftLaneScorePlanes(llvm::StringRef format, unsigned dim);
 
 /// Patterns lowering every tq op except tq.attention and tq.quantize to
 /// linalg/tensor/arith/math.

@@ -334,24 +334,29 @@ PairWeights pairWeights(OpBuilder &b, Location loc, Value probs,
             b, loc, state[0],
             [&](OpBuilder &b, Location loc, Value t, ValueRange words) {
               Value next = words[0];
+              // w = round(p q s) as the low bits of p q s + 1.5 2^23 (one
+              // rounding, to nearest even, of the fused multiply-add):
+              // 0 <= w <= 32767 is far inside the 2^22 where the float's
+              // mantissa holds the integer, so its low 16 bits are w.
+              auto contract = arith::FastMathFlags::contract;
+              Value magic =
+                  splatF32(b, loc, f32Const(b, loc, 12582912.0f), kWeightLanes);
+              auto i32s = VectorType::get({kWeightLanes}, b.getI32Type());
               for (int64_t hh = 0; hh < group; ++hh) {
                 Value head = indexConst(b, loc, hh);
-                Value p = probsAt(b, loc, i, head, t);
+                Value pq = arith::MulFOp::create(
+                    b, loc, probsAt(b, loc, i, head, t), qs[hh]);
                 for (int64_t blk = 0; blk < blocks; ++blk) {
-                  Value scaled = math::RoundEvenOp::create(
+                  Value scaled = arith::AddFOp::create(
                       b, loc,
                       arith::MulFOp::create(
-                          b, loc,
-                          arith::MulFOp::create(
-                              b, loc, p,
-                              scaleAt(b, loc, indexConst(b, loc, blk), t)),
-                          qs[hh]));
+                          b, loc, pq,
+                          scaleAt(b, loc, indexConst(b, loc, blk), t),
+                          contract),
+                      magic, contract);
                   Value w = arith::TruncIOp::create(
                       b, loc, VectorType::get({kWeightLanes}, word),
-                      arith::FPToSIOp::create(
-                          b, loc,
-                          VectorType::get({kWeightLanes}, b.getI32Type()),
-                          scaled));
+                      vector::BitCastOp::create(b, loc, i32s, scaled));
                   next = write(b, loc, w, next, i, head,
                                indexConst(b, loc, blk), t);
                 }

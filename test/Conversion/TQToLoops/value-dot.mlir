@@ -33,8 +33,13 @@
 // I16: arith.maximumf %{{.*}}, %{{.*}} fastmath<nnan,nsz> : vector<16xf32>
 // I16: vector.reduction <maximumf>
 // I16: vector.reduction <add>
-// I16: arith.fptosi %{{.*}} : vector<16xf32> to vector<16xi32>
-// I16: arith.trunci %{{.*}} : vector<16xi32> to vector<16xi16>
+// Each weight round(p q s) as the low bits of p q s + 1.5 * 2^23 (one
+// fused multiply-add, no rounding or conversion instruction).
+// I16: %[[PQ:.*]] = arith.mulf %{{.*}}, %{{.*}} : vector<16xf32>
+// I16: %[[PQS:.*]] = arith.mulf %[[PQ]], %{{.*}} fastmath<contract> : vector<16xf32>
+// I16: %[[W:.*]] = arith.addf %[[PQS]], %{{.*}} fastmath<contract> : vector<16xf32>
+// I16: %[[BITS:.*]] = vector.bitcast %[[W]] : vector<16xf32> to vector<16xi32>
+// I16: arith.trunci %[[BITS]] : vector<16xi32> to vector<16xi16>
 // I16: tq.word_lookup %{{.*}} [{{.*}}] : vector<32xi16>
 // I16: tq.pair_dot %{{.*}} : vector<32xi16> -> vector<16xi32>
 // I16: arith.sitofp %{{.*}} : vector<16xi32> to vector<16xf32>

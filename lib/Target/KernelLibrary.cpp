@@ -269,10 +269,11 @@ bool isDecodeKind(const RuntimeKernelSpec &spec) {
 /// #20); on token-major pools no faster (session #19). A decode kernel
 /// (`spec`) whose keys have short scale blocks (tq3_0) takes blocks there:
 /// the same scores, tq3_0 5-8% faster on Zen 4 (session #32); one whose
-/// keys have a 2-bit plane under a 1-bit one (turbo3_0, polar3) takes
-/// shifts on AMD's Zen CPUs, where vpmultishiftqb shares the multiply
-/// pipes with the dots: the same scores, turbo3_0 2-3% faster on Zen 4,
-/// one-plane formats level (session #34).
+/// keys have a 2-bit plane under a 1-bit one (turbo3_0, polar3; tq3_0 by
+/// block lanes) takes shifts on AMD's Zen CPUs, where vpmultishiftqb
+/// shares the multiply pipes with the dots: the same scores, turbo3_0
+/// 2-5% and tq3_0 1.5-7% faster on Zen 4 (2 threads, flushed), one-plane
+/// formats level (session #34).
 std::string scoreLanesFor(const llvm::TargetMachine &tm,
                           const std::string &requested,
                           const RuntimeKernelSpec *spec = nullptr) {
@@ -282,11 +283,11 @@ std::string scoreLanesFor(const llvm::TargetMachine &tm,
     return "rows";
   if (!spec || !isDecodeKind(*spec))
     return "tokens";
-  if (hasShortScaleBlocks(spec->keyFormat, spec->headDim))
-    return "blocks";
   if (tm.getTargetCPU().starts_with("znver") &&
       shiftLanePlanes(spec->keyFormat, spec->headDim) == 2)
     return "shifts";
+  if (hasShortScaleBlocks(spec->keyFormat, spec->headDim))
+    return "blocks";
   return "tokens";
 }
 
@@ -1179,7 +1180,7 @@ bool mlir::tq::kernelKnobs(const RuntimeKernelSpec &spec,
       offer("tokens");
       if (hasShortScaleBlocks(spec.keyFormat, spec.headDim))
         offer("blocks");
-      else if (shiftLanePlanes(spec.keyFormat, spec.headDim))
+      if (shiftLanePlanes(spec.keyFormat, spec.headDim))
         offer("shifts");
     }
     lanes.onlyWith = "score_dot=i8";

@@ -145,7 +145,8 @@ def test_knobs_from_the_compiler():
                                                                  "x86-64")}
     assert tqc.knobs(tqc.KernelSpec("append", "turbo3_0", head_dim=64)) == []
     # The int8 score's lanes on a CPU with AVX512-VBMI: tq3_0's short
-    # blocks default to block lanes and offer tokens too; turbo3_0 offers
+    # blocks default to block lanes and offer tokens and shifts too (shifts
+    # first on Zen 4); turbo3_0 offers
     # tokens and shifts (blocks would build the same kernel as tokens),
     # shifts first on AMD's Zen 4, where vpmultishiftqb shares the dots'
     # pipes; polar4 (one plane) keeps tokens first there; without VBMI
@@ -155,7 +156,11 @@ def test_knobs_from_the_compiler():
             tqc.KernelSpec("decode", fmt, head_dim=128, gqa=4),
             cpu)}["score_lanes"]
     tq3 = lanes("tq3_0", "icelake-server")
-    assert (tq3.default, tq3.values) == ("blocks", ("blocks", "tokens"))
+    assert (tq3.default, tq3.values) == ("blocks",
+                                         ("blocks", "tokens", "shifts"))
+    tq3zen = lanes("tq3_0", "znver4")
+    assert (tq3zen.default, tq3zen.values) == (
+        "shifts", ("shifts", "tokens", "blocks"))
     assert tq3.legal == "rows, tokens, blocks, shifts"
     turbo = lanes("turbo3_0", "icelake-server")
     assert (turbo.default, turbo.values) == ("tokens", ("tokens", "shifts"))

@@ -138,13 +138,13 @@ cl::opt<std::string> scoreLanes(
              "where the CPU has AVX512-VBMI, else by shifts; turbo, polar "
              "and tq3_0 formats, others keep rows), blocks (tokens, and "
              "rows of short scale blocks, tq3_0's, hold four blocks' sums "
-             "in a token's lanes), shifts (tokens, the fields of rows of "
-             "one index plane or a 2-bit plane under a 1-bit one moved by "
-             "whole-vector shifts instead of vpmultishiftqb, which shares "
-             "Zen 4's multiply pipes with the dots); the scores are the "
-             "same; auto: tokens (blocks for tq3_0 keys, shifts for "
-             "turbo3_0 and polar3 keys on AMD Zen) where --chip has "
-             "AVX-512 with VBMI, else rows"),
+             "in a token's lanes), shifts (tokens, or blocks for tq3_0, "
+             "the fields of rows of one index plane or a 2-bit plane under "
+             "a 1-bit one moved by whole-vector shifts instead of "
+             "vpmultishiftqb, which shares Zen 4's multiply pipes with "
+             "the dots); the scores are the same; auto: tokens (blocks for "
+             "tq3_0 keys; shifts for turbo3_0, polar3 and tq3_0 keys on "
+             "AMD Zen) where --chip has AVX-512 with VBMI, else rows"),
     cl::init("auto"));
 cl::opt<std::string> pairAhead(
     "pair-ahead", cl::cat(toolOptions),

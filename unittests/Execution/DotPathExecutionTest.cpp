@@ -431,8 +431,11 @@ TEST_P(DotPath, BlockLanesTailsAndQuads) {
 /// The shift lanes over rows whose 1-bit plane's bytes of a piece are the
 /// upper half of their read (polar3 at d64, and every second piece),
 /// rows of several pieces and blocks (turbo3_0 and polar3 at d256), one-
-/// plane rows of 1, 2 and 4 bits, short and odd contexts, each against
-/// the selected fields bit for bit (check()).
+/// plane rows of 2 and 4 bits, tq3_0's block lanes (one and two quads, a
+/// last step of one or three tokens, whose masked quad reads end at the
+/// cache's last byte; d64, two blocks, keeps the token lanes' selected
+/// fields) and the legacy layout's one plane, each against the selected
+/// fields of the token lanes bit for bit (check()).
 TEST_P(DotPath, ShiftLanesPlanesAndTails) {
   if (!GetParam().shiftLanes)
     GTEST_SKIP() << "only the shift lanes move fields by shifts";
@@ -444,7 +447,9 @@ TEST_P(DotPath, ShiftLanesPlanesAndTails) {
   };
   for (Shape s : {Shape{"polar3", 64, 300, 2}, Shape{"polar3", 256, 259, 2},
                   Shape{"turbo3_0", 256, 3, 2}, Shape{"turbo3_0", 128, 1, 2},
-                  Shape{"turbo4_0", 256, 17, 1}}) {
+                  Shape{"turbo4_0", 256, 17, 1}, Shape{"tq3_0", 128, 3, 2},
+                  Shape{"tq3_0", 256, 259, 2}, Shape{"tq3_0", 64, 300, 0},
+                  Shape{"tq3_0_legacy", 128, 1, 1}}) {
     EXPECT_EQ(mlir::tq::shiftLaneScorePlanes(s.format, s.dim), s.planes)
         << s.format << " d" << s.dim;
     Case c;
@@ -454,8 +459,7 @@ TEST_P(DotPath, ShiftLanesPlanesAndTails) {
     c.peaked = s.keys > 1;
     check(c);
   }
-  // tq3_0's 32-value blocks hold no 64-value piece: selected fields.
-  EXPECT_EQ(mlir::tq::shiftLaneScorePlanes("tq3_0", 128), 0);
+  EXPECT_EQ(mlir::tq::shiftLaneScorePlanes("no_such_format", 128), 0);
 }
 
 /// Several query rows (the pair sum's words buffer; the score's rows

@@ -25,6 +25,14 @@
 // with inserts, the quad takes one read per token and two shuffles per
 // token and chunk pair.
 //
+// With shiftLaneScore (score-lanes=shifts) rows of 32-value blocks of a
+// 2-bit plane (and a 1-bit one above it) take the level bytes from whole
+// shifts instead (ShiftQuadPlan): the permutes lay out each block's 2-bit
+// bytes by halves, its 1-bit bytes and the scales, and every level vector
+// is one shift of a half (plus a bit select with the 1-bit bytes, spread
+// to nibbles once per group), in the value order the shifts leave; the
+// query takes the same order, so the sums are the same.
+//
 //===----------------------------------------------------------------------===//
 
 #include "FusedByteScore.h"
@@ -160,6 +168,90 @@ std::optional<QuadPlan> planFor(const ::tq::quant::FormatSpec &spec) {
   return plan;
 }
 
+/// The quads of rows whose blocks are 32 values of a 2-bit plane (8 bytes)
+/// and optionally a 1-bit plane above it (4 bytes), tq3_0's, with the
+/// level bytes moved by whole shifts instead of tq.select_bits (see
+/// TokenLaneScore.cpp's ShiftPlan; score-lanes=shifts): half e of a
+/// block is its 2-bit bytes 4e..4e+3, and level vector (e, f) holds in
+/// 32-bit lane j field f of block j's half e, value 16e + 4m + f in byte
+/// m: one shift of 16-bit words by 2f. A token's lane of the 1-bit
+/// vector holds block j's bytes 2e, 2e + 1 at lane bytes 2j, 2j + 1 (e =
+/// 0) and 8 + 2j, 8 + 2j + 1 (e = 1); those shifted up by 2 and down by 2
+/// and interleaved (the low halves for e = 0, the high for e = 1) put
+/// value 16e + 4m + f's bit at bit 2 + f of byte m of lane j: bits 2 and
+/// 3 serve f = 0 and 1, and shifted down by 2, f = 2 and 3 (the high bit
+/// at bit 2 for even f, 3 for odd: two tables).
+struct ShiftQuadPlan {
+  int64_t quads = 0;
+  int64_t quadBytes = 0;
+  /// The byte permutes of two tokens' reads (a: 0-63, b: 64-127) into
+  /// lanes [a x, b x, a y, b y]: 2-bit halves (x = half 0, y = half 1),
+  /// then the 1-bit bytes (x) and the block scales (y, bytes 0-7).
+  SmallVector<int64_t, 64> halvesMask, bitsAndScalesMask;
+  SmallVector<int64_t> order;
+  bool twoPlanes = false;
+};
+
+std::optional<ShiftQuadPlan>
+shiftQuadPlanFor(const ::tq::quant::FormatSpec &spec) {
+  const auto &planes = spec.indexPlanes;
+  if (planes.empty() || planes.size() > 2 || planes[0].bits != 2 ||
+      planes[0].shift != 0 ||
+      (planes.size() == 2 && (planes[1].bits != 1 || planes[1].shift != 2)))
+    return std::nullopt;
+  const int64_t blockLen = spec.blockLen;
+  const int64_t bytesPerBlock = spec.bytesPerBlock;
+  const int64_t blocks = spec.paddedDim / blockLen;
+  if (blockLen != 32 || blocks % kQuadBlocks != 0 ||
+      kQuadBlocks * bytesPerBlock > kReadBytes ||
+      spec.scaleType != ::tq::quant::ScalarType::F16 ||
+      int64_t(spec.scaleOffset) + 2 > bytesPerBlock)
+    return std::nullopt;
+  for (const auto &p : planes)
+    if (int64_t(p.byteOffset) + blockLen * int64_t(p.bits) / 8 > bytesPerBlock)
+      return std::nullopt;
+  ShiftQuadPlan plan;
+  plan.quads = blocks / kQuadBlocks;
+  plan.quadBytes = kQuadBlocks * bytesPerBlock;
+  plan.twoPlanes = planes.size() == 2;
+  for (int64_t lane = 0; lane < kLaneTokens; ++lane) {
+    const int64_t token = lane % 2, y = lane / 2;
+    for (int64_t i = 0; i < 16; ++i) {
+      const int64_t j = (i % 8) / 2, k = i % 2;
+      // Half y's byte i % 4 of block i / 4.
+      plan.halvesMask.push_back(token * kReadBytes + (i / 4) * bytesPerBlock +
+                                int64_t(planes[0].byteOffset) + 4 * y + i % 4);
+      int64_t src = 0; // a spare byte: any of the token's
+      if (y == 0 && plan.twoPlanes)
+        src =
+            j * bytesPerBlock + int64_t(planes[1].byteOffset) + 2 * (i / 8) + k;
+      else if (y == 1 && i < 8)
+        src = j * bytesPerBlock + int64_t(spec.scaleOffset) + k;
+      plan.bitsAndScalesMask.push_back(token * kReadBytes + src);
+    }
+  }
+  for (int64_t q = 0; q < plan.quads; ++q)
+    for (int64_t e = 0; e < 2; ++e)
+      for (int64_t f = 0; f < 4; ++f)
+        for (int64_t j = 0; j < kQuadBlocks; ++j)
+          for (int64_t m = 0; m < 4; ++m)
+            plan.order.push_back((kQuadBlocks * q + j) * blockLen + 16 * e +
+                                 4 * m + f);
+  return plan;
+}
+
+} // namespace
+
+std::optional<bool>
+mlir::tq::shiftQuadPlanes(const ::tq::quant::FormatSpec &spec) {
+  std::optional<ShiftQuadPlan> plan = shiftQuadPlanFor(spec);
+  if (!plan)
+    return std::nullopt;
+  return plan->twoPlanes;
+}
+
+namespace {
+
 /// Lanes (in 128-bit units) `lanes` of x (0-3) and y (4-7).
 Value shuffleLanes(OpBuilder &b, Location loc, Value x, Value y,
                    ArrayRef<int64_t> lanes) {
@@ -182,6 +274,22 @@ Value scalesOfGroup(OpBuilder &b, Location loc, Value chunk0, Value chunk1,
     for (int64_t blk = 0; blk < kQuadBlocks; ++blk)
       mask.push_back(32 * (blk / 2) + 8 * lane + 4 * (blk % 2) + scaleWord);
   Value bits = vector::ShuffleOp::create(b, loc, w0, w1, mask);
+  Value halves = vector::BitCastOp::create(
+      b, loc, VectorType::get({16}, b.getF16Type()), bits);
+  return arith::ExtFOp::create(b, loc, VectorType::get({16}, b.getF32Type()),
+                               halves);
+}
+
+/// The group's 16 block scales (token lane L, block j in lane 4L + j) from
+/// its scale lanes (lane L's bytes 2j, 2j + 1: token L's block j scale).
+Value scalesOfScaleLanes(OpBuilder &b, Location loc, Value scaleLanes) {
+  Value words = vector::BitCastOp::create(
+      b, loc, VectorType::get({32}, b.getI16Type()), scaleLanes);
+  SmallVector<int64_t> mask;
+  for (int64_t lane = 0; lane < kLaneTokens; ++lane)
+    for (int64_t blk = 0; blk < kQuadBlocks; ++blk)
+      mask.push_back(8 * lane + blk);
+  Value bits = vector::ShuffleOp::create(b, loc, words, words, mask);
   Value halves = vector::BitCastOp::create(
       b, loc, VectorType::get({16}, b.getF16Type()), bits);
   return arith::ExtFOp::create(b, loc, VectorType::get({16}, b.getF32Type()),
@@ -217,14 +325,30 @@ FailureOr<Value> mlir::tq::emitBlockLaneScore(OpBuilder &b, Location loc,
       !codes->hasHalfScaleBits())
     return failure();
   const ::tq::quant::FormatSpec &spec = keys.rowDecoder().spec();
-  std::optional<QuadPlan> plan = planFor(spec);
-  if (!plan || int64_t(plan->order.size()) != codes->width())
+  std::optional<ShiftQuadPlan> shifts;
+  if (options.shiftLaneScore)
+    shifts = shiftQuadPlanFor(spec);
+  std::optional<QuadPlan> plan;
+  if (!shifts)
+    plan = planFor(spec);
+  if (!shifts && !plan)
     return failure();
+  ArrayRef<int64_t> order = shifts ? ArrayRef<int64_t>(shifts->order)
+                                   : ArrayRef<int64_t>(plan->order);
+  if (int64_t(order.size()) != codes->width())
+    return failure();
+  const int64_t quads = shifts ? shifts->quads : plan->quads;
+  const int64_t quadBytes = shifts ? shifts->quadBytes : plan->quadBytes;
+  const int64_t vectorsPerQuad = order.size() / quads / 16;
   const int64_t blocks = codes->scaleBlocks();
   const int64_t rowBytes = blocks * int64_t(spec.bytesPerBlock);
   const bool narrow = options.narrowLevels;
-  LaneScoreInputs in = prepareLaneScore(b, loc, query, *codes, plan->order,
-                                        plan->lowBits, narrow);
+  const int64_t lowBits = shifts ? (shifts->twoPlanes ? 2 : 0) : plan->lowBits;
+  LaneScoreInputs in =
+      prepareLaneScore(b, loc, query, *codes, order, lowBits, narrow);
+  DenseI8ArrayAttr oddLookup;
+  if (shifts && shifts->twoPlanes)
+    oddLookup = highBitAtThree(b, in.lookup);
   const ByteQuery &q = in.query;
   const int64_t block = headBlock(group, 4);
   auto sumType = VectorType::get({16}, b.getI32Type());
@@ -245,8 +369,8 @@ FailureOr<Value> mlir::tq::emitBlockLaneScore(OpBuilder &b, Location loc,
               Value zero = arith::ConstantOp::create(
                   b, loc, cast<TypedAttr>(b.getZeroAttr(sumType)));
               SmallVector<Value> totals(block);
-              for (int64_t quad = 0; quad < plan->quads; ++quad) {
-                const int64_t at = quad * plan->quadBytes;
+              for (int64_t quad = 0; quad < quads; ++quad) {
+                const int64_t at = quad * quadBytes;
                 // Per head, the quad's block offsets in every 128-bit lane
                 // and the factor in every lane.
                 SmallVector<Value> quadOffsets, factors;
@@ -274,30 +398,82 @@ FailureOr<Value> mlir::tq::emitBlockLaneScore(OpBuilder &b, Location loc,
                     reads.push_back(row.read(b, loc, at, kReadBytes,
                                              at + kReadBytes <= rowBytes));
                   }
-                  SmallVector<Value> chunks;
-                  for (ArrayRef<int64_t> pairMask : plan->pairMasks) {
+                  // The four tokens' lanes x and y of a pair permute.
+                  auto permuted = [&](ArrayRef<int64_t> pairMask) {
                     Value ab = vector::ShuffleOp::create(b, loc, reads[0],
                                                          reads[1], pairMask);
                     Value cd = vector::ShuffleOp::create(b, loc, reads[2],
                                                          reads[3], pairMask);
-                    chunks.push_back(shuffleLanes(b, loc, ab, cd, {0, 1, 4, 5}));
-                    chunks.push_back(shuffleLanes(b, loc, ab, cd, {2, 3, 6, 7}));
+                    return std::make_pair(
+                        shuffleLanes(b, loc, ab, cd, {0, 1, 4, 5}),
+                        shuffleLanes(b, loc, ab, cd, {2, 3, 6, 7}));
+                  };
+                  SmallVector<Value> levels;
+                  Value blockScales;
+                  if (shifts) {
+                    auto [half0, half1] = permuted(shifts->halvesMask);
+                    auto [bits, scaleLanes] =
+                        permuted(shifts->bitsAndScalesMask);
+                    SmallVector<Value, 2> high;
+                    if (shifts->twoPlanes) {
+                      Value up = shiftWords(b, loc, bits, -2);
+                      Value down = shiftWords(b, loc, bits, 2);
+                      for (int64_t e = 0; e < 2; ++e) {
+                        SmallVector<int64_t> mask;
+                        for (int64_t lane = 0; lane < kLaneTokens; ++lane)
+                          for (int64_t i = 0; i < 8; ++i) {
+                            mask.push_back(16 * lane + 8 * e + i);
+                            mask.push_back(64 + 16 * lane + 8 * e + i);
+                          }
+                        high.push_back(
+                            vector::ShuffleOp::create(b, loc, up, down, mask));
+                      }
+                    }
+                    auto bytesType = VectorType::get({64}, b.getI8Type());
+                    for (int64_t e = 0; e < 2; ++e) {
+                      Value half = e == 0 ? half0 : half1;
+                      Value highDown = high.empty()
+                                           ? Value()
+                                           : shiftWords(b, loc, high[e], 2);
+                      for (int64_t f = 0; f < 4; ++f) {
+                        Value index = shiftWords(b, loc, half, 2 * f);
+                        DenseI8ArrayAttr lookup = in.lookup;
+                        if (!high.empty()) {
+                          index = arith::OrIOp::create(
+                              b, loc,
+                              arith::AndIOp::create(b, loc, index, in.lowMask),
+                              arith::AndIOp::create(b, loc,
+                                                    f < 2 ? high[e] : highDown,
+                                                    in.highMask));
+                          if (f % 2 == 1)
+                            lookup = oddLookup;
+                        }
+                        levels.push_back(ByteLookupOp::create(b, loc, bytesType,
+                                                              index, lookup));
+                      }
+                    }
+                    blockScales = scalesOfScaleLanes(b, loc, scaleLanes);
+                  } else {
+                    SmallVector<Value> chunks;
+                    for (ArrayRef<int64_t> pairMask : plan->pairMasks) {
+                      auto [x, y] = permuted(pairMask);
+                      chunks.push_back(x);
+                      chunks.push_back(y);
+                    }
+                    // Both planes' fields lie in the chunk's bytes.
+                    for (auto [k, offsets] : llvm::enumerate(plan->offsets))
+                      levels.push_back(levelVector(
+                          b, loc, in, {chunks[k / 2], chunks[k / 2]}, offsets));
+                    blockScales = scalesOfGroup(b, loc, chunks[0], chunks[1],
+                                                plan->scaleWord);
                   }
                   SmallVector<Value> acc(block, zero);
-                  for (auto [k, offsets] : llvm::enumerate(plan->offsets)) {
-                    // Both planes' fields lie in the chunk's bytes.
-                    Value bytes = chunks[k / 2];
-                    Value levels =
-                        levelVector(b, loc, in, {bytes, bytes}, offsets);
-                    const int64_t vector =
-                        quad * int64_t(plan->offsets.size()) + k;
+                  for (auto [k, levelBytes] : llvm::enumerate(levels)) {
+                    const int64_t vector = quad * vectorsPerQuad + k;
                     for (int64_t hh = 0; hh < block; ++hh)
-                      acc[hh] = queryDot(b, loc, in, acc[hh], levels, g,
+                      acc[hh] = queryDot(b, loc, in, acc[hh], levelBytes, g,
                                          heads[hh], vector, narrow);
                   }
-                  Value blockScales =
-                      scalesOfGroup(b, loc, chunks[0], chunks[1],
-                                    plan->scaleWord);
                   for (int64_t hh = 0; hh < block; ++hh)
                     scaled[hh].push_back(scaledSums(
                         b, loc,

@@ -103,6 +103,15 @@ Value levelVector(OpBuilder &b, Location loc, const LaneScoreInputs &in,
                   ArrayRef<Value> planes,
                   ArrayRef<SmallVector<int8_t, 64>> offsets);
 
+/// `bytes` as 16-bit words shifted by `by` bits (right where positive):
+/// each byte's bits move within it, the vacated ones taking the
+/// neighbour's (vpsrlw / vpsllw).
+Value shiftWords(OpBuilder &b, Location loc, Value bytes, int64_t by);
+
+/// The lookup table of tq.byte_lookup `lookup` (an index of a 2-bit field
+/// under a high bit at bit 2) for indices whose high bit is at bit 3.
+DenseI8ArrayAttr highBitAtThree(OpBuilder &b, DenseI8ArrayAttr lookup);
+
 } // namespace bytescore
 
 /// emitFusedScore's result (tensor<queries x query_heads x tokens x f32>)
@@ -127,6 +136,11 @@ FailureOr<Value> emitTokenLaneScore(OpBuilder &b, Location loc, Value query,
 /// The same scores for rows of short scale blocks, four blocks' sums in
 /// the 32-bit lanes of a token's (see BlockLaneScore.cpp), or failure
 /// where the format does not fit (emitTokenLaneScore then takes them).
+/// Whether rows of `spec` fit the block lanes with shifted fields
+/// (score-lanes=shifts for short blocks; see BlockLaneScore.cpp), and with
+/// two index planes.
+std::optional<bool> shiftQuadPlanes(const ::tq::quant::FormatSpec &spec);
+
 FailureOr<Value> emitBlockLaneScore(OpBuilder &b, Location loc, Value query,
                                     const VectorRowDecoder &keys,
                                     int64_t kvHeads, int64_t group,

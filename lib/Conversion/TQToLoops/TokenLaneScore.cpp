@@ -286,10 +286,10 @@ std::optional<ShiftPlan> shiftPlanFor(const ::tq::quant::FormatSpec &spec) {
   return plan;
 }
 
-/// `bytes` as 16-bit words shifted by `by` bits (right where positive):
-/// each byte's bits move within it, the vacated ones taking the
-/// neighbour's.
-Value shiftWords(OpBuilder &b, Location loc, Value bytes, int64_t by) {
+} // namespace
+
+Value bytescore::shiftWords(OpBuilder &b, Location loc, Value bytes,
+                            int64_t by) {
   if (by == 0)
     return bytes;
   auto bytesType = cast<VectorType>(bytes.getType());
@@ -306,12 +306,20 @@ Value shiftWords(OpBuilder &b, Location loc, Value bytes, int64_t by) {
   return vector::BitCastOp::create(b, loc, bytesType, shifted);
 }
 
-} // namespace
+DenseI8ArrayAttr bytescore::highBitAtThree(OpBuilder &b,
+                                           DenseI8ArrayAttr lookup) {
+  SmallVector<int8_t> table;
+  for (int64_t i = 0; i < 16; ++i)
+    table.push_back(lookup[(i & 3) | (((i >> 3) & 1) << 2)]);
+  return b.getDenseI8ArrayAttr(table);
+}
 
 int64_t mlir::tq::shiftLaneScorePlanes(llvm::StringRef format, unsigned dim) {
   auto f = ::tq::quant::Format::get(std::string_view(format), dim);
   if (!f)
     return 0;
+  if (std::optional<bool> quads = shiftQuadPlanes(f->spec()))
+    return *quads ? 2 : 1;
   std::optional<ShiftPlan> plan = shiftPlanFor(f->spec());
   return plan ? (plan->twoPlanes ? 2 : 1) : 0;
 }
@@ -595,7 +603,7 @@ FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
                                               const TQToLoopsOptions &options) {
   if (cast<RankedTensorType>(query.getType()).getDimSize(0) != 1)
     return failure();
-  if (options.blockLaneScore)
+  if (options.blockLaneScore || options.shiftLaneScore)
     if (FailureOr<Value> quads =
             emitBlockLaneScore(b, loc, query, keys, kvHeads, group, options);
         succeeded(quads))
@@ -625,12 +633,8 @@ FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
   // The shift plan's odd level vectors hold the high plane's bit at bit 3
   // of the index instead of 2.
   DenseI8ArrayAttr oddLookup;
-  if (shifts && shifts->twoPlanes) {
-    SmallVector<int8_t> table;
-    for (int64_t i = 0; i < 16; ++i)
-      table.push_back(in.lookup[(i & 3) | (((i >> 3) & 1) << 2)]);
-    oddLookup = b.getDenseI8ArrayAttr(table);
-  }
+  if (shifts && shifts->twoPlanes)
+    oddLookup = highBitAtThree(b, in.lookup);
   const ByteQuery &q = in.query;
   const int64_t block = headBlock(group, 4);
   auto sumType = VectorType::get({16}, b.getI32Type());

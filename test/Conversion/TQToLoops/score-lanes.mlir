@@ -157,10 +157,21 @@ func.func @polar4(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x66xi8>) -> tensor<1x2
 // block and head), then the blocks added in order.
 // BLOCKS-COUNT-3: arith.addf %{{.*}} : vector<16xf32>
 // BLOCKS: vector.transfer_write
-// score-lanes=shifts: 32-value blocks hold no 64-value piece, so tq3_0
-// keeps the token lanes' selected fields.
+// score-lanes=shifts: the block lanes with shifted fields. One permute
+// per pair of tokens lays out each token's 2-bit halves (block j's bytes
+// 0-3 in lane 0's 32-bit lane j, bytes 4-7 in lane 2's), one more the
+// 1-bit bytes (block j's 0, 1 at bytes 2j, 2j + 1, its 2, 3 eight on)
+// and the four scales (lane 3's bytes 0-7); the 1-bit bytes shifted up
+// and down by 2 and interleaved, then per half four level vectors by
+// shifts of 0, 2, 4 and 6.
 // SHIFTS-LABEL: func @tq3
-// SHIFTS: tq.select_bits
+// SHIFTS-NOT: tq.select_bits
+// SHIFTS: vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 14, 15, 16, 17, 28, 29, 30, 31, 42, 43, 44, 45, 64, 65, 66, 67, 78,
+// SHIFTS: vector.shuffle %{{.*}}, %{{.*}} [8, 9, 22, 23, 36, 37, 50, 51, 10, 11, 24, 25, 38, 39, 52, 53, 72,
+// SHIFTS: arith.shli %{{.*}}, %{{.*}} : vector<32xi16>
+// SHIFTS: arith.shrui %{{.*}}, %{{.*}} : vector<32xi16>
+// SHIFTS-COUNT-2: tq.byte_dot
+// SHIFTS: arith.extf %{{.*}} : vector<16xf16> to vector<16xf32>
 func.func @tq3(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x56xi8>) -> tensor<1x2x5xf32> {
   %k = tq.from_bytes %kb : tensor<5x1x56xi8> -> !tq.cache<5x1x128, #tq.format<"tq3_0">>
   %s = tq.score %q, %k {lookup = #tq.lookup<tile>} : tensor<1x2x128xf32>, !tq.cache<5x1x128, #tq.format<"tq3_0">> -> tensor<1x2x5xf32>

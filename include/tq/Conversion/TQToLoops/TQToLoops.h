@@ -76,7 +76,9 @@ struct TQToLoopsOptions {
   /// shifts of 16-bit words, the values in the order the shifts leave
   /// them (the query in the same order: the same sums), instead of
   /// tq.select_bits: for CPUs whose vpmultishiftqb shares the dots'
-  /// pipes (AMD Zen 4 and 5) (see TokenLaneScore.cpp).
+  /// pipes (AMD Zen 4 and 5) (see TokenLaneScore.cpp). Rows of 32-value
+  /// blocks of such planes (tq3_0's) take the block lanes with shifted
+  /// fields (BlockLaneScore.cpp).
   bool shiftLaneScore = false;
   /// The integer paths' index decode gathers fields with tq.select_bits
   /// (VectorRowDecoder::selectFields): for targets where it is one
@@ -107,9 +109,9 @@ struct TQToLoopsOptions {
 /// The index planes whose fields score-lanes=shifts (shiftLaneScore)
 /// moves by whole-vector shifts in keys of `format` at head dim `dim`: 1
 /// (one plane of 1, 2 or 4 bits), 2 (a 2-bit plane under a 1-bit one,
-/// turbo3_0's and polar3's: two tq.select_bits per level vector
-/// replaced), or 0 where the format (or an unknown name) does not fit and
-/// keeps tq.select_bits.
+/// turbo3_0's, polar3's and, by block lanes, tq3_0's: two
+/// tq.select_bits per level vector replaced), or 0 where the format (or
+/// an unknown name) does not fit and keeps tq.select_bits.
 int64_t shiftLaneScorePlanes(llvm::StringRef format, unsigned dim);
 
 /// Patterns lowering every tq op except tq.attention and tq.quantize to

@@ -326,16 +326,10 @@ FailureOr<Value> mlir::tq::emitBlockLaneScore(OpBuilder &b, Location loc,
     return failure();
   const ::tq::quant::FormatSpec &spec = keys.rowDecoder().spec();
   std::optional<ShiftQuadPlan> shifts;
-  if (options.shiftLaneScore)
-    shifts = shiftQuadPlanFor(spec);
   std::optional<QuadPlan> plan;
-  if (!shifts)
-    plan = planFor(spec);
-  if (!shifts && !plan)
-    return failure();
-  ArrayRef<int64_t> order = shifts ? ArrayRef<int64_t>(shifts->order)
-                                   : ArrayRef<int64_t>(plan->order);
-  if (int64_t(order.size()) != codes->width())
+  ArrayRef<int64_t> order = chooseLanePlan(
+      spec, options.shiftLaneScore, shiftQuadPlanFor, planFor, shifts, plan);
+  if (order.empty() || int64_t(order.size()) != codes->width())
     return failure();
   const int64_t quads = shifts ? shifts->quads : plan->quads;
   const int64_t quadBytes = shifts ? shifts->quadBytes : plan->quadBytes;

@@ -103,6 +103,23 @@ Value levelVector(OpBuilder &b, Location loc, const LaneScoreInputs &in,
                   ArrayRef<Value> planes,
                   ArrayRef<SmallVector<int8_t, 64>> offsets);
 
+/// The lane plan of rows of `spec`: `shifts` from `shiftPlan` where
+/// `wantShifts` and it fits, else `select` from `selectPlan`; the query's
+/// lane order of the one taken, empty where neither fits.
+template <typename ShiftT, typename SelectT, typename ShiftFn,
+          typename SelectFn>
+ArrayRef<int64_t>
+chooseLanePlan(const ::tq::quant::FormatSpec &spec, bool wantShifts,
+               ShiftFn shiftPlan, SelectFn selectPlan,
+               std::optional<ShiftT> &shifts, std::optional<SelectT> &select) {
+  if (wantShifts)
+    shifts = shiftPlan(spec);
+  if (shifts)
+    return shifts->order;
+  select = selectPlan(spec);
+  return select ? ArrayRef<int64_t>(select->order) : ArrayRef<int64_t>();
+}
+
 /// `bytes` as 16-bit words shifted by `by` bits (right where positive):
 /// each byte's bits move within it, the vacated ones taking the
 /// neighbour's (vpsrlw / vpsllw).

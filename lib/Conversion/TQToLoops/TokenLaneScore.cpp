@@ -614,16 +614,11 @@ FailureOr<Value> mlir::tq::emitTokenLaneScore(OpBuilder &b, Location loc,
     return failure();
   const ::tq::quant::FormatSpec &spec = keys.rowDecoder().spec();
   std::optional<ShiftPlan> shifts;
-  if (options.shiftLaneScore)
-    shifts = shiftPlanFor(spec);
   std::optional<Plan> plan;
-  if (!shifts)
-    plan = planFor(spec);
-  if (!shifts && !plan)
-    return failure();
-  ArrayRef<int64_t> order = shifts ? ArrayRef<int64_t>(shifts->order)
-                                   : ArrayRef<int64_t>(plan->order);
-  if (int64_t(order.size()) != codes->width() || codes->width() % 16 != 0)
+  ArrayRef<int64_t> order = chooseLanePlan(spec, options.shiftLaneScore,
+                                           shiftPlanFor, planFor, shifts, plan);
+  if (order.empty() || int64_t(order.size()) != codes->width() ||
+      codes->width() % 16 != 0)
     return failure();
   const int64_t blocks = codes->scaleBlocks();
   const int64_t lowBits =

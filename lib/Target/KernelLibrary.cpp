@@ -108,6 +108,13 @@ bool hasAvx512(const llvm::TargetMachine &tm) {
   return tm.getMCSubtargetInfo()->checkFeatures("+avx512f");
 }
 
+/// True where the target CPU is one of AMD's Zen cores (LLVM's znver*),
+/// whose measured choices differ from Intel's (bf16 pair sums, L2
+/// prefetches, shifted index fields).
+bool isAmdZen(const llvm::TargetMachine &tm) {
+  return tm.getTargetCPU().starts_with("znver");
+}
+
 /// Lowers `module` with the tq pipelines, lets `annotate` add to the
 /// lowered module, and writes its machine code to `objectPath`.
 bool emitObject(MLIRContext &context, ModuleOp module,
@@ -230,12 +237,6 @@ bool hasShortScaleBlocks(const std::string &format, unsigned dim) {
   return f && f->spec().hasShortScaleBlocks();
 }
 
-/// The index planes score_lanes=shifts moves by shifts in `format`'s rows
-/// (0: the format keeps tq.select_bits; see shiftLaneScorePlanes).
-int64_t shiftLanePlanes(const std::string &format, unsigned dim) {
-  return shiftLaneScorePlanes(format, dim);
-}
-
 /// The one-row weighted sum's accumulators: `requested`, or for 0 as many
 /// as the CPU's vector registers allow with the rest of the loop live:
 /// 32 with AVX-512 (32 registers), 16 otherwise. A decode kernel (`spec`)
@@ -283,8 +284,7 @@ std::string scoreLanesFor(const llvm::TargetMachine &tm,
     return "rows";
   if (!spec || !isDecodeKind(*spec))
     return "tokens";
-  if (tm.getTargetCPU().starts_with("znver") &&
-      shiftLanePlanes(spec->keyFormat, spec->headDim) == 2)
+  if (isAmdZen(tm) && shiftLaneScorePlanes(spec->keyFormat, spec->headDim) == 2)
     return "shifts";
   if (hasShortScaleBlocks(spec->keyFormat, spec->headDim))
     return "blocks";
@@ -318,8 +318,7 @@ std::string prefetchFor(const llvm::TargetMachine &tm,
                         const std::string &requested) {
   if (requested != "auto")
     return requested;
-  return hasAvx512(tm) && tm.getTargetCPU().starts_with("znver") ? "l2"
-                                                                  : "l1";
+  return hasAvx512(tm) && isAmdZen(tm) ? "l2" : "l1";
 }
 
 /// Whether prefill kernels take AMX tile products: `requested` (on or
@@ -1180,7 +1179,7 @@ bool mlir::tq::kernelKnobs(const RuntimeKernelSpec &spec,
       offer("tokens");
       if (hasShortScaleBlocks(spec.keyFormat, spec.headDim))
         offer("blocks");
-      if (shiftLanePlanes(spec.keyFormat, spec.headDim))
+      if (shiftLaneScorePlanes(spec.keyFormat, spec.headDim))
         offer("shifts");
     }
     lanes.onlyWith = "score_dot=i8";
@@ -1368,10 +1367,9 @@ bool mlir::tq::resolveAutoDotPaths(const std::string &cpu,
   if (scoreDot == "auto")
     scoreDot = hasIntegerDots(*tm) ? "i8" : "f32";
   if (valueDot == "auto")
-    valueDot = hasBf16(*tm) && tm->getTargetCPU().starts_with("znver")
-                   ? "bf16"
-               : hasIntegerDots(*tm) ? "i16"
-                                     : "f32";
+    valueDot = hasBf16(*tm) && isAmdZen(*tm) ? "bf16"
+               : hasIntegerDots(*tm)         ? "i16"
+                                             : "f32";
   return true;
 }
 

@@ -176,11 +176,10 @@ std::optional<QuadPlan> planFor(const ::tq::quant::FormatSpec &spec) {
 /// 32-bit lane j field f of block j's half e, value 16e + 4m + f in byte
 /// m: one shift of 16-bit words by 2f. A token's lane of the 1-bit
 /// vector holds block j's bytes 2e, 2e + 1 at lane bytes 2j, 2j + 1 (e =
-/// 0) and 8 + 2j, 8 + 2j + 1 (e = 1); those shifted up by 2 and down by 2
-/// and interleaved (the low halves for e = 0, the high for e = 1) put
-/// value 16e + 4m + f's bit at bit 2 + f of byte m of lane j: bits 2 and
-/// 3 serve f = 0 and 1, and shifted down by 2, f = 2 and 3 (the high bit
-/// at bit 2 for even f, 3 for odd: two tables).
+/// 0) and 8 + 2j, 8 + 2j + 1 (e = 1); spread to nibbles (the lanes' lower
+/// 8 bytes for e = 0, the upper for e = 1: spreadToNibbles) they hold
+/// value 16e + 4m + f's bit at bit f of byte m of lane j, joined as the
+/// token lanes join theirs (shiftedLevelVector).
 struct ShiftQuadPlan {
   int64_t quads = 0;
   int64_t quadBytes = 0;
@@ -408,43 +407,15 @@ FailureOr<Value> mlir::tq::emitBlockLaneScore(OpBuilder &b, Location loc,
                     auto [half0, half1] = permuted(shifts->halvesMask);
                     auto [bits, scaleLanes] =
                         permuted(shifts->bitsAndScalesMask);
-                    SmallVector<Value, 2> high;
-                    if (shifts->twoPlanes) {
-                      Value up = shiftWords(b, loc, bits, -2);
-                      Value down = shiftWords(b, loc, bits, 2);
-                      for (int64_t e = 0; e < 2; ++e) {
-                        SmallVector<int64_t> mask;
-                        for (int64_t lane = 0; lane < kLaneTokens; ++lane)
-                          for (int64_t i = 0; i < 8; ++i) {
-                            mask.push_back(16 * lane + 8 * e + i);
-                            mask.push_back(64 + 16 * lane + 8 * e + i);
-                          }
-                        high.push_back(
-                            vector::ShuffleOp::create(b, loc, up, down, mask));
-                      }
-                    }
-                    auto bytesType = VectorType::get({64}, b.getI8Type());
                     for (int64_t e = 0; e < 2; ++e) {
-                      Value half = e == 0 ? half0 : half1;
-                      Value highDown = high.empty()
-                                           ? Value()
-                                           : shiftWords(b, loc, high[e], 2);
-                      for (int64_t f = 0; f < 4; ++f) {
-                        Value index = shiftWords(b, loc, half, 2 * f);
-                        DenseI8ArrayAttr lookup = in.lookup;
-                        if (!high.empty()) {
-                          index = arith::OrIOp::create(
-                              b, loc,
-                              arith::AndIOp::create(b, loc, index, in.lowMask),
-                              arith::AndIOp::create(b, loc,
-                                                    f < 2 ? high[e] : highDown,
-                                                    in.highMask));
-                          if (f % 2 == 1)
-                            lookup = oddLookup;
-                        }
-                        levels.push_back(ByteLookupOp::create(b, loc, bytesType,
-                                                              index, lookup));
-                      }
+                      // Half e's 1-bit bytes: the lanes' lower or upper 8.
+                      std::optional<SpreadBits> high;
+                      if (shifts->twoPlanes)
+                        high = spreadToNibbles(b, loc, bits, e == 1);
+                      for (int64_t f = 0; f < 4; ++f)
+                        levels.push_back(shiftedLevelVector(
+                            b, loc, in, oddLookup, e == 0 ? half0 : half1,
+                            /*fieldBits=*/2, f, high ? &*high : nullptr));
                     }
                     blockScales = scalesOfScaleLanes(b, loc, scaleLanes);
                   } else {

@@ -129,6 +129,26 @@ Value shiftWords(OpBuilder &b, Location loc, Value bytes, int64_t by);
 /// under a high bit at bit 2) for indices whose high bit is at bit 3.
 DenseI8ArrayAttr highBitAtThree(OpBuilder &b, DenseI8ArrayAttr lookup);
 
+/// A 1-bit index plane spread for shifted 2-bit fields: of each 128-bit
+/// lane of `bits`, the lower (or `upper`) 8 bytes' nibbles, byte m's low
+/// nibble at lane byte 2m and its high one at 2m + 1, so that bit f of
+/// lane byte i is bit 4i + f of those 8 bytes; `raised` is the same two
+/// bits higher (one shift down by 4, an in-lane interleave, one shift up
+/// by 2).
+struct SpreadBits {
+  Value bits, raised;
+};
+SpreadBits spreadToNibbles(OpBuilder &b, Location loc, Value bits, bool upper);
+
+/// Level vector f of `fields` (64 bytes of packed `fieldBits`-bit fields):
+/// each byte's field f moved to its low bits by one shift, with `high`
+/// (if any; 2-bit fields) the spread plane's bit f joined above it, at
+/// bit 2 for even f (`in.lookup`) or 3 for odd (`oddLookup`), then
+/// looked up.
+Value shiftedLevelVector(OpBuilder &b, Location loc, const LaneScoreInputs &in,
+                         DenseI8ArrayAttr oddLookup, Value fields,
+                         int64_t fieldBits, int64_t f, const SpreadBits *high);
+
 } // namespace bytescore
 
 /// emitFusedScore's result (tensor<queries x query_heads x tokens x f32>)

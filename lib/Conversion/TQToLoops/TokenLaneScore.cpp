@@ -314,6 +314,39 @@ DenseI8ArrayAttr bytescore::highBitAtThree(OpBuilder &b,
   return b.getDenseI8ArrayAttr(table);
 }
 
+SpreadBits bytescore::spreadToNibbles(OpBuilder &b, Location loc, Value bits,
+                                      bool upper) {
+  Value upperNibbles = shiftWords(b, loc, bits, 4);
+  SmallVector<int64_t> mask;
+  const int64_t from = upper ? 8 : 0;
+  for (int64_t lane = 0; lane < kLaneTokens; ++lane)
+    for (int64_t m = 0; m < 8; ++m) {
+      mask.push_back(16 * lane + from + m);
+      mask.push_back(64 + 16 * lane + from + m);
+    }
+  Value spread = vector::ShuffleOp::create(b, loc, bits, upperNibbles, mask);
+  return {spread, shiftWords(b, loc, spread, -2)};
+}
+
+Value bytescore::shiftedLevelVector(OpBuilder &b, Location loc,
+                                    const LaneScoreInputs &in,
+                                    DenseI8ArrayAttr oddLookup, Value fields,
+                                    int64_t fieldBits, int64_t f,
+                                    const SpreadBits *high) {
+  Value index = shiftWords(b, loc, fields, fieldBits * f);
+  DenseI8ArrayAttr lookup = in.lookup;
+  if (high) {
+    index = arith::OrIOp::create(
+        b, loc, arith::AndIOp::create(b, loc, index, in.lowMask),
+        arith::AndIOp::create(b, loc, f < 2 ? high->raised : high->bits,
+                              in.highMask));
+    if (f % 2 == 1)
+      lookup = oddLookup;
+  }
+  return ByteLookupOp::create(b, loc, VectorType::get({64}, b.getI8Type()),
+                              index, lookup);
+}
+
 int64_t mlir::tq::shiftLaneScorePlanes(llvm::StringRef format, unsigned dim) {
   auto f = ::tq::quant::Format::get(std::string_view(format), dim);
   if (!f)
@@ -342,16 +375,13 @@ Value joinReads(OpBuilder &b, Location loc, ArrayRef<Value> reads) {
 /// plane's byte m (values 8m..8m+7 of the piece) is spread to lane bytes
 /// 2m (its low nibble) and 2m + 1 (its high one), so lane byte i holds
 /// value 4i + f's bit at bit f, as the 2-bit plane's byte i holds its
-/// field at bits 2f; vectors 0 and 1 take those bits two higher. The
-/// high bit then lies at bit 2 (f even: `lookup`) or 3 (f odd:
-/// `oddLookup`).
+/// field at bits 2f (spreadToNibbles, shiftedLevelVector).
 SmallVector<Value> shiftLevelVectors(OpBuilder &b, Location loc,
                                      const LaneScoreInputs &in,
                                      DenseI8ArrayAttr oddLookup,
                                      const ShiftPlan &plan,
                                      const ShiftPiece &piece,
                                      ArrayRef<DecodedRow> rows, int64_t g) {
-  auto bytesType = VectorType::get({64}, b.getI8Type());
   auto joinedAt = [&](int64_t at) {
     SmallVector<Value> reads;
     for (int64_t lane = 0; lane < kLaneTokens; ++lane)
@@ -359,33 +389,13 @@ SmallVector<Value> shiftLevelVectors(OpBuilder &b, Location loc,
     return joinReads(b, loc, reads);
   };
   Value low = joinedAt(piece.lowRead);
-  Value high, highUp;
-  if (plan.twoPlanes) {
-    Value bits = joinedAt(piece.highRead);
-    Value upperNibbles = shiftWords(b, loc, bits, 4);
-    SmallVector<int64_t> mask;
-    const int64_t from = piece.highUpper ? 8 : 0;
-    for (int64_t lane = 0; lane < kLaneTokens; ++lane)
-      for (int64_t m = 0; m < 8; ++m) {
-        mask.push_back(16 * lane + from + m);
-        mask.push_back(64 + 16 * lane + from + m);
-      }
-    high = vector::ShuffleOp::create(b, loc, bits, upperNibbles, mask);
-    highUp = shiftWords(b, loc, high, -2);
-  }
+  std::optional<SpreadBits> high;
+  if (plan.twoPlanes)
+    high = spreadToNibbles(b, loc, joinedAt(piece.highRead), piece.highUpper);
   SmallVector<Value> levels;
-  for (int64_t f = 0; f < 8 / plan.bits; ++f) {
-    Value index = shiftWords(b, loc, low, plan.bits * f);
-    DenseI8ArrayAttr lookup = in.lookup;
-    if (plan.twoPlanes) {
-      index = arith::OrIOp::create(
-          b, loc, arith::AndIOp::create(b, loc, index, in.lowMask),
-          arith::AndIOp::create(b, loc, f < 2 ? highUp : high, in.highMask));
-      if (f % 2 == 1)
-        lookup = oddLookup;
-    }
-    levels.push_back(ByteLookupOp::create(b, loc, bytesType, index, lookup));
-  }
+  for (int64_t f = 0; f < 8 / plan.bits; ++f)
+    levels.push_back(shiftedLevelVector(b, loc, in, oddLookup, low, plan.bits,
+                                        f, high ? &*high : nullptr));
   return levels;
 }
 

@@ -161,13 +161,15 @@ func.func @polar4(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x66xi8>) -> tensor<1x2
 // per pair of tokens lays out each token's 2-bit halves (block j's bytes
 // 0-3 in lane 0's 32-bit lane j, bytes 4-7 in lane 2's), one more the
 // 1-bit bytes (block j's 0, 1 at bytes 2j, 2j + 1, its 2, 3 eight on)
-// and the four scales (lane 3's bytes 0-7); the 1-bit bytes shifted up
-// and down by 2 and interleaved, then per half four level vectors by
-// shifts of 0, 2, 4 and 6.
+// and the four scales (lane 3's bytes 0-7); per half the 1-bit bytes
+// spread to nibbles as turbo3's (the lanes' lower 8 bytes for half 0),
+// then four level vectors by shifts of 0, 2, 4 and 6.
 // SHIFTS-LABEL: func @tq3
 // SHIFTS-NOT: tq.select_bits
 // SHIFTS: vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 14, 15, 16, 17, 28, 29, 30, 31, 42, 43, 44, 45, 64, 65, 66, 67, 78,
 // SHIFTS: vector.shuffle %{{.*}}, %{{.*}} [8, 9, 22, 23, 36, 37, 50, 51, 10, 11, 24, 25, 38, 39, 52, 53, 72,
+// SHIFTS: arith.shrui %{{.*}}, %{{.*}} : vector<32xi16>
+// SHIFTS: vector.shuffle %{{.*}}, %{{.*}} [0, 64, 1, 65, 2, 66, 3, 67, 4, 68, 5, 69, 6, 70, 7, 71, 16, 80,
 // SHIFTS: arith.shli %{{.*}}, %{{.*}} : vector<32xi16>
 // SHIFTS: arith.shrui %{{.*}}, %{{.*}} : vector<32xi16>
 // SHIFTS-COUNT-2: tq.byte_dot

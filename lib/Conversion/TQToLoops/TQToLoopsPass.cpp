@@ -118,8 +118,9 @@ struct TQLowerToLoopsPass
     // So are the pair weighted sum's word ops.
     target.addLegalOp<WordLookupOp, PairDotOp>();
     // Fused row decoding prefetches the next tile's rows through the
-    // pool's buffer.
-    target.addLegalOp<bufferization::ToBufferOp, memref::PrefetchOp>();
+    // pool's buffer (its slot stride says which row ends to touch).
+    target.addLegalOp<bufferization::ToBufferOp, memref::PrefetchOp,
+                      memref::ExtractStridedMetadataOp>();
     // The AMX tile products: tiles, and a stack slot for a finished one.
     target.addLegalDialect<amx::AMXDialect>();
     target.addLegalOp<memref::AllocaOp, memref::LoadOp>();

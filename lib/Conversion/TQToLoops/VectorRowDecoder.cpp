@@ -554,17 +554,45 @@ void VectorRowDecoder::prefetchNextRange(OpBuilder &b, Location loc,
   });
 }
 
+/// Bytes of a cache line (x86 and AArch64 CPUs).
+constexpr int64_t kCacheLineBytes = 64;
+
 void VectorRowDecoder::prefetchRowAt(OpBuilder &b, Location loc, Value buffer,
                                      Value page, Value slot,
                                      Value kvHead) const {
-  // A row may straddle two cache lines: touch both ends.
-  for (int64_t at : {int64_t(0), rowBytes_ - 1})
+  auto prefetchAt = [&](OpBuilder &b, Location loc, int64_t at) {
     memref::PrefetchOp::create(
         b, loc, buffer,
         ValueRange{page, slot, kvHead,
                    arith::ConstantIndexOp::create(b, loc, at)},
         /*isWrite=*/false, decoder_->prefetchLocality(),
         /*isDataCache=*/true);
+  };
+  prefetchAt(b, loc, 0);
+  if (rowBytes_ == 1)
+    return;
+  if (rowBytes_ > kCacheLineBytes) {
+    prefetchAt(b, loc, rowBytes_ - 1);
+    return;
+  }
+  // Rows of at most a line that follow each other (the slot stride is the
+  // row's bytes) inside a page put a row's start in every line: the end's
+  // line is the next row's start's.
+  auto metadata = memref::ExtractStridedMetadataOp::create(b, loc, buffer);
+  Value slotStride = metadata.getStrides()[1];
+  Value lastSlot =
+      arith::SubIOp::create(b, loc, metadata.getSizes()[1],
+                            arith::ConstantIndexOp::create(b, loc, 1));
+  Value apart =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, slotStride,
+                            arith::ConstantIndexOp::create(b, loc, rowBytes_));
+  Value last =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, slot, lastSlot);
+  scf::IfOp::create(b, loc, arith::OrIOp::create(b, loc, apart, last),
+                    [&](OpBuilder &b, Location loc) {
+                      prefetchAt(b, loc, rowBytes_ - 1);
+                      scf::YieldOp::create(b, loc);
+                    });
 }
 
 Value VectorRowDecoder::scalarInRow(OpBuilder &b, Location loc,

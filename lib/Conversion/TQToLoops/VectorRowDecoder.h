@@ -131,8 +131,12 @@ public:
   /// rows in cache.
   void prefetchNextRange(OpBuilder &b, Location loc, Value buffer, Value t,
                          Value kvHead) const;
-  /// Prefetches the row at (page, slot) of the pool, head kvHead (both
-  /// ends: a row may straddle two cache lines).
+  /// Prefetches the row at (page, slot) of the pool, head kvHead: its
+  /// start, and its end where that may lie in a line no other row's start
+  /// touches (a row may straddle two cache lines): where the pool's slots
+  /// are not one row apart (token-major pools of several kv heads), or at
+  /// a page's last slot. Slots one row apart (head-major pools) touch each
+  /// line once, not twice.
   void prefetchRowAt(OpBuilder &b, Location loc, Value buffer, Value page,
                      Value slot, Value kvHead) const;
 

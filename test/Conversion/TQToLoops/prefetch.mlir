@@ -8,13 +8,22 @@
 
 // BAD: tq-lower-to-loops: prefetch must be l1 or l2, got 'l3'
 
-// The score's rows: both ends of each 50-byte row of the next range.
+// The score's rows: the start of each 50-byte row of the next range, and
+// its end only where the pool's slots are not one row apart (the end's
+// line is then no other row's start's) or at a page's last slot.
 // L1-LABEL: func @score
 // L1: memref.prefetch %{{.*}}[{{.*}}, %c0{{.*}}], read, locality<3>, data
+// L1: %{{.*}}, %{{.*}}, %[[SIZES:.*]]:4, %[[STRIDES:.*]]:4 = memref.extract_strided_metadata
+// L1: %[[LAST:.*]] = arith.subi %[[SIZES]]#1, %c1
+// L1: %[[APART:.*]] = arith.cmpi ne, %[[STRIDES]]#1, %c50
+// L1: %[[AT_LAST:.*]] = arith.cmpi eq, %{{.*}}, %[[LAST]]
+// L1: %[[FAR:.*]] = arith.ori %[[APART]], %[[AT_LAST]]
+// L1: scf.if %[[FAR]] {
 // L1: memref.prefetch %{{.*}}[{{.*}}, %c49{{.*}}], read, locality<3>, data
 // L1-NOT: locality<2>
 // L2-LABEL: func @score
 // L2: memref.prefetch %{{.*}}[{{.*}}, %c0{{.*}}], read, locality<2>, data
+// L2: scf.if
 // L2: memref.prefetch %{{.*}}[{{.*}}, %c49{{.*}}], read, locality<2>, data
 // L2-NOT: locality<3>
 func.func @score(%q: tensor<1x2x128xf32>, %kb: tensor<5x1x50xi8>) -> tensor<1x2x5xf32> {
@@ -36,4 +45,18 @@ func.func @accumulate(%p: tensor<1x2x5xf32>, %vb: tensor<5x1x50xi8>) -> tensor<1
   %v = tq.from_bytes %vb : tensor<5x1x50xi8> -> !tq.cache<5x1x128, #tq.format<"turbo3_0">>
   %a = tq.accumulate %p, %v {lookup = #tq.lookup<tile>} : tensor<1x2x5xf32>, !tq.cache<5x1x128, #tq.format<"turbo3_0">> -> tensor<1x2x128xf32>
   return %a : tensor<1x2x128xf32>
+}
+
+// -----
+
+// Rows longer than a line (100 bytes at head dim 256): both ends of every
+// row, whatever the strides (a line may hold no row's start).
+// L1-LABEL: func @long_rows
+// L1: memref.prefetch %{{.*}}[{{.*}}, %c0{{.*}}], read, locality<3>, data
+// L1-NOT: scf.if
+// L1: memref.prefetch %{{.*}}[{{.*}}, %c99{{.*}}], read, locality<3>, data
+func.func @long_rows(%q: tensor<1x2x256xf32>, %kb: tensor<5x1x100xi8>) -> tensor<1x2x5xf32> {
+  %k = tq.from_bytes %kb : tensor<5x1x100xi8> -> !tq.cache<5x1x256, #tq.format<"turbo3_0">>
+  %s = tq.score %q, %k {lookup = #tq.lookup<tile>} : tensor<1x2x256xf32>, !tq.cache<5x1x256, #tq.format<"turbo3_0">> -> tensor<1x2x5xf32>
+  return %s : tensor<1x2x5xf32>
 }

@@ -865,10 +865,12 @@ bool mlir::tq::writeKernelLibrary(MLIRContext &context,
     }
 
   // A decode kernel whose keys want other lanes than the library's
-  // default (tq3_0's blocks) gets them as its own knob (lanes of the int8
-  // score: none without it).
+  // default (tq3_0's blocks, shifts on Zen) gets them as its own knob
+  // (lanes of the int8 score: none without it), whether the library or
+  // the kernel's own knob asks for that score.
   for (const RuntimeKernelSpec &spec : specs) {
-    if (!isAttentionKind(spec.kind) || options.scoreDot != "i8")
+    if (!isAttentionKind(spec.kind) ||
+        optionsFor(spec, options).scoreDot != "i8")
       continue;
     const std::string own =
         scoreLanesFor(*tm, libraryOptions.scoreLanes, &spec);
@@ -878,15 +880,15 @@ bool mlir::tq::writeKernelLibrary(MLIRContext &context,
 
   // Keys of blocks shorter than 64 (tq3_0) take the int8 score by token
   // lanes only (one query row); elsewhere the lowering keeps f32, which
-  // their knobs then say.
-  if (options.scoreDot == "i8")
-    for (const RuntimeKernelSpec &spec : specs) {
-      if (!isAttentionKind(spec.kind) ||
-          (isDecodeKind(spec) && options.scoreLanes != "rows"))
-        continue;
-      if (hasShortScaleBlocks(spec.keyFormat, spec.headDim))
-        options.kernelKnobs[spec.name()].try_emplace("score_dot", "f32");
-    }
+  // their knobs then say (unless a knob of their own asked for i8).
+  for (const RuntimeKernelSpec &spec : specs) {
+    const KernelLibraryOptions own = optionsFor(spec, options);
+    if (!isAttentionKind(spec.kind) || own.scoreDot != "i8" ||
+        (isDecodeKind(spec) && own.scoreLanes != "rows"))
+      continue;
+    if (hasShortScaleBlocks(spec.keyFormat, spec.headDim))
+      options.kernelKnobs[spec.name()].try_emplace("score_dot", "f32");
+  }
   // Values of blocks shorter than 64 (tq3_0) take the pair sums only
   // with AVX-512: its 64-lane chunks span two blocks in one register;
   // with AVX2 the sums were slower than f32 (docs/perf/cpu.md, session

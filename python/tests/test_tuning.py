@@ -256,3 +256,25 @@ def test_compile_with_knobs_and_tuning_db(tmp_path):
                       tuning_context=100, output_dir=tmp_path / "other")
     assert lib.kernels[0].info["knobs"]["tile_size"] == "512"
     assert "context bucket 128: defaults" in lib.tuning_report[0]
+
+
+def test_score_dot_knob_takes_the_cpus_default_lanes(tmp_path):
+    # The int8 score asked for by a knob (as tq-bench's variants and the
+    # autotuner ask) gets the lanes tqc.knobs names as the default, the
+    # same as a library built with score_dot=i8: shifts for keys with a
+    # 2-bit plane under a 1-bit one on AMD's Zen 4, blocks for tq3_0's
+    # short blocks on Intel, tokens for one plane. (It got tokens for all
+    # of them: tq3_0 11-13% slower on Zen 4.)
+    def lanes(fmt, cpu, knobs):
+        lib = tqc.compile(kind="decode", k_format=fmt, head_dim=128, gqa=4,
+                          cpu=cpu, knobs=knobs,
+                          output_dir=tmp_path / f"{fmt}-{cpu}-{len(knobs)}")
+        return lib.kernels[0].info["knobs"]["score_lanes"]
+    i8 = {"score_dot": "i8"}
+    assert lanes("turbo3_0", "znver4", i8) == "shifts"
+    assert lanes("tq3_0", "znver4", i8) == "shifts"
+    assert lanes("polar4", "znver4", i8) == "tokens"
+    assert lanes("tq3_0", "icelake-server", i8) == "blocks"
+    # A lanes knob of its own is kept.
+    assert lanes("tq3_0", "znver4",
+                 {"score_dot": "i8", "score_lanes": "tokens"}) == "tokens"

@@ -36,6 +36,8 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 #include "llvm/TargetParser/Host.h"
@@ -214,6 +216,40 @@ struct Library {
   std::string dir;
   tq_runtime *rt = nullptr;
 };
+
+/// "name: knob=value,..." for each decode kernel of the library in `dir`
+/// as its kernels.json records it: the knobs it was built with, the ones
+/// the CPU chose included (a variant names only those it sets).
+std::vector<std::string> decodeKnobsAsBuilt(const std::string &dir) {
+  std::vector<std::string> lines;
+  auto buffer = llvm::MemoryBuffer::getFile(dir + "/kernels.json");
+  if (!buffer)
+    return lines;
+  llvm::Expected<llvm::json::Value> json =
+      llvm::json::parse((*buffer)->getBuffer());
+  if (!json) {
+    llvm::consumeError(json.takeError());
+    return lines;
+  }
+  const llvm::json::Object *root = json->getAsObject();
+  const llvm::json::Array *kernels = root ? root->getArray("kernels") : nullptr;
+  if (!kernels)
+    return lines;
+  for (const llvm::json::Value &k : *kernels) {
+    const llvm::json::Object *kernel = k.getAsObject();
+    if (!kernel || kernel->getString("kind") != "decode")
+      continue;
+    std::vector<std::string> knobs;
+    if (const llvm::json::Object *values = kernel->getObject("knobs"))
+      for (const auto &[name, value] : *values)
+        if (std::optional<llvm::StringRef> text = value.getAsString())
+          knobs.push_back(name.str() + "=" + text->str());
+    llvm::sort(knobs);
+    lines.push_back(kernel->getString("name").value_or("?").str() + ": " +
+                    llvm::join(knobs, ","));
+  }
+  return lines;
+}
 
 /// The kernels of a library over formats `fs`: a decode kernel per format
 /// and, with `withPrefill`, a causal prefill kernel.
@@ -909,6 +945,13 @@ int main(int argc, char **argv) {
       md << " " << v.label << ": " << llvm::join(knobs, ",") << ";";
     }
     md << "\n\n";
+    // The knobs each variant's decode kernels were built with, the CPU's
+    // choices included (a variant's own knobs leave the rest to them).
+    md << "Variants' decode kernels as built:\n";
+    for (const Variant &v : variants)
+      for (const std::string &line : decodeKnobsAsBuilt(v.lib.dir))
+        md << "- " << v.label << " " << line << "\n";
+    md << "\n";
   }
   if (withGgml) {
     md << "ggml baselines: ggml's CPU FLASH_ATTN_EXT (" << ggml.description

@@ -450,12 +450,6 @@ FailureOr<Value> mlir::tq::emitFusedPairAccumulate(
         b, loc, DenseElementsAttr::get(bytesType, b.getI8IntegerAttr(0)));
     for (int64_t c = 0; c < count; ++c) {
       const int64_t at = (firstChunk + c) * lanes;
-      if (getenv("TQ_NODECODE")) {
-        Value x = arith::XOrIOp::create(b, loc, row0.read(b, loc, 0, 32, true), row1.read(b, loc, 0, 32, true));
-        Value w = vector::ShuffleOp::create(b, loc, x, x, llvm::to_vector(llvm::seq<int64_t>(0, 64)));
-        for (int k = 0; k < 4; ++k) words.push_back(vector::BitCastOp::create(b, loc, i16Words, w));
-        continue;
-      }
       Value a = codes.decodeCodes(b, loc, row0, at, lanes);
       Value bb = codes.decodeCodes(b, loc, row1, at, lanes);
       for (int64_t outer = 0; outer < 2; ++outer) {
